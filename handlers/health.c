@@ -1,0 +1,19 @@
+/* GET /healthz (the process answers) and GET /readyz (the store is open and migrated). */
+#include "handlers/handlers.h"
+#include "server/app.h"
+#include "server/reply.h"
+#include "store/store.h"
+
+enum MHD_Result handle_healthz(struct request *req) {
+  return reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+enum MHD_Result handle_readyz(struct request *req) {
+  if (atomic_load(&req->app->shutting_down))
+    return reply_error(req, API_ERR_SHUTTING_DOWN, NULL, "the server is shutting down");
+  if (!store_ready(req->app->store))
+    return reply_error(req, API_ERR_NOT_READY, NULL,
+                       "the store is not open or its migrations are not all applied");
+  return reply_json(req, 200, json_pack("{s:s, s:i}", "status", "ready", "schema_version",
+                                        store_schema_version(req->app->store)));
+}

@@ -1,0 +1,46 @@
+/* GET /metrics: Prometheus text with request counters, latency, limits and task counts. */
+#include <stdlib.h>
+
+#include "handlers/handlers.h"
+#include "server/app.h"
+#include "server/metrics.h"
+#include "server/reply.h"
+#include "store/store.h"
+
+/* Appends the tasks-by-status gauge. Returns 0, -1 on failure. */
+static int render_task_counts(struct request *req, char **buf, size_t *len, size_t *cap) {
+  json_t *counts = NULL;
+  if (store_task_counts(req->app->store, &counts) != STORE_OK)
+    return -1;
+  int rc = metrics_appendf(buf, len, cap,
+                           "# HELP opforge_tasks Tasks by status.\n# TYPE opforge_tasks gauge\n");
+  const char *status;
+  json_t *n;
+  json_object_foreach(counts, status, n) {
+    if (rc == 0)
+      rc = metrics_appendf(buf, len, cap, "opforge_tasks{status=\"%s\"} %lld\n", status,
+                           (long long)json_integer_value(n));
+  }
+  json_decref(counts);
+  return rc;
+}
+
+enum MHD_Result handle_metrics(struct request *req) {
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  int rc = metrics_render(req->app->metrics, &buf, &len, &cap);
+  if (rc == 0)
+    rc = render_task_counts(req, &buf, &len, &cap);
+  if (rc != 0) {
+    free(buf);
+    return reply_error(req, API_ERR_INTERNAL, NULL, "cannot render metrics");
+  }
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer_with_free_callback(len, buf, free);
+  if (!resp) {
+    free(buf);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
+  return reply_response(req, 200, resp);
+}

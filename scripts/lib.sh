@@ -1,0 +1,57 @@
+# Shared by scripts/test and scripts/demo: installs what is missing and builds.
+# Sourced, not run. Set OPFORGE_NO_INSTALL=1 to skip the installs.
+
+APT_PACKAGES="build-essential pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev
+libcurl4-openssl-dev libsqlite3-dev uuid-dev libyaml-dev libcmocka-dev python3-venv curl"
+VENV="${OPFORGE_VENV:-$HOME/.cache/opforge/venv}"
+TORCH_VERSION="${OPFORGE_TORCH_VERSION:-2.11.0}"
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+# Installs the Debian packages that are not there yet.
+install_apt_packages() {
+  [ "${OPFORGE_NO_INSTALL:-0}" = 1 ] && return 0
+  local missing=()
+  for p in $APT_PACKAGES; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Creates the Python venv with torch (CPU use) and pytest, cached under ~/.cache/opforge.
+install_python_venv() {
+  [ "${OPFORGE_NO_INSTALL:-0}" = 1 ] && return 0
+  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, pytest' 2>/dev/null; then
+    return 0
+  fi
+  say "creating $VENV with torch $TORCH_VERSION and pytest (first run only; large download)"
+  mkdir -p "$(dirname "$VENV")"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" pytest numpy
+}
+
+# Checks the CUDA toolkit (headers and NVRTC) that the build needs.
+check_cuda() {
+  local root="${OPFORGE_CUDA:-/usr/local/cuda}"
+  if [ ! -f "$root/include/nvrtc.h" ] || ! ls "$root"/lib64/libnvrtc.so* >/dev/null 2>&1; then
+    say "CUDA toolkit not found in $root (need include/nvrtc.h and lib64/libnvrtc.so);"
+    say "install CUDA 13 there or set OPFORGE_CUDA"
+    return 1
+  fi
+}
+
+# Configures (once) and builds DIR with extra meson options.
+build_dir() {
+  local dir="$1"; shift
+  local root="${OPFORGE_CUDA:-/usr/local/cuda}"
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" -Dcudadir="$root" "$@" >/dev/null
+  fi
+  ninja -C "$dir" >/dev/null
+}

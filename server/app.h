@@ -1,0 +1,24 @@
+/* The server's shared state, built once at start-up and read by every handler. */
+#ifndef OPFORGE_APP_H
+#define OPFORGE_APP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct opforge_config;
+struct store;
+struct metrics;
+struct event_bus;
+struct supervisor_pool;
+
+/* Owned by server/main.c; lives for the whole process. Handlers only borrow it. */
+struct app {
+  const struct opforge_config *cfg;
+  struct store *store;
+  struct metrics *metrics;
+  struct event_bus *bus;
+  struct supervisor_pool *supervisors;  /* NULL when the server runs with --gpus none */
+  atomic_bool shutting_down;
+};
+
+#endif

@@ -1,0 +1,264 @@
+/* Server configuration: read once at start-up from options and OPFORGE_* variables. */
+#include "server/config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One option: its --name, its variable, and the parser that stores its value. */
+struct option_spec {
+  const char *name;
+  const char *env;
+  const char *help;
+  int (*parse)(struct opforge_config *cfg, const char *value, char *err, size_t errlen);
+};
+
+/* Parses an unsigned decimal in [lo, hi]; -1 on anything else. */
+static int parse_ulong(const char *value, unsigned long long lo, unsigned long long hi,
+                       unsigned long long *ret) {
+  if (!value || !*value || *value == '-' || *value == '+')
+    return -1;
+  errno = 0;
+  char *end = NULL;
+  unsigned long long v = strtoull(value, &end, 10);
+  if (errno || !end || *end || v < lo || v > hi)
+    return -1;
+  *ret = v;
+  return 0;
+}
+
+static int copy_str(char *dst, size_t cap, const char *value) {
+  size_t len = strlen(value);
+  if (len == 0 || len >= cap)
+    return -1;
+  memcpy(dst, value, len + 1);
+  return 0;
+}
+
+static int parse_listen(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  const char *colon = strrchr(v, ':');
+  unsigned long long port;
+  if (!colon || colon == v || (size_t)(colon - v) >= sizeof cfg->listen_host ||
+      parse_ulong(colon + 1, 0, 65535, &port) != 0) {
+    snprintf(err, n, "--listen: expected HOST:PORT, got '%s'", v);
+    return -1;
+  }
+  memcpy(cfg->listen_host, v, (size_t)(colon - v));
+  cfg->listen_host[colon - v] = '\0';
+  cfg->listen_port = (uint16_t)port;
+  return 0;
+}
+
+static int parse_data(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  if (copy_str(cfg->data_dir, sizeof cfg->data_dir, v) != 0) {
+    snprintf(err, n, "--data: expected a directory path");
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_gpus(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  if (strcmp(v, "all") == 0) {
+    cfg->gpu_mode = GPUS_ALL;
+    return 0;
+  }
+  if (strcmp(v, "none") == 0) {
+    cfg->gpu_mode = GPUS_NONE;
+    return 0;
+  }
+  cfg->gpu_mode = GPUS_LIST;
+  cfg->n_gpu_list = 0;
+  const char *p = v;
+  while (*p) {
+    char *end = NULL;
+    errno = 0;
+    long idx = strtol(p, &end, 10);
+    if (errno || end == p || idx < 0 || idx >= 1024 || (*end && *end != ',') ||
+        cfg->n_gpu_list >= CONFIG_MAX_GPUS) {
+      snprintf(err, n, "--gpus: expected all, none or a list like 0,1; got '%s'", v);
+      return -1;
+    }
+    cfg->gpu_list[cfg->n_gpu_list++] = (int)idx;
+    p = *end ? end + 1 : end;
+  }
+  if (cfg->n_gpu_list == 0) {
+    snprintf(err, n, "--gpus: empty list");
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads one token per non-empty line; tokens are never echoed in messages. */
+static int parse_token_file(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  if (copy_str(cfg->token_file, sizeof cfg->token_file, v) != 0) {
+    snprintf(err, n, "--token-file: expected a file path");
+    return -1;
+  }
+  FILE *f = fopen(v, "r");
+  if (!f) {
+    snprintf(err, n, "--token-file: cannot open '%s': %s", v, strerror(errno));
+    return -1;
+  }
+  char line[256];
+  cfg->n_tokens = 0;
+  while (fgets(line, sizeof line, f)) {
+    size_t len = strcspn(line, "\r\n");
+    line[len] = '\0';
+    if (len == 0 || line[0] == '#')
+      continue;
+    if (len < 16 || len >= sizeof cfg->tokens[0] || cfg->n_tokens >= CONFIG_MAX_TOKENS) {
+      fclose(f);
+      snprintf(err, n, "--token-file: each token must be 16..127 characters, at most %d tokens",
+               CONFIG_MAX_TOKENS);
+      return -1;
+    }
+    memcpy(cfg->tokens[cfg->n_tokens++], line, len + 1);
+  }
+  fclose(f);
+  if (cfg->n_tokens == 0) {
+    snprintf(err, n, "--token-file: '%s' holds no token", v);
+    return -1;
+  }
+  return 0;
+}
+
+/* Declares a parser for an unsigned field with bounds. */
+#define UINT_OPTION(fn, field, opt, lo, hi)                                             \
+  static int fn(struct opforge_config *cfg, const char *v, char *err, size_t n) {     \
+    unsigned long long x;                                                             \
+    if (parse_ulong(v, lo, hi, &x) != 0) {                                            \
+      snprintf(err, n, "%s: expected an integer in [%llu, %llu], got '%s'", opt,       \
+               (unsigned long long)(lo), (unsigned long long)(hi), v);                \
+      return -1;                                                                      \
+    }                                                                                 \
+    cfg->field = x;                                                                   \
+    return 0;                                                                         \
+  }
+
+UINT_OPTION(parse_workers, workers_per_gpu, "--workers-per-gpu", 1, 16)
+UINT_OPTION(parse_max_body, max_body_bytes, "--max-body", 1024, 64ull << 20)
+UINT_OPTION(parse_max_url, max_url_bytes, "--max-url", 256, 1u << 20)
+UINT_OPTION(parse_threads, threads, "--threads", 1, 256)
+UINT_OPTION(parse_max_conns, max_connections, "--max-connections", 16, 65536)
+UINT_OPTION(parse_max_conns_ip, max_connections_per_ip, "--max-connections-per-ip", 1, 65536)
+UINT_OPTION(parse_conn_timeout, connection_timeout_s, "--connection-timeout", 1, 3600)
+UINT_OPTION(parse_keepalive, sse_keepalive_s, "--sse-keepalive", 1, 3600)
+
+static int parse_python(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  if (copy_str(cfg->python, sizeof cfg->python, v) != 0) {
+    snprintf(err, n, "--python: expected a path");
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_evaluator(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  if (copy_str(cfg->evaluator, sizeof cfg->evaluator, v) != 0) {
+    snprintf(err, n, "--evaluator: expected a path");
+    return -1;
+  }
+  return 0;
+}
+
+static const struct option_spec options[] = {
+  {"--listen", "OPFORGE_LISTEN", "HOST:PORT to listen on (127.0.0.1:8080)", parse_listen},
+  {"--data", "OPFORGE_DATA", "directory for the SQLite file and artifacts (./var)", parse_data},
+  {"--gpus", "OPFORGE_GPUS", "GPUs to use: all, none or a list like 0,1 (all)", parse_gpus},
+  {"--workers-per-gpu", "OPFORGE_WORKERS_PER_GPU", "worker slots per GPU (1)", parse_workers},
+  {"--token-file", "OPFORGE_TOKEN_FILE", "file of bearer tokens, one per line (none: open)",
+   parse_token_file},
+  {"--max-body", "OPFORGE_MAX_BODY", "request body cap in bytes (1048576)", parse_max_body},
+  {"--max-url", "OPFORGE_MAX_URL", "request URL cap in bytes (8192)", parse_max_url},
+  {"--threads", "OPFORGE_THREADS", "HTTP thread pool size (8)", parse_threads},
+  {"--max-connections", "OPFORGE_MAX_CONNECTIONS", "open connections cap (1024)",
+   parse_max_conns},
+  {"--max-connections-per-ip", "OPFORGE_MAX_CONNECTIONS_PER_IP",
+   "open connections cap per client address (512)", parse_max_conns_ip},
+  {"--connection-timeout", "OPFORGE_CONNECTION_TIMEOUT",
+   "seconds an idle connection is kept (30)", parse_conn_timeout},
+  {"--sse-keepalive", "OPFORGE_SSE_KEEPALIVE", "seconds between SSE keep-alive comments (15)",
+   parse_keepalive},
+  {"--python", "OPFORGE_PYTHON", "python with PyTorch for the evaluator", parse_python},
+  {"--evaluator", "OPFORGE_EVALUATOR", "path of gpu/evaluator.py", parse_evaluator},
+  {NULL, NULL, NULL, NULL},
+};
+
+void config_defaults(struct opforge_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  snprintf(cfg->listen_host, sizeof cfg->listen_host, "127.0.0.1");
+  cfg->listen_port = 8080;
+  snprintf(cfg->data_dir, sizeof cfg->data_dir, "./var");
+  cfg->gpu_mode = GPUS_ALL;
+  cfg->workers_per_gpu = 1;
+  cfg->max_body_bytes = 1u << 20;
+  cfg->max_url_bytes = 8192;
+  cfg->threads = 8;
+  cfg->max_connections = 1024;
+  cfg->max_connections_per_ip = 512;
+  cfg->connection_timeout_s = 30;
+  cfg->sse_keepalive_s = 15;
+}
+
+static const struct option_spec *find_option(const char *name, size_t len) {
+  for (const struct option_spec *o = options; o->name; o++)
+    if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+      return o;
+  return NULL;
+}
+
+/* Applies --name VALUE and --name=VALUE forms from argv; returns -1 on error. */
+static int apply_argv(struct opforge_config *cfg, int argc, char **argv, char *err,
+                      size_t errlen) {
+  for (int i = 0; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *eq = strchr(arg, '=');
+    size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const struct option_spec *o = strncmp(arg, "--", 2) == 0 ? find_option(arg, name_len) : NULL;
+    if (!o) {
+      snprintf(err, errlen, "%.*s: unknown option (see opforge serve --help)", (int)name_len,
+               arg);
+      return -1;
+    }
+    const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+    if (!value) {
+      snprintf(err, errlen, "%s: missing value", o->name);
+      return -1;
+    }
+    if (o->parse(cfg, value, err, errlen) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+int config_load(int argc, char **argv, char *(*getenv_fn)(const char *),
+                struct opforge_config *ret_cfg, char *err, size_t errlen) {
+  struct opforge_config *cfg = malloc(sizeof *cfg);
+  if (!cfg) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  config_defaults(cfg);
+  for (const struct option_spec *o = options; o->name; o++) {
+    const char *value = getenv_fn ? getenv_fn(o->env) : NULL;
+    if (value && o->parse(cfg, value, err, errlen) != 0) {
+      char inner[512];
+      snprintf(inner, sizeof inner, "%s", err);
+      snprintf(err, errlen, "%s (from %s)", inner, o->env);
+      free(cfg);
+      return -1;
+    }
+  }
+  if (apply_argv(cfg, argc, argv, err, errlen) != 0) {
+    free(cfg);
+    return -1;
+  }
+  *ret_cfg = *cfg;
+  free(cfg);
+  return 0;
+}
+
+void config_usage(FILE *out) {
+  fprintf(out, "usage: opforge serve [OPTIONS]\n\noptions (and their variables):\n");
+  for (const struct option_spec *o = options; o->name; o++)
+    fprintf(out, "  %-26s %-32s %s\n", o->name, o->env, o->help);
+}

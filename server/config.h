@@ -1,0 +1,51 @@
+/* Server configuration: read once at start-up from options and OPFORGE_* variables. */
+#ifndef OPFORGE_CONFIG_H
+#define OPFORGE_CONFIG_H
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_MAX_TOKENS 16
+#define CONFIG_MAX_GPUS 64
+
+enum gpu_mode { GPUS_ALL, GPUS_NONE, GPUS_LIST };
+
+/* Every setting of `opforge serve`. Filled by config_load; plain data, no ownership. */
+struct opforge_config {
+  char listen_host[256];
+  uint16_t listen_port;            /* 0 = pick a free port */
+  char data_dir[PATH_MAX];
+  enum gpu_mode gpu_mode;
+  int gpu_list[CONFIG_MAX_GPUS];
+  int n_gpu_list;
+  int workers_per_gpu;
+  char token_file[PATH_MAX];
+  char tokens[CONFIG_MAX_TOKENS][128];
+  int n_tokens;
+  size_t max_body_bytes;
+  size_t max_url_bytes;
+  unsigned threads;                /* MHD thread pool size */
+  unsigned max_connections;
+  unsigned max_connections_per_ip;
+  unsigned connection_timeout_s;
+  unsigned sse_keepalive_s;
+  char python[PATH_MAX];           /* empty = default search */
+  char evaluator[PATH_MAX];        /* empty = default search */
+};
+
+/* Sets every field to its default. */
+void config_defaults(struct opforge_config *cfg);
+
+/* Reads OPFORGE_* variables (via getenv_fn, normally getenv) and then options (argv
+ * after the subcommand; options win). On a bad value returns -1 with a message naming
+ * the option in err. ret_cfg is written only on success. */
+int config_load(int argc, char **argv, char *(*getenv_fn)(const char *),
+                struct opforge_config *ret_cfg, char *err, size_t errlen);
+
+/* Prints the options with their variables and defaults. */
+void config_usage(FILE *out);
+
+#endif

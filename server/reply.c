@@ -1,0 +1,78 @@
+/* Queueing responses: JSON bodies, the one error shape, empty replies. */
+#include "server/reply.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum MHD_Result reply_response(struct request *req, unsigned status,
+                               struct MHD_Response *response) {
+  if (!response)
+    return MHD_NO;
+  req->status = status;
+  req->answered = true;
+  enum MHD_Result ret = MHD_queue_response(req->conn, status, response);
+  MHD_destroy_response(response);
+  return ret;
+}
+
+enum MHD_Result reply_bytes(struct request *req, unsigned status, const char *content_type,
+                            const char *data, size_t len) {
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+  if (!resp)
+    return MHD_NO;
+  if (content_type)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  return reply_response(req, status, resp);
+}
+
+/* Serializes body and queues it, with an optional extra header. Takes over body. */
+static enum MHD_Result queue_json(struct request *req, unsigned status, json_t *body,
+                                  const char *header, const char *value) {
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (!text)
+    return MHD_NO;
+  size_t len = strlen(text);
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer_with_free_callback(len, text, free);
+  if (!resp) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  if (header)
+    MHD_add_response_header(resp, header, value);
+  return reply_response(req, status, resp);
+}
+
+enum MHD_Result reply_json(struct request *req, unsigned status, json_t *body) {
+  return queue_json(req, status, body, NULL, NULL);
+}
+
+enum MHD_Result reply_json_with_header(struct request *req, unsigned status, json_t *body,
+                                       const char *header, const char *value) {
+  return queue_json(req, status, body, header, value);
+}
+
+enum MHD_Result reply_error(struct request *req, enum api_error err, const char *field,
+                            const char *fmt, ...) {
+  char message[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  const struct api_error_info *info = api_error_info(err);
+  json_t *body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", info->code,
+                           "message", message, "field", field);
+  if (!body)
+    return MHD_NO;
+  return reply_json(req, info->status, body);
+}
+
+enum MHD_Result reply_empty(struct request *req, unsigned status) {
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+  return reply_response(req, status, resp);
+}

@@ -1,0 +1,34 @@
+/* Queueing responses: JSON bodies, the one error shape, empty replies. */
+#ifndef OPFORGE_REPLY_H
+#define OPFORGE_REPLY_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "server/errors.h"
+#include "server/request.h"
+
+/* Queues status with body as JSON; takes over body (json_decref'd here, even on error). */
+enum MHD_Result reply_json(struct request *req, unsigned status, json_t *body);
+
+/* Like reply_json, adding one extra header (name/value are copied). */
+enum MHD_Result reply_json_with_header(struct request *req, unsigned status, json_t *body,
+                                       const char *header, const char *value);
+
+/* Queues the error shape {"error":{"code","message","field"}} with the code's status.
+ * field may be NULL. The message is formatted like printf and copied. */
+enum MHD_Result reply_error(struct request *req, enum api_error err, const char *field,
+                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Queues a body of the given content type; the bytes are copied. */
+enum MHD_Result reply_bytes(struct request *req, unsigned status, const char *content_type,
+                            const char *data, size_t len);
+
+/* Queues an empty reply (e.g. 204). */
+enum MHD_Result reply_empty(struct request *req, unsigned status);
+
+/* Queues a response built by the caller; takes over response (destroyed here). */
+enum MHD_Result reply_response(struct request *req, unsigned status,
+                               struct MHD_Response *response);
+
+#endif

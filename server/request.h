@@ -1,0 +1,57 @@
+/* The per-request context: what a handler sees of one HTTP request. */
+#ifndef OPFORGE_REQUEST_H
+#define OPFORGE_REQUEST_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct app;
+struct route;
+
+#define REQUEST_MAX_PARAMS 3
+
+/* Lives in MHD's *req_cls from the first callback to the request-completed callback,
+ * which frees it (request_free). Handlers borrow it; state they hang on it goes in
+ * handler_state with its destructor in handler_state_free. */
+struct request {
+  struct MHD_Connection *conn;
+  struct app *app;
+  const char *method;            /* borrowed from MHD */
+  const char *url;               /* borrowed from MHD, path only */
+  const struct route *route;     /* NULL until routed */
+  char *params[REQUEST_MAX_PARAMS]; /* owned copies of {..} path segments */
+  unsigned n_params;
+
+  /* body intake (server/body.c) */
+  char *body;                    /* owned, NUL-terminated */
+  size_t body_len;
+  size_t body_cap;
+  int body_state;                /* enum body_state in body.c */
+
+  unsigned status;               /* status queued, for metrics and logs */
+  uint64_t started_ns;           /* monotonic, for the latency histogram */
+  bool answered;
+
+  void *handler_state;
+  void (*handler_state_free)(void *state);
+};
+
+/* A handler answers the request (queues a response) and returns MHD's result. */
+typedef enum MHD_Result (*handler_fn)(struct request *req);
+
+/* Frees everything the request owns, including handler_state. Accepts NULL. */
+void request_free(struct request *req);
+
+/* Value of a query argument (borrowed from MHD), or NULL. */
+const char *request_query(struct request *req, const char *key);
+
+/* Value of a request header (borrowed from MHD), or NULL. */
+const char *request_header(struct request *req, const char *name);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t monotonic_ns(void);
+
+#endif

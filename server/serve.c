@@ -1,0 +1,99 @@
+/* `opforge serve`: start-up, the wait for a signal, and the graceful shutdown. */
+#include "server/serve.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "server/app.h"
+#include "server/config.h"
+#include "server/daemon.h"
+#include "server/event_bus.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "store/store.h"
+
+/* Blocks SIGINT/SIGTERM in this thread (and so in every thread started later) so that
+ * serve_main can take them with sigwait; ignores SIGPIPE from closed sockets and pipes. */
+static void block_signals(sigset_t *set) {
+  sigemptyset(set);
+  sigaddset(set, SIGINT);
+  sigaddset(set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+/* Creates the data directory if needed; logs and returns -1 on failure. */
+static int ensure_data_dir(const char *dir) {
+  if (mkdir(dir, 0750) == 0)
+    return 0;
+  struct stat st;
+  if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+    return 0;
+  log_error("--data: cannot create directory '%s'", dir);
+  return -1;
+}
+
+/* Opens what the app holds. Returns 0, or -1 after logging (the caller cleans up). */
+static int app_open(struct app *app, const struct opforge_config *cfg) {
+  app->cfg = cfg;
+  if (ensure_data_dir(cfg->data_dir) != 0)
+    return -1;
+  char err[512];
+  if (store_open(cfg->data_dir, &app->store, err, sizeof err) != STORE_OK) {
+    log_error("store: %s", err);
+    return -1;
+  }
+  app->metrics = metrics_new();
+  app->bus = event_bus_new(1000);
+  if (!app->metrics || !app->bus) {
+    log_error("out of memory at start-up");
+    return -1;
+  }
+  return 0;
+}
+
+static void app_close(struct app *app) {
+  event_bus_free(app->bus);
+  metrics_free(app->metrics);
+  store_close(app->store);
+}
+
+int serve_main(int argc, char **argv) {
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    config_usage(stdout);
+    return 0;
+  }
+  static struct opforge_config cfg;
+  char err[512];
+  if (config_load(argc - 1, argv + 1, getenv, &cfg, err, sizeof err) != 0) {
+    fprintf(stderr, "opforge serve: %s\n", err);
+    return 2;
+  }
+  sigset_t signals;
+  block_signals(&signals);
+  static struct app app;
+  struct daemon *d = NULL;
+  uint16_t port = 0;
+  int code = 1;
+  if (app_open(&app, &cfg) == 0 && daemon_start(&app, &d, &port) == 0) {
+    printf("listening on http://%s:%u\n", cfg.listen_host, (unsigned)port);
+    fflush(stdout);
+    log_info("opforge listening on %s:%u, data in %s, %d token(s)", cfg.listen_host,
+             (unsigned)port, cfg.data_dir, cfg.n_tokens);
+    int sig = 0;
+    sigwait(&signals, &sig);
+    log_info("signal %d: stopping", sig);
+    atomic_store(&app.shutting_down, true);
+    daemon_quiesce(d);
+    daemon_stop(d);
+    code = 0;
+  }
+  app_close(&app);
+  if (code == 0)
+    log_info("stopped cleanly");
+  return code;
+}
