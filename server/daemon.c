@@ -104,7 +104,7 @@ static enum MHD_Result dispatch(struct daemon *d, struct request *req) {
   }
   if (req->body_len > 0 && wrong_media_type(req))
     return reply_error(req, API_ERR_UNSUPPORTED_MEDIA, NULL,
-                       "request bodies must be application/json");
+                       "request bodies must be JSON: send Content-Type: application/json");
   enum MHD_Result r = req->route->handler(req);
   if (!req->answered && r == MHD_YES) {
     log_error("handler for %s %s answered nothing", req->method, req->route->pattern);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "server/log.h"
 #include "server/serve.h"
 
@@ -15,6 +16,8 @@ struct command {
 
 static const struct command commands[] = {
   {"serve", serve_main, "run the HTTP service (opforge serve --help)"},
+  {"submit", cli_submit_main, "submit a KernelBench program (opforge submit --help)"},
+  {"status", cli_status_main, "list tasks or show one (opforge status --help)"},
   {NULL, NULL, NULL},
 };
 

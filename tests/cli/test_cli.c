@@ -1,0 +1,1185 @@
+/* Tests of `opforge submit` and `opforge status`: the real binary against the real server
+ * on port 0, plus the SSE parser and reconnects against a scripted fake server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "cli/client.h"
+
+extern char **environ;
+
+#define WAIT_MS 30000 /* the longest any one child may take */
+
+static const char reference_ok[] =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "\n"
+    "class Model(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "\n"
+    "    def forward(self, x):\n"
+    "        return torch.relu(x)\n"
+    "\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(16, 1024)]\n"
+    "\n"
+    "def get_init_inputs():\n"
+    "    return []\n";
+
+/* ---- growing text buffers ---- */
+
+struct text {
+  char *s;
+  size_t len, cap;
+};
+
+static void text_add(struct text *t, const char *p, size_t n) {
+  if (t->len + n + 1 > t->cap) {
+    t->cap = (t->len + n + 1) * 2;
+    t->s = realloc(t->s, t->cap);
+    assert_non_null(t->s);
+  }
+  memcpy(t->s + t->len, p, n);
+  t->len += n;
+  t->s[t->len] = '\0';
+}
+
+static const char *text_str(const struct text *t) {
+  return t->s ? t->s : "";
+}
+
+/* ---- the server under test ---- */
+
+static struct {
+  char bin[PATH_MAX];
+  char dir[256];       /* scratch: data dir, reference files */
+  char base[64];       /* http://127.0.0.1:<port> */
+  pid_t pid;
+  bool have_bin;
+} g;
+
+/* Starts `opforge serve` with extra options (NULL-terminated, may be NULL) on data dir
+ * data; writes its base URL into base (64 bytes). Returns the pid, or -1. */
+static pid_t server_start(const char *data, const char *const *extra, char *base) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return -1;
+  char log_path[PATH_MAX + 16];
+  snprintf(log_path, sizeof log_path, "%s/server.log", data);
+  pid_t pid = fork();
+  if (pid == 0) {
+    const char *argv[16] = {g.bin, "serve", "--listen", "127.0.0.1:0", "--data", data,
+                            "--gpus", "none"};
+    int n = 8;
+    for (int i = 0; extra && extra[i] && n < 15; i++)
+      argv[n++] = extra[i];
+    argv[n] = NULL;
+    int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fds[1], STDOUT_FILENO);
+    if (log_fd >= 0)
+      dup2(log_fd, STDERR_FILENO);
+    close(fds[0]);
+    execv(g.bin, (char *const *)argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  struct text out = {0};
+  const char *prefix = "listening on http://127.0.0.1:";
+  for (int waited = 0; waited < WAIT_MS && !strchr(text_str(&out), '\n');) {
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    if (poll(&pfd, 1, 100) == 0) {
+      waited += 100;
+      continue;
+    }
+    char buf[256];
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0)
+      break;
+    text_add(&out, buf, (size_t)n);
+  }
+  close(fds[0]); /* the server prints nothing more on stdout */
+  int port = 0;
+  if (strncmp(text_str(&out), prefix, strlen(prefix)) == 0)
+    port = (int)strtol(text_str(&out) + strlen(prefix), NULL, 10);
+  free(out.s);
+  if (port <= 0) {
+    print_error("server did not start; its log is %s\n", log_path);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+  }
+  snprintf(base, 64, "http://127.0.0.1:%d", port);
+  return pid;
+}
+
+/* Stops the server with SIGTERM; returns its exit status (or -1 when it had to be
+ * killed). */
+static int server_stop(pid_t pid) {
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 200; i++) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    usleep(50000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return -1;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  /* The children must not pick up a developer's settings or a proxy. */
+  unsetenv("OPFORGE_SERVER");
+  unsetenv("OPFORGE_TOKEN");
+  unsetenv("OPFORGE_TOKEN_FILE");
+  setenv("NO_PROXY", "*", 1);
+  signal(SIGPIPE, SIG_IGN);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  const char *bin = getenv("OPFORGE_BIN");
+  g.have_bin = bin && access(bin, X_OK) == 0;
+  snprintf(g.dir, sizeof g.dir, "/tmp/opforge-cli-XXXXXX");
+  if (!mkdtemp(g.dir))
+    return -1;
+  if (!g.have_bin)
+    return 0;
+  snprintf(g.bin, sizeof g.bin, "%s", bin);
+  g.pid = server_start(g.dir, NULL, g.base);
+  return g.pid > 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  int rc = 0;
+  if (g.pid > 0 && server_stop(g.pid) != 0) {
+    print_error("the server did not exit 0 on SIGTERM\n");
+    rc = -1;
+  }
+  nftw(g.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  curl_global_cleanup();
+  return rc;
+}
+
+#define NEED_SERVER()                                                                      \
+  do {                                                                                     \
+    if (!g.have_bin) {                                                                     \
+      print_message("skipped: $OPFORGE_BIN is not set to the opforge binary\n");           \
+      skip();                                                                              \
+    }                                                                                      \
+  } while (0)
+
+/* ---- running the CLI ---- */
+
+struct proc {
+  pid_t pid;
+  int out_fd, err_fd; /* err_fd is -1 under a pty: both streams come through out_fd */
+  struct text out, err;
+};
+
+/* Builds argv {bin, args...} from a NULL-terminated list. */
+static void proc_start(struct proc *p, const char *const *args, const char *const *env,
+                       bool pty) {
+  const char *argv[32] = {g.bin};
+  int n = 1;
+  for (; args[n - 1] && n < 31; n++)
+    argv[n] = args[n - 1];
+  argv[n] = NULL;
+  memset(p, 0, sizeof *p);
+  int out[2], err[2];
+  if (pty) {
+    p->pid = forkpty(&p->out_fd, NULL, NULL, NULL);
+    p->err_fd = -1;
+  } else {
+    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe(err), 0);
+    p->pid = fork();
+  }
+  assert_true(p->pid >= 0);
+  if (p->pid == 0) {
+    if (!pty) {
+      dup2(out[1], STDOUT_FILENO);
+      dup2(err[1], STDERR_FILENO);
+      close(out[0]), close(err[0]), close(out[1]), close(err[1]);
+    }
+    for (int i = 0; env && env[i]; i += 2)
+      setenv(env[i], env[i + 1], 1);
+    execv(g.bin, (char *const *)argv);
+    _exit(127);
+  }
+  if (!pty) {
+    close(out[1]), close(err[1]);
+    p->out_fd = out[0];
+    p->err_fd = err[0];
+  }
+}
+
+/* Reads what the child wrote until needle shows up on its stdout (NULL: until both streams
+ * end) or the time runs out. Returns whether the needle (or the end) came. */
+static bool proc_pump(struct proc *p, const char *needle, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms;) {
+    if (needle && strstr(text_str(&p->out), needle))
+      return true;
+    if (p->out_fd < 0 && p->err_fd < 0)
+      return needle == NULL;
+    struct pollfd pfd[2] = {{.fd = p->out_fd, .events = POLLIN},
+                            {.fd = p->err_fd, .events = POLLIN}};
+    int ready = poll(pfd, 2, 100);
+    if (ready == 0)
+      waited += 100;
+    for (int i = 0; i < 2 && ready > 0; i++) {
+      if (!pfd[i].revents)
+        continue;
+      char buf[4096];
+      ssize_t n = read(pfd[i].fd, buf, sizeof buf);
+      int *fd = i == 0 ? &p->out_fd : &p->err_fd;
+      if (n > 0) {
+        text_add(i == 0 ? &p->out : &p->err, buf, (size_t)n);
+      } else if (n == 0 || errno != EINTR) { /* a pty master reads EIO at the end */
+        close(*fd);
+        *fd = -1;
+      }
+    }
+  }
+  return false;
+}
+
+/* Collects the rest of the output and the exit status (-1 when killed for time). */
+static int proc_finish(struct proc *p) {
+  bool done = proc_pump(p, NULL, WAIT_MS);
+  if (!done)
+    kill(p->pid, SIGKILL);
+  int st = 0;
+  waitpid(p->pid, &st, 0);
+  if (p->out_fd >= 0)
+    close(p->out_fd);
+  if (p->err_fd >= 0)
+    close(p->err_fd);
+  return done && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void proc_clear(struct proc *p) {
+  free(p->out.s);
+  free(p->err.s);
+}
+
+/* Runs the CLI to the end; returns the exit status and fills p's out and err. */
+static int run_cli(struct proc *p, const char *const *args, const char *const *env) {
+  proc_start(p, args, env, false);
+  return proc_finish(p);
+}
+
+/* Writes a file under the scratch directory; returns its path (static storage, reused). */
+static const char *scratch_file(const char *name, const char *content, size_t len) {
+  static char path[PATH_MAX + 256];
+  snprintf(path, sizeof path, "%s/%s", g.dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(content, 1, len, f), len);
+  assert_int_equal(fclose(f), 0);
+  return path;
+}
+
+/* ---- talking to the server directly ---- */
+
+static size_t sink_cb(char *ptr, size_t size, size_t nmemb, void *user) {
+  text_add(user, ptr, size * nmemb);
+  return size * nmemb;
+}
+
+/* One request to the server under test; returns the status and the parsed body (or NULL). */
+static long http(const char *method, const char *path, json_t **ret_body) {
+  char url[512];
+  snprintf(url, sizeof url, "%s%s", g.base, path);
+  struct text body = {0};
+  CURL *easy = curl_easy_init();
+  assert_non_null(easy);
+  curl_easy_setopt(easy, CURLOPT_URL, url);
+  curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, sink_cb);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT, 30L);
+  assert_int_equal(curl_easy_perform(easy), CURLE_OK);
+  long status = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(easy);
+  *ret_body = body.len ? json_loadb(body.s, body.len, 0, NULL) : NULL;
+  free(body.s);
+  return status;
+}
+
+/* ---- shape checks ---- */
+
+static bool is_uuid_v4(const char *s, size_t len) {
+  if (len != 36)
+    return false;
+  for (size_t i = 0; i < 36; i++) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
+      return false;
+  }
+  return s[14] == '4' && strchr("89ab", s[19]);
+}
+
+/* True when s starts with an RFC 3339 UTC time with milliseconds and then a space. */
+static bool starts_with_time(const char *s) {
+  static const char pattern[] = "dddd-dd-ddTdd:dd:dd.dddZ ";
+  for (size_t i = 0; i < sizeof pattern - 1; i++)
+    if (pattern[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != pattern[i])
+      return false;
+  return true;
+}
+
+/* Submits reference_ok (written to file name) with extra args; returns the id (malloc'ed). */
+static char *submit_ok(const char *name, const char *const *extra) {
+  const char *path = scratch_file(name, reference_ok, strlen(reference_ok));
+  const char *args[24] = {"submit", path, "--server", g.base};
+  int n = 4;
+  for (int i = 0; extra && extra[i]; i++)
+    args[n++] = extra[i];
+  args[n] = NULL;
+  struct proc p;
+  int rc = run_cli(&p, args, NULL);
+  if (rc != 0)
+    print_error("submit failed: %s", text_str(&p.err));
+  assert_int_equal(rc, 0);
+  assert_string_equal(text_str(&p.err), "");
+  assert_int_equal(p.out.len, 37);
+  assert_true(is_uuid_v4(p.out.s, 36));
+  assert_int_equal(p.out.s[36], '\n');
+  char *id = strndup(p.out.s, 36);
+  proc_clear(&p);
+  return id;
+}
+
+/* Splits text at '\n' (a final '\n' ends the last line). *ret_lines points into
+ * *ret_copy; the caller frees both. Returns the count. */
+static size_t split_lines(const char *text, char ***ret_lines, char **ret_copy) {
+  char *copy = strdup(text);
+  assert_non_null(copy);
+  size_t n = 0, cap = 8;
+  char **lines = malloc(cap * sizeof *lines);
+  assert_non_null(lines);
+  for (char *line = copy; *line;) {
+    char *nl = strchr(line, '\n');
+    if (n == cap) {
+      cap *= 2;
+      lines = realloc(lines, cap * sizeof *lines);
+      assert_non_null(lines);
+    }
+    lines[n++] = line;
+    if (!nl)
+      break;
+    *nl = '\0';
+    line = nl + 1;
+  }
+  *ret_lines = lines;
+  *ret_copy = copy;
+  return n;
+}
+
+static void assert_one_line_starting(const char *text, const char *prefix) {
+  if (strncmp(text, prefix, strlen(prefix)) != 0)
+    print_error("expected a line starting with '%s', got '%s'\n", prefix, text);
+  assert_memory_equal(text, prefix, strlen(prefix));
+  assert_true(strlen(text) > strlen(prefix) + 1);
+  assert_ptr_equal(strchr(text, '\n'), text + strlen(text) - 1);
+}
+
+static json_t *get_task(const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%s", id);
+  json_t *task = NULL;
+  assert_int_equal(http("GET", path, &task), 200);
+  assert_non_null(task);
+  return task;
+}
+
+static const char *jstr(const json_t *obj, const char *key) {
+  const char *s = json_string_value(json_object_get(obj, key));
+  assert_non_null(s);
+  return s;
+}
+
+/* ---- submit ---- */
+
+static void test_submit_prints_id_and_task_exists(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char *id = submit_ok("relu_small.py", NULL);
+  json_t *task = get_task(id);
+  assert_string_equal(jstr(task, "id"), id);
+  assert_string_equal(jstr(task, "name"), "relu_small");
+  assert_string_equal(jstr(task, "status"), "queued");
+  assert_string_equal(jstr(task, "reference"), reference_ok);
+  json_decref(task);
+  free(id);
+}
+
+static void test_submit_sends_options(void **state) {
+  (void)state;
+  NEED_SERVER();
+  const char *extra[] = {"--name", "custom.v-1", "--policy", "tree", "--proposer", "test",
+                         "--steps", "3", "--seconds", "60", "--precision", "bf16",
+                         "--trials", "2", "--seed", "7", NULL};
+  char *id = submit_ok("opts.py", extra);
+  json_t *task = get_task(id);
+  json_t *o = json_object_get(task, "options");
+  assert_string_equal(jstr(task, "name"), "custom.v-1");
+  assert_string_equal(jstr(o, "policy"), "tree");
+  assert_string_equal(jstr(o, "proposer"), "test");
+  assert_string_equal(jstr(o, "precision"), "bf16");
+  json_t *budget = json_object_get(o, "budget");
+  assert_int_equal(json_integer_value(json_object_get(budget, "steps")), 3);
+  assert_int_equal(json_integer_value(json_object_get(budget, "seconds")), 60);
+  assert_int_equal(json_integer_value(json_object_get(o, "trials")), 2);
+  assert_int_equal(json_integer_value(json_object_get(o, "seed")), 7);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(task, "progress"),
+                                                      "budget_steps")), 3);
+  json_decref(task);
+  free(id);
+}
+
+static void test_submit_sanitizes_default_name(void **state) {
+  (void)state;
+  NEED_SERVER();
+  static const struct { const char *file, *name; } cases[] = {
+      {"my kernel+v2.py", "my_kernel_v2"},
+      {"r\xc3\xa9seau.py", "r_seau"}, /* one '_' per character, not per byte */
+      {"plain", "plain"},
+      {".py", "task"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *id = submit_ok(cases[i].file, NULL);
+    json_t *task = get_task(id);
+    assert_string_equal(jstr(task, "name"), cases[i].name);
+    json_decref(task);
+    free(id);
+  }
+}
+
+static void test_submit_kernelbench_relu(void **state) {
+  (void)state;
+  NEED_SERVER();
+  const char *root = getenv("OPFORGE_SOURCE_ROOT");
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/../shared/kernelbench/level1/19_ReLU.py", root ? root : ".");
+  if (access(path, R_OK) != 0) {
+    print_message("skipped: %s is absent (no ../shared/kernelbench)\n", path);
+    skip();
+  }
+  struct proc p;
+  const char *args[] = {"submit", path, "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, args, NULL), 0);
+  assert_int_equal(p.out.len, 37);
+  char *id = strndup(p.out.s, 36);
+  json_t *task = get_task(id);
+  assert_string_equal(jstr(task, "name"), "19_ReLU");
+  json_decref(task);
+  free(id);
+  proc_clear(&p);
+}
+
+static void test_submit_missing_file(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char path[PATH_MAX + 16], want[PATH_MAX + 128];
+  snprintf(path, sizeof path, "%s/absent.py", g.dir);
+  snprintf(want, sizeof want, "error: cannot read %s: No such file or directory\n", path);
+  struct proc p;
+  const char *args[] = {"submit", path, "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, args, NULL), 2);
+  assert_string_equal(text_str(&p.out), "");
+  assert_string_equal(text_str(&p.err), want);
+  proc_clear(&p);
+}
+
+/* A valid reference padded with a comment to exactly size bytes. */
+static char *padded_reference(size_t size) {
+  char *buf = malloc(size);
+  assert_non_null(buf);
+  size_t head = strlen(reference_ok);
+  memcpy(buf, reference_ok, head);
+  buf[head] = '#';
+  memset(buf + head + 1, 'x', size - head - 2);
+  buf[size - 1] = '\n';
+  return buf;
+}
+
+static void test_submit_size_limit(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char *at_limit = padded_reference(262144);
+  const char *path = scratch_file("at_limit.py", at_limit, 262144);
+  struct proc p;
+  const char *args[] = {"submit", path, "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, args, NULL), 0);
+  assert_true(is_uuid_v4(text_str(&p.out), p.out.len - 1));
+  proc_clear(&p);
+  free(at_limit);
+
+  char *over = padded_reference(262145);
+  path = scratch_file("over_limit.py", over, 262145);
+  char want[PATH_MAX + 256];
+  snprintf(want, sizeof want,
+           "error: %s is larger than 262144 bytes (256 KiB), the limit for a reference\n", path);
+  const char *args2[] = {"submit", path, "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, args2, NULL), 2);
+  assert_string_equal(text_str(&p.out), "");
+  assert_string_equal(text_str(&p.err), want);
+  proc_clear(&p);
+  free(over);
+}
+
+static void test_submit_invalid_reference(void **state) {
+  (void)state;
+  NEED_SERVER();
+  static const char src[] = "import torch\nclass Model:\n    pass\n"
+                            "def get_init_inputs():\n    return []\n";
+  const char *path = scratch_file("no_inputs.py", src, strlen(src));
+  struct proc p;
+  const char *args[] = {"submit", path, "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, args, NULL), 1);
+  assert_string_equal(text_str(&p.out), "");
+  assert_one_line_starting(text_str(&p.err), "error: invalid_reference: ");
+  proc_clear(&p);
+}
+
+static void test_submit_bad_options(void **state) {
+  (void)state;
+  NEED_SERVER();
+  const char *path = scratch_file("opts_bad.py", reference_ok, strlen(reference_ok));
+  struct proc p;
+  const char *not_int[] = {"submit", path, "--server", g.base, "--steps", "abc", NULL};
+  assert_int_equal(run_cli(&p, not_int, NULL), 2);
+  assert_string_equal(text_str(&p.err), "error: --steps expects an integer, got 'abc'\n");
+  proc_clear(&p);
+
+  const char *out_of_range[] = {"submit", path, "--server", g.base, "--steps", "0", NULL};
+  assert_int_equal(run_cli(&p, out_of_range, NULL), 1);
+  assert_string_equal(text_str(&p.out), "");
+  assert_one_line_starting(text_str(&p.err), "error: invalid_field: ");
+  proc_clear(&p);
+
+  const char *unknown[] = {"submit", path, "--bogus", NULL};
+  assert_int_equal(run_cli(&p, unknown, NULL), 2);
+  assert_memory_equal(text_str(&p.err), "error: unknown option '--bogus'\nusage: ", 39);
+  proc_clear(&p);
+
+  const char *no_file[] = {"submit", "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, no_file, NULL), 2);
+  assert_memory_equal(text_str(&p.err), "error: missing FILE.py\nusage: ", 30);
+  proc_clear(&p);
+
+  const char *no_value[] = {"submit", path, "--name", NULL};
+  assert_int_equal(run_cli(&p, no_value, NULL), 2);
+  assert_string_equal(text_str(&p.err), "error: --name needs a value\n");
+  proc_clear(&p);
+}
+
+/* ---- status ---- */
+
+/* Finds the table row of id in out and checks its cells. */
+static void assert_row(const char *out, const char *id, const char *name, const char *status) {
+  const char *row = strstr(out, id);
+  assert_non_null(row);
+  assert_true(row == out || row[-1] == '\n');
+  char cid[64], cname[160], cstatus[32], cstep[32], cbest[32], ccreated[64];
+  assert_int_equal(sscanf(row, "%63s %159s %31s %31s %31s %63s", cid, cname, cstatus, cstep,
+                          cbest, ccreated), 6);
+  assert_string_equal(cid, id);
+  assert_string_equal(cname, name);
+  assert_string_equal(cstatus, status);
+  assert_string_equal(cstep, "0/20");
+  assert_string_equal(cbest, "-");
+  char created[80];
+  snprintf(created, sizeof created, "%s ", ccreated);
+  assert_true(starts_with_time(created));
+}
+
+static void test_status_table(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char *older = submit_ok("table_a.py", NULL);
+  char *newer = submit_ok("table_b.py", NULL);
+  struct proc p;
+  const char *args[] = {"status", "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, args, NULL), 0);
+  assert_string_equal(text_str(&p.err), "");
+  const char *out = text_str(&p.out);
+  char head[6][16];
+  assert_int_equal(sscanf(out, "%15s %15s %15s %15s %15s %15s", head[0], head[1], head[2],
+                          head[3], head[4], head[5]), 6);
+  const char *want[] = {"ID", "NAME", "STATUS", "STEP", "BEST", "CREATED"};
+  for (int i = 0; i < 6; i++)
+    assert_string_equal(head[i], want[i]);
+  assert_row(out, older, "table_a", "queued");
+  assert_row(out, newer, "table_b", "queued");
+  assert_true(strstr(out, newer) < strstr(out, older)); /* newest first */
+  proc_clear(&p);
+  free(older);
+  free(newer);
+}
+
+static void test_status_limit_and_filter(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char *keep = submit_ok("filter_keep.py", NULL);
+  char *gone = submit_ok("filter_gone.py", NULL);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%s/cancel", gone);
+  json_t *body = NULL;
+  assert_int_equal(http("POST", path, &body), 200);
+  json_decref(body);
+
+  struct proc p;
+  const char *limited[] = {"status", "--server", g.base, "--limit", "1", NULL};
+  assert_int_equal(run_cli(&p, limited, NULL), 0);
+  char **lines, *copy;
+  assert_int_equal(split_lines(text_str(&p.out), &lines, &copy), 2);
+  assert_memory_equal(lines[1], gone, 36);
+  assert_string_equal(text_str(&p.err), "note: more tasks exist; list more with --limit\n");
+  free(lines), free(copy), proc_clear(&p);
+
+  const char *cancelled[] = {"status", "--server", g.base, "--status", "cancelled", NULL};
+  assert_int_equal(run_cli(&p, cancelled, NULL), 0);
+  assert_row(text_str(&p.out), gone, "filter_gone", "cancelled");
+  assert_null(strstr(text_str(&p.out), keep));
+  assert_null(strstr(text_str(&p.out), " queued "));
+  proc_clear(&p);
+
+  const char *bogus[] = {"status", "--server", g.base, "--status", "bogus", NULL};
+  assert_int_equal(run_cli(&p, bogus, NULL), 1);
+  assert_string_equal(text_str(&p.out), "");
+  assert_one_line_starting(text_str(&p.err), "error: invalid_query: ");
+  proc_clear(&p);
+
+  const char *mixed[] = {"status", keep, "--server", g.base, "--limit", "3", NULL};
+  assert_int_equal(run_cli(&p, mixed, NULL), 2);
+  assert_string_equal(text_str(&p.err),
+                      "error: --status and --limit apply to the list, not to one task\n");
+  proc_clear(&p);
+  free(keep);
+  free(gone);
+}
+
+static void test_status_one_task(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char *id = submit_ok("one_task.py", NULL);
+  struct proc p;
+  const char *args[] = {"status", id, "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, args, NULL), 0);
+  assert_string_equal(text_str(&p.err), "");
+  char want[256];
+  snprintf(want, sizeof want,
+           "id:               %s\n"
+           "name:             one_task\n"
+           "status:           queued\n"
+           "cancel requested: no\n",
+           id);
+  assert_memory_equal(text_str(&p.out), want, strlen(want));
+  const char *out = text_str(&p.out);
+  assert_non_null(strstr(out, "\nstep:             0/20\n"));
+  assert_non_null(strstr(out, "\nbest speed-up:    -\n"));
+  assert_non_null(strstr(out, "\npolicy:           htam+tree\n"));
+  assert_non_null(strstr(out, "\nbudget steps:     20\n"));
+  assert_non_null(strstr(out, "\natol:             0.0001\n"));
+  char bytes[64];
+  snprintf(bytes, sizeof bytes, "\nreference bytes:  %zu\n", strlen(reference_ok));
+  assert_non_null(strstr(out, bytes));
+  proc_clear(&p);
+  free(id);
+}
+
+static void test_status_errors(void **state) {
+  (void)state;
+  NEED_SERVER();
+  struct proc p;
+  const char *unknown[] = {"status", "0b7d4c1e-8f2a-4c3b-9d5e-6f7a8b9c0d1e", "--server", g.base,
+                           NULL};
+  assert_int_equal(run_cli(&p, unknown, NULL), 1);
+  assert_string_equal(text_str(&p.out), "");
+  assert_one_line_starting(text_str(&p.err), "error: task_not_found: ");
+  proc_clear(&p);
+
+  const char *malformed[] = {"status", "not-a-uuid", "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, malformed, NULL), 1);
+  assert_one_line_starting(text_str(&p.err), "error: invalid_id: ");
+  proc_clear(&p);
+
+  /* A slash in the id must stay inside the one path segment. */
+  const char *slashed[] = {"status", "../../healthz", "--server", g.base, NULL};
+  assert_int_equal(run_cli(&p, slashed, NULL), 1);
+  assert_string_equal(text_str(&p.out), "");
+  assert_true(strncmp(text_str(&p.err), "error: invalid_id: ", 19) == 0 ||
+              strncmp(text_str(&p.err), "error: not_found: ", 18) == 0);
+  proc_clear(&p);
+}
+
+static void test_server_from_environment(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char with_slash[80];
+  snprintf(with_slash, sizeof with_slash, "%s/", g.base);
+  const char *env[] = {"OPFORGE_SERVER", with_slash, NULL};
+  const char *args[] = {"status", "--limit", "1", NULL};
+  struct proc p;
+  assert_int_equal(run_cli(&p, args, env), 0);
+  assert_memory_equal(text_str(&p.out), "ID ", 3);
+  proc_clear(&p);
+}
+
+/* ---- submit --wait ---- */
+
+/* The type field of a plain event line ("<time> <type>[ <data>]"). */
+static void event_type(const char *line, char *out, size_t outlen) {
+  assert_true(starts_with_time(line));
+  const char *type = line + 25;
+  size_t n = strcspn(type, " ");
+  assert_true(n < outlen);
+  memcpy(out, type, n);
+  out[n] = '\0';
+}
+
+/* Starts submit --wait, cancels the task delay_ms after its id is out, and returns the
+ * exit status with p holding the output; *ret_id gets the id (malloc'ed). */
+static int submit_wait_and_cancel(struct proc *p, bool pty, int delay_ms, char **ret_id) {
+  const char *path = scratch_file("wait_me.py", reference_ok, strlen(reference_ok));
+  const char *args[] = {"submit", path, "--server", g.base, "--wait", NULL};
+  proc_start(p, args, NULL, pty);
+  assert_true(proc_pump(p, "\n", WAIT_MS));
+  assert_true(p->out.len >= 37);
+  assert_true(is_uuid_v4(p->out.s, 36));
+  char *id = strndup(p->out.s, 36);
+  usleep((useconds_t)delay_ms * 1000);
+  char path_cancel[128];
+  snprintf(path_cancel, sizeof path_cancel, "/v1/tasks/%s/cancel", id);
+  json_t *body = NULL;
+  assert_int_equal(http("POST", path_cancel, &body), 200);
+  json_decref(body);
+  *ret_id = id;
+  return proc_finish(p);
+}
+
+static void test_wait_plain_lines(void **state) {
+  (void)state;
+  NEED_SERVER();
+  struct proc p;
+  char *id = NULL;
+  /* Late enough that the stream is usually waiting: the event must wake it. */
+  assert_int_equal(submit_wait_and_cancel(&p, false, 500, &id), 1);
+  assert_string_equal(text_str(&p.err), "");
+  char **lines, *copy;
+  size_t n = split_lines(text_str(&p.out), &lines, &copy);
+  if (n != 3)
+    print_error("stdout was:\n%s", text_str(&p.out));
+  assert_int_equal(n, 3);
+  assert_string_equal(lines[0], id);
+  char type[64];
+  event_type(lines[1], type, sizeof type);
+  assert_string_equal(type, "queued");
+  event_type(lines[2], type, sizeof type);
+  assert_string_equal(type, "cancelled");
+  assert_int_equal(p.out.s[p.out.len - 1], '\n');
+  free(lines), free(copy), free(id), proc_clear(&p);
+}
+
+static void test_wait_terminal_progress_line(void **state) {
+  (void)state;
+  NEED_SERVER();
+  struct proc p;
+  char *id = NULL;
+  assert_int_equal(submit_wait_and_cancel(&p, true, 0, &id), 1);
+  const char *out = text_str(&p.out);
+  char first[64];
+  snprintf(first, sizeof first, "%s\r\n", id); /* the pty turns \n into \r\n */
+  assert_memory_equal(out, first, strlen(first));
+  static const char last[] = "\rcancelled  step 0/20  best -\033[K\r\n";
+  if (p.out.len < sizeof last - 1 || strcmp(out + p.out.len - (sizeof last - 1), last) != 0)
+    print_error("terminal output was: %s\n", out);
+  assert_true(p.out.len >= sizeof last - 1);
+  assert_string_equal(out + p.out.len - (sizeof last - 1), last);
+  assert_null(strstr(out, "Z queued")); /* no plain event lines on a terminal */
+  free(id), proc_clear(&p);
+}
+
+/* ---- unreachable servers ---- */
+
+/* A loopback port nobody listens on (bound, then released). */
+static int dead_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sa;
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+static void test_unreachable_server(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char url[64], prefix[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", dead_port());
+  snprintf(prefix, sizeof prefix, "error: cannot reach %s: ", url);
+  const char *path = scratch_file("unreach.py", reference_ok, strlen(reference_ok));
+  struct proc p;
+  const char *submit[] = {"submit", path, "--server", url, NULL};
+  assert_int_equal(run_cli(&p, submit, NULL), 1);
+  assert_string_equal(text_str(&p.out), "");
+  assert_one_line_starting(text_str(&p.err), prefix);
+  proc_clear(&p);
+
+  const char *status[] = {"status", "--server", url, NULL};
+  assert_int_equal(run_cli(&p, status, NULL), 1);
+  assert_string_equal(text_str(&p.out), "");
+  assert_one_line_starting(text_str(&p.err), prefix);
+  proc_clear(&p);
+}
+
+/* ---- tokens ---- */
+
+static void test_tokens(void **state) {
+  (void)state;
+  NEED_SERVER();
+  static const char token[] = "0123456789abcdef-cli-test";
+  char data[PATH_MAX], tokfile[PATH_MAX + 16], base[64];
+  snprintf(data, sizeof data, "%s/tokdata", g.dir);
+  assert_int_equal(mkdir(data, 0700), 0);
+  snprintf(tokfile, sizeof tokfile, "%s/tokens", data);
+  FILE *f = fopen(tokfile, "w");
+  assert_non_null(f);
+  fprintf(f, "# the test's token\n\n%s\n", token);
+  fclose(f);
+  const char *extra[] = {"--token-file", tokfile, NULL};
+  pid_t pid = server_start(data, extra, base);
+  assert_true(pid > 0);
+  const char *path = scratch_file("tok.py", reference_ok, strlen(reference_ok));
+  struct proc p;
+  const char *plain[] = {"submit", path, "--server", base, NULL};
+  assert_int_equal(run_cli(&p, plain, NULL), 1);
+  assert_one_line_starting(text_str(&p.err), "error: unauthorized: ");
+  proc_clear(&p);
+
+  const char *wrong_env[] = {"OPFORGE_TOKEN", "wrong-wrong-wrong-wrong", NULL};
+  assert_int_equal(run_cli(&p, plain, wrong_env), 1);
+  assert_one_line_starting(text_str(&p.err), "error: forbidden: ");
+  proc_clear(&p);
+
+  const char *right_env[] = {"OPFORGE_TOKEN", token, NULL};
+  assert_int_equal(run_cli(&p, plain, right_env), 0);
+  assert_int_equal(p.out.len, 37);
+  proc_clear(&p);
+
+  /* The file wins over the variable. */
+  const char *with_file[] = {"submit", path, "--server", base, "--token-file", tokfile, NULL};
+  assert_int_equal(run_cli(&p, with_file, wrong_env), 0);
+  assert_int_equal(p.out.len, 37);
+  proc_clear(&p);
+
+  const char *no_file[] = {"submit", path, "--server", base, "--token-file", "/nonexistent/t",
+                           NULL};
+  assert_int_equal(run_cli(&p, no_file, NULL), 2);
+  assert_string_equal(text_str(&p.err),
+                      "error: cannot read token file /nonexistent/t: No such file or directory\n");
+  proc_clear(&p);
+  assert_int_equal(server_stop(pid), 0);
+}
+
+/* ---- the SSE parser ---- */
+
+struct seen {
+  struct text log; /* one "id|type|data\n" per event */
+  int stop_after;  /* stop (return 1) once this many events came; 0: never */
+  int count;
+};
+
+static int record_event(const struct cli_sse_event *ev, void *user) {
+  struct seen *s = user;
+  char line[512];
+  snprintf(line, sizeof line, "%s|%s|%s\n", ev->id, ev->type, ev->data);
+  assert_int_equal(strlen(ev->data), ev->data_len);
+  text_add(&s->log, line, strlen(line));
+  s->count++;
+  return s->stop_after && s->count >= s->stop_after ? 1 : 0;
+}
+
+/* Every line-end style, a BOM, comments, multi-line data, ids, retry, unknown fields,
+ * an id-only block, and a final event cut off by the end of the stream. */
+static const char *const sse_chunks[] = {
+    "\xEF\xBB\xBF: comment\r",
+    "\nid: 7\nevent: step\ndata: {\"a\":1}\r\n",
+    "data:second line\r",
+    "\r",
+    "id: 8\n\n",
+    "data\n\n",
+    "retry: 1500\nretry: x\nunknown: y\nid\n",
+    "data: a\r\nevent: e2\r\n\r\n",
+    "id: 99\nevent: cut\ndata: never dispatched",
+};
+
+static const char sse_expected[] = "7|step|{\"a\":1}\nsecond line\n"
+                                   "8|message|\n"
+                                   "|e2|a\n";
+
+static void test_sse_parser_rules(void **state) {
+  (void)state;
+  struct seen whole = {0}, bytes = {0};
+  struct cli_sse_parser *p = cli_sse_parser_new(record_event, &whole, NULL);
+  struct cli_sse_parser *q = cli_sse_parser_new(record_event, &bytes, NULL);
+  assert_non_null(p);
+  assert_non_null(q);
+  for (size_t i = 0; i < sizeof sse_chunks / sizeof sse_chunks[0]; i++) {
+    assert_int_equal(cli_sse_parser_feed(p, sse_chunks[i], strlen(sse_chunks[i])), 0);
+    for (const char *c = sse_chunks[i]; *c; c++) /* every split point */
+      assert_int_equal(cli_sse_parser_feed(q, c, 1), 0);
+  }
+  assert_string_equal(text_str(&whole.log), sse_expected);
+  assert_string_equal(text_str(&bytes.log), sse_expected);
+  /* "id" with no value reset it; the 99 of the cut block does not count. */
+  assert_string_equal(cli_sse_parser_last_id(p), "");
+  assert_string_equal(cli_sse_parser_last_id(q), "");
+  assert_int_equal(cli_sse_parser_retry_ms(p), 1500);
+  cli_sse_parser_free(p);
+  cli_sse_parser_free(q);
+  cli_sse_parser_free(NULL);
+  free(whole.log.s);
+  free(bytes.log.s);
+}
+
+static void test_sse_parser_stop_and_limits(void **state) {
+  (void)state;
+  struct seen s = {.stop_after = 1};
+  struct cli_sse_parser *p = cli_sse_parser_new(record_event, &s, "41");
+  static const char two[] = "data: one\n\ndata: two\n\n";
+  assert_int_equal(cli_sse_parser_feed(p, two, strlen(two)), 1);
+  assert_string_equal(text_str(&s.log), "41|message|one\n");
+  cli_sse_parser_free(p);
+
+  p = cli_sse_parser_new(record_event, &s, NULL);
+  size_t big = CLI_SSE_MAX_EVENT + 1;
+  char *line = malloc(big);
+  assert_non_null(line);
+  memset(line, 'x', big);
+  memcpy(line, "data: ", 6);
+  assert_int_equal(cli_sse_parser_feed(p, line, big), -1);
+  cli_sse_parser_free(p);
+  free(line);
+  free(s.log.s);
+}
+
+/* ---- reconnects, against a scripted server ---- */
+
+/* Serves replies[i] to the i-th connection after reading its request into requests[i]. */
+struct fake {
+  int fd;
+  int port;
+  int n;
+  const char *replies[4];
+  struct text requests[4];
+};
+
+static void *fake_main(void *arg) {
+  struct fake *f = arg;
+  for (int i = 0; i < f->n; i++) {
+    int conn = accept(f->fd, NULL, NULL);
+    if (conn < 0)
+      break;
+    char buf[4096];
+    while (!strstr(text_str(&f->requests[i]), "\r\n\r\n")) {
+      ssize_t n = read(conn, buf, sizeof buf);
+      if (n <= 0)
+        break;
+      text_add(&f->requests[i], buf, (size_t)n);
+    }
+    size_t len = strlen(f->replies[i]);
+    if (write(conn, f->replies[i], len) != (ssize_t)len)
+      break;
+    close(conn);
+  }
+  return NULL;
+}
+
+static void fake_start(struct fake *f, pthread_t *thread) {
+  f->fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(f->fd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sa;
+  assert_int_equal(bind(f->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(f->fd, 8), 0);
+  assert_int_equal(getsockname(f->fd, (struct sockaddr *)&sa, &len), 0);
+  f->port = ntohs(sa.sin_port);
+  assert_int_equal(pthread_create(thread, NULL, fake_main, f), 0);
+}
+
+/* Waits for the script to end; the recorded requests stay until fake_clear. */
+static void fake_stop(struct fake *f, pthread_t thread) {
+  pthread_join(thread, NULL);
+  close(f->fd);
+}
+
+static void fake_clear(struct fake *f) {
+  for (int i = 0; i < 4; i++)
+    free(f->requests[i].s);
+}
+
+#define SSE_HEAD "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" \
+                 "Transfer-Encoding: chunked\r\n\r\n"
+
+static struct cli_client *fake_client(const struct fake *f) {
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
+  struct cli_client *c = NULL;
+  assert_int_equal(cli_client_new(url, NULL, &c), 0);
+  cli_client_set_retry(c, 3, 10);
+  return c;
+}
+
+static void test_sse_reconnects_with_last_event_id(void **state) {
+  (void)state;
+  /* The first stream dies inside its chunked body; a 503 follows; the third ends cleanly. */
+  struct fake f = {.n = 3, .replies = {
+      SSE_HEAD "3d\r\nid: 1\nevent: queued\ndata: {}\n\nid: 2\nevent: running\ndata: {}\n\n\r\n"
+               "40\r\nid: 3\nevent: lost",
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Content-Length: 61\r\n\r\n"
+      "{\"error\":{\"code\":\"store_busy\",\"message\":\"busy\",\"field\":null}}",
+      SSE_HEAD "21\r\nid: 3\nevent: cancelled\ndata: {}\n\n\r\n0\r\n\r\n"}};
+  pthread_t thread;
+  fake_start(&f, &thread);
+  struct cli_client *c = fake_client(&f);
+  struct seen s = {0};
+  char last[CLI_SSE_ID_MAX] = "";
+  assert_int_equal(cli_sse_follow(c, "/v1/tasks/t/events", last, record_event, &s),
+                   CLI_SSE_ENDED);
+  fake_stop(&f, thread);
+  assert_string_equal(text_str(&s.log), "1|queued|{}\n2|running|{}\n3|cancelled|{}\n");
+  assert_string_equal(last, "3");
+  assert_null(strstr(text_str(&f.requests[0]), "Last-Event-ID"));
+  assert_non_null(strstr(text_str(&f.requests[0]), "\r\nAccept: text/event-stream\r\n"));
+  assert_non_null(strstr(text_str(&f.requests[1]), "\r\nLast-Event-ID: 2\r\n"));
+  assert_non_null(strstr(text_str(&f.requests[2]), "\r\nLast-Event-ID: 2\r\n"));
+  fake_clear(&f);
+  free(s.log.s);
+  cli_client_free(c);
+}
+
+/* Runs fn with stderr going to a file; returns what it wrote (malloc'ed). */
+static char *capture_stderr(int (*fn)(void *), void *arg, int *ret_rc) {
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/stderr.txt", g.dir);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  assert_true(saved >= 0 && fd >= 0);
+  dup2(fd, STDERR_FILENO);
+  *ret_rc = fn(arg);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  char *text = calloc(1, 4096);
+  assert_non_null(text);
+  assert_true(pread(fd, text, 4095, 0) >= 0);
+  close(fd);
+  return text;
+}
+
+static int follow_fake(void *arg) {
+  struct cli_client *c = arg;
+  struct seen s = {0};
+  char last[CLI_SSE_ID_MAX] = "5";
+  int rc = cli_sse_follow(c, "/v1/tasks/t/events", last, record_event, &s);
+  assert_int_equal(s.count, 0);
+  assert_string_equal(last, "5");
+  return rc;
+}
+
+static void test_sse_client_errors_are_final(void **state) {
+  (void)state;
+  struct fake f = {.n = 1, .replies = {
+      "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 72\r\n\r\n"
+      "{\"error\":{\"code\":\"task_not_found\",\"message\":\"no task t\",\"field\":null}}  "}};
+  pthread_t thread;
+  fake_start(&f, &thread);
+  struct cli_client *c = fake_client(&f);
+  int rc;
+  char *err = capture_stderr(follow_fake, c, &rc);
+  fake_stop(&f, thread);
+  fake_clear(&f);
+  assert_int_equal(rc, -1);
+  assert_string_equal(err, "error: task_not_found: no task t\n");
+  free(err);
+  cli_client_free(c);
+
+  /* Nobody listening: retried three times, then reported. */
+  char url[64], want[160];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", dead_port());
+  assert_int_equal(cli_client_new(url, NULL, &c), 0);
+  cli_client_set_retry(c, 3, 10);
+  err = capture_stderr(follow_fake, c, &rc);
+  assert_int_equal(rc, -1);
+  snprintf(want, sizeof want, "error: cannot reach %s: ", url);
+  assert_one_line_starting(err, want);
+  free(err);
+  cli_client_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sse_parser_rules),
+      cmocka_unit_test(test_sse_parser_stop_and_limits),
+      cmocka_unit_test(test_sse_reconnects_with_last_event_id),
+      cmocka_unit_test(test_sse_client_errors_are_final),
+      cmocka_unit_test(test_submit_prints_id_and_task_exists),
+      cmocka_unit_test(test_submit_sends_options),
+      cmocka_unit_test(test_submit_sanitizes_default_name),
+      cmocka_unit_test(test_submit_kernelbench_relu),
+      cmocka_unit_test(test_submit_missing_file),
+      cmocka_unit_test(test_submit_size_limit),
+      cmocka_unit_test(test_submit_invalid_reference),
+      cmocka_unit_test(test_submit_bad_options),
+      cmocka_unit_test(test_status_table),
+      cmocka_unit_test(test_status_limit_and_filter),
+      cmocka_unit_test(test_status_one_task),
+      cmocka_unit_test(test_status_errors),
+      cmocka_unit_test(test_server_from_environment),
+      cmocka_unit_test(test_wait_plain_lines),
+      cmocka_unit_test(test_wait_terminal_progress_line),
+      cmocka_unit_test(test_unreachable_server),
+      cmocka_unit_test(test_tokens),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
