@@ -56,6 +56,10 @@ int store_transaction(struct store *s, store_tx_fn fn, void *arg);
  * store, the next one fails (n < 0 disables). */
 void store_fail_after(int n);
 
+/* For tests: true when the injected fault has fired since the last store_fail_after.
+ * The fault is one-shot: the call that fails also switches injection off. */
+bool store_fault_injected(void);
+
 /* ---- tasks ---- */
 
 /* Inserts a task in status "queued" with its normalized options (borrowed) and its
@@ -83,6 +87,20 @@ int store_task_cancel(struct store *s, const char *id, json_t **ret_task);
 
 /* Deletes a task with its events and candidates. STORE_CONFLICT while it is running. */
 int store_task_delete(struct store *s, const char *id);
+
+/* Moves a task to status (one of the five) and appends an event whose type is the new
+ * status, with data {"error": error} when error is given, else {}. error (borrowed, an
+ * object or NULL) replaces the stored error; pass NULL to clear it. A final task, or a
+ * task already in status, gives STORE_CONFLICT (so two workers cannot both claim a
+ * queued task); any other move is allowed, e.g. running back to queued on restart.
+ * Joins the caller's store_transaction when called inside one. */
+int store_task_set_status(struct store *s, const char *id, const char *status, json_t *error);
+
+/* Replaces a task's progress and/or baselines (borrowed objects; NULL leaves that field
+ * unchanged) and its updated_at; appends no event. STORE_NOT_FOUND when there is no
+ * such id. Joins the caller's store_transaction when called inside one. */
+int store_task_update_progress(struct store *s, const char *id, json_t *progress,
+                               json_t *baselines);
 
 /* Counts tasks per status: {"queued":n,"running":n,"succeeded":n,"failed":n,
  * "cancelled":n} (every key present). Caller owns *ret_counts. */

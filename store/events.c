@@ -1,0 +1,119 @@
+/* Task event logs: append with a gap-free per-task sequence, read after a sequence. */
+#include "store/store_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define EVENT_TYPE_MAX 64
+/* A reader asking for more gets this many; it asks again for the rest. */
+#define EVENTS_MAX 10000
+
+/* The sequence is computed inside the writing transaction (BEGIN IMMEDIATE holds the
+ * write lock), so concurrent appends can neither collide nor leave gaps. The foreign
+ * key turns an unknown task into SQLITE_CONSTRAINT_FOREIGNKEY. */
+static const char SQL_APPEND[] =
+    "INSERT INTO events (task_id, seq, type, time, data)"
+    " SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, COALESCE(?4, '{}')"
+    " FROM events WHERE task_id = ?1 RETURNING seq";
+static const char SQL_AFTER[] = "SELECT seq, type, time, data FROM events"
+                                " WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+
+int store_event_append_tx(struct store *s, const char *task_id, const char *type,
+                          const char *data_text, int64_t *ret_seq) {
+  char now[STORE_TIME_LEN];
+  if (!store_time_now(now))
+    return STORE_ERROR;
+  sqlite3_stmt *st = store_stmt(s, SQL_APPEND);
+  if (!st)
+    return STORE_ERROR;
+  int status = STORE_ERROR;
+  if (st_bind_text(st, 1, task_id) && st_bind_text(st, 2, type) && st_bind_text(st, 3, now) &&
+      st_bind_text(st, 4, data_text)) {
+    int rc = st_step(st);
+    int64_t seq = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    if (rc == SQLITE_ROW)
+      rc = st_step(st);
+    if (rc == SQLITE_DONE) {
+      status = STORE_OK;
+      if (ret_seq)
+        *ret_seq = seq;
+    } else {
+      status = rc == SQLITE_CONSTRAINT_FOREIGNKEY ? STORE_NOT_FOUND : st_fail(st, rc);
+    }
+  }
+  st_done(st);
+  return status;
+}
+
+struct append {
+  const char *task_id, *type, *data_text;
+  int64_t seq;
+};
+
+static int append_tx(struct store *s, void *arg) {
+  struct append *a = arg;
+  return store_event_append_tx(s, a->task_id, a->type, a->data_text, &a->seq);
+}
+
+int store_event_append(struct store *s, const char *task_id, const char *type,
+                       json_t *data, int64_t *ret_seq) {
+  if (!s || !task_id || !type || type[0] == '\0' || strlen(type) > EVENT_TYPE_MAX ||
+      (data && !json_is_object(data)))
+    return STORE_INVALID;
+  struct append a = {.task_id = task_id, .type = type};
+  char *text = NULL;
+  if (data && !(text = st_json_dumps(data)))
+    return STORE_ERROR;
+  a.data_text = text;
+  int status = store_transaction(s, append_tx, &a);
+  free(text);
+  if (status == STORE_OK && ret_seq)
+    *ret_seq = a.seq;
+  return status;
+}
+
+/* One event row as {"seq","type","time","data"}; caller owns it. */
+static json_t *event_from_row(sqlite3_stmt *st) {
+  const char *type = (const char *)sqlite3_column_text(st, 1);
+  const char *time = (const char *)sqlite3_column_text(st, 2);
+  const char *data_text = (const char *)sqlite3_column_text(st, 3);
+  if (!type || !time || !data_text) {
+    store_log("event row unreadable");
+    return NULL;
+  }
+  json_t *data = st_json_loads(data_text);
+  if (!data)
+    return NULL;
+  return st_json_pack("{s:I, s:s, s:s, s:o}", "seq", (json_int_t)sqlite3_column_int64(st, 0),
+                      "type", type, "time", time, "data", data);
+}
+
+int store_events_after(struct store *s, const char *task_id, int64_t after_seq, int max,
+                       json_t **ret_events) {
+  if (!s || !task_id || !ret_events || max < 1)
+    return STORE_INVALID;
+  sqlite3_stmt *st = store_stmt(s, SQL_AFTER);
+  if (!st)
+    return STORE_ERROR;
+  json_t *events = NULL;
+  int status = STORE_ERROR;
+  if (st_bind_text(st, 1, task_id) && sqlite3_bind_int64(st, 2, after_seq) == SQLITE_OK &&
+      sqlite3_bind_int(st, 3, max > EVENTS_MAX ? EVENTS_MAX : max) == SQLITE_OK)
+    events = st_json_array();
+  if (events) {
+    int rc;
+    while ((rc = st_step(st)) == SQLITE_ROW) {
+      json_t *event = event_from_row(st);
+      if (!event || st_json_array_append_new(events, event) != 0)
+        break;
+    }
+    status = rc == SQLITE_DONE ? STORE_OK : rc == SQLITE_ROW ? STORE_ERROR : st_fail(st, rc);
+  }
+  st_done(st);
+  if (status != STORE_OK) {
+    json_decref(events);
+    return status;
+  }
+  *ret_events = events;
+  return STORE_OK;
+}

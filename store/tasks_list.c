@@ -1,0 +1,110 @@
+/* Task listing: newest first, keyset pages behind an opaque cursor. */
+#include "store/tasks_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIST_LIMIT_MAX 500
+/* "c" + at most 16 hex digits + one check character. */
+#define CURSOR_MAX 18
+
+static const char SQL_LIST[] = "SELECT " TASK_COLUMNS ", seq FROM tasks WHERE seq < ?1"
+                               " ORDER BY seq DESC LIMIT ?2";
+static const char SQL_LIST_STATUS[] = "SELECT " TASK_COLUMNS ", seq FROM tasks"
+                                      " WHERE status = ?3 AND seq < ?1"
+                                      " ORDER BY seq DESC LIMIT ?2";
+
+static const char BASE36[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+/* The check character over the hex digits; it catches typing and truncation, and is
+ * no secret (the cursor only says where a page starts). */
+static char cursor_check(const char *hex, size_t len) {
+  unsigned h = 7;
+  for (size_t i = 0; i < len; i++)
+    h = h * 31u + (unsigned char)hex[i];
+  return BASE36[h % 36];
+}
+
+/* The cursor for "rows older than seq"; caller frees it. */
+static char *cursor_encode(int64_t seq) {
+  char buf[CURSOR_MAX + 1];
+  int n = snprintf(buf, sizeof buf - 1, "c%llx", (unsigned long long)seq);
+  if (n < 2 || n >= (int)sizeof buf - 1)
+    return NULL;
+  buf[n] = cursor_check(buf + 1, (size_t)n - 1);
+  buf[n + 1] = '\0';
+  return st_strdup(buf);
+}
+
+/* Accepts exactly what cursor_encode produces: lowercase hex without leading zeros. */
+static bool cursor_decode(const char *cursor, int64_t *ret_seq) {
+  size_t len = strnlen(cursor, CURSOR_MAX + 1);
+  if (len < 3 || len > CURSOR_MAX || cursor[0] != 'c' || cursor[1] == '0')
+    return false;
+  const char *hex = cursor + 1;
+  size_t ndigits = len - 2;
+  uint64_t v = 0;
+  for (size_t i = 0; i < ndigits; i++) {
+    const char *d = memchr(BASE36, hex[i], 16);
+    if (!d || v > (uint64_t)INT64_MAX >> 4)
+      return false;
+    v = v << 4 | (uint64_t)(d - BASE36);
+  }
+  if (cursor_check(hex, ndigits) != cursor[len - 1])
+    return false;
+  *ret_seq = (int64_t)v;
+  return true;
+}
+
+/* Reads up to limit tasks from st into items; *ret_more says a further row exists and
+ * *ret_last_seq is the seq of the last one taken. */
+static int collect(sqlite3_stmt *st, int limit, json_t *items, bool *ret_more,
+                   int64_t *ret_last_seq) {
+  int taken = 0;
+  int rc;
+  while ((rc = st_step(st)) == SQLITE_ROW) {
+    if (taken == limit) {
+      *ret_more = true;
+      return STORE_OK;
+    }
+    json_t *task = store_task_from_row(st, false);
+    if (!task || st_json_array_append_new(items, task) != 0)
+      return STORE_ERROR;
+    *ret_last_seq = sqlite3_column_int64(st, TC_COUNT);
+    taken++;
+  }
+  *ret_more = false;
+  return rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+}
+
+int store_task_list(struct store *s, const char *status, int limit, const char *cursor,
+                    json_t **ret_items, char **ret_next_cursor) {
+  int64_t before = INT64_MAX;
+  if (!s || !ret_items || !ret_next_cursor || limit < 1 || limit > LIST_LIMIT_MAX ||
+      (status && !store_status_valid(status)) || (cursor && !cursor_decode(cursor, &before)))
+    return STORE_INVALID;
+  sqlite3_stmt *st = store_stmt(s, status ? SQL_LIST_STATUS : SQL_LIST);
+  if (!st)
+    return STORE_ERROR;
+  json_t *items = NULL;
+  int result = STORE_ERROR;
+  if (sqlite3_bind_int64(st, 1, before) == SQLITE_OK &&
+      sqlite3_bind_int(st, 2, limit + 1) == SQLITE_OK && (!status || st_bind_text(st, 3, status)))
+    items = st_json_array();
+  bool more = false;
+  int64_t last = 0;
+  if (items)
+    result = collect(st, limit, items, &more, &last);
+  st_done(st);
+  char *next = NULL;
+  if (result == STORE_OK && more && !(next = cursor_encode(last)))
+    result = STORE_ERROR;
+  if (result != STORE_OK) {
+    json_decref(items);
+    return result;
+  }
+  *ret_items = items;
+  *ret_next_cursor = next;
+  return STORE_OK;
+}

@@ -1,0 +1,69 @@
+/* The one transaction runner: BEGIN IMMEDIATE ... COMMIT, retried while the database is busy. */
+#include "store/store_internal.h"
+
+#include <errno.h>
+#include <time.h>
+
+/* Each attempt already waits up to the connection's busy timeout inside SQLite; these
+ * retries cover what that cannot (a busy COMMIT, a busy statement inside fn, WAL
+ * recovery) and long lock holders. Backoff 5, 10, ... 250 ms: about 0.6 s of sleep over
+ * the attempts. */
+#define TX_ATTEMPTS 8
+#define TX_BACKOFF_FIRST_MS 5
+#define TX_BACKOFF_MAX_MS 250
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    continue;
+}
+
+/* ROLLBACK is cleanup, so it bypasses fault injection. SQLite may already have rolled
+ * back by itself after some errors; then there is nothing to do. */
+static void rollback(struct store_conn *c) {
+  if (sqlite3_get_autocommit(c->db))
+    return;
+  int rc = sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    store_log("rollback: %s", sqlite3_errmsg(c->db));
+}
+
+/* One attempt; returns fn's status, STORE_BUSY to retry, or STORE_ERROR. */
+static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, void *arg) {
+  int rc = st_exec(c->db, "BEGIN IMMEDIATE");
+  if (rc != SQLITE_OK)
+    return st_is_busy(rc) ? STORE_BUSY : STORE_ERROR;
+  c->in_tx = true;
+  int status = fn(s, arg);
+  c->in_tx = false;
+  if (status == STORE_OK) {
+    rc = st_exec(c->db, "COMMIT");
+    if (rc == SQLITE_OK)
+      return STORE_OK;
+    status = st_is_busy(rc) ? STORE_BUSY : STORE_ERROR;
+  }
+  rollback(c);
+  return status;
+}
+
+/* A call made while this thread's connection is already inside a transaction joins it:
+ * fn runs directly and the outer runner commits, rolls back or retries the whole. */
+int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
+  struct store_conn *c = store_conn_get(s);
+  if (!c)
+    return STORE_ERROR;
+  if (c->in_tx)
+    return fn(s, arg);
+  long delay = TX_BACKOFF_FIRST_MS;
+  for (int attempt = 1;; attempt++) {
+    int status = tx_attempt(s, c, fn, arg);
+    if (status != STORE_BUSY)
+      return status;
+    if (attempt == TX_ATTEMPTS)
+      break;
+    sleep_ms(delay);
+    delay = delay * 2 > TX_BACKOFF_MAX_MS ? TX_BACKOFF_MAX_MS : delay * 2;
+  }
+  store_log("database still busy after %d attempts", TX_ATTEMPTS);
+  return STORE_BUSY;
+}

@@ -1,0 +1,221 @@
+/* Store helpers: logging, fault injection, checked allocation and JSON, SQLite wrappers. */
+#include "store/store_internal.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Fault injection state. The countdown is shared by all threads; the test drives it
+ * from one thread. -1 means off. */
+static atomic_int fail_countdown = -1;
+static atomic_bool fault_fired = false;
+
+void store_log(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("opforge: store: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void store_fail_after(int n) {
+  atomic_store(&fault_fired, false);
+  atomic_store(&fail_countdown, n < 0 ? -1 : n);
+}
+
+bool store_fault_injected(void) {
+  return atomic_load(&fault_fired);
+}
+
+/* One-shot: the failing call also switches injection off, so cleanup after the fault
+ * and the caller's next call run normally. */
+bool store_fault(void) {
+  int n = atomic_load(&fail_countdown);
+  while (n >= 0) {
+    if (atomic_compare_exchange_weak(&fail_countdown, &n, n - 1)) {
+      if (n > 0)
+        return false;
+      atomic_store(&fault_fired, true);
+      return true;
+    }
+  }
+  return false;
+}
+
+void *st_malloc(size_t size) {
+  void *p = store_fault() ? NULL : malloc(size);
+  if (!p)
+    store_log("out of memory (%zu bytes)", size);
+  return p;
+}
+
+void *st_calloc(size_t n, size_t size) {
+  void *p = store_fault() ? NULL : calloc(n, size);
+  if (!p)
+    store_log("out of memory (%zu x %zu bytes)", n, size);
+  return p;
+}
+
+/* On failure p is untouched and still owned by the caller. */
+void *st_realloc(void *p, size_t size) {
+  void *q = store_fault() ? NULL : realloc(p, size);
+  if (!q)
+    store_log("out of memory (%zu bytes)", size);
+  return q;
+}
+
+char *st_strdup(const char *s) {
+  size_t len = strlen(s) + 1;
+  char *copy = st_malloc(len);
+  if (copy)
+    memcpy(copy, s, len);
+  return copy;
+}
+
+json_t *st_json_loads(const char *text) {
+  if (store_fault()) {
+    store_log("out of memory (JSON)");
+    return NULL;
+  }
+  json_error_t jerr;
+  json_t *v = json_loads(text, JSON_DECODE_ANY, &jerr);
+  if (!v)
+    store_log("bad JSON in database: %s", jerr.text);
+  return v;
+}
+
+/* json_dumpb into our own buffer, so the caller frees with plain free whatever
+ * allocator Jansson was given. */
+char *st_json_dumps(const json_t *v) {
+  size_t size = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+  if (size == 0) {
+    store_log("cannot encode JSON");
+    return NULL;
+  }
+  char *text = st_malloc(size + 1);
+  if (!text)
+    return NULL;
+  if (json_dumpb(v, text, size, JSON_COMPACT | JSON_ENCODE_ANY) != size) {
+    store_log("cannot encode JSON");
+    free(text);
+    return NULL;
+  }
+  text[size] = '\0';
+  return text;
+}
+
+/* The injected fault comes after a real pack so that "o" arguments are consumed
+ * exactly as Jansson does on its own failures. */
+json_t *st_json_pack(const char *fmt, ...) {
+  va_list ap;
+  json_error_t jerr;
+  va_start(ap, fmt);
+  json_t *v = json_vpack_ex(&jerr, 0, fmt, ap);
+  va_end(ap);
+  if (!v) {
+    store_log("cannot build JSON: %s", jerr.text);
+    return NULL;
+  }
+  if (store_fault()) {
+    json_decref(v);
+    store_log("out of memory (JSON)");
+    return NULL;
+  }
+  return v;
+}
+
+json_t *st_json_array(void) {
+  json_t *a = store_fault() ? NULL : json_array();
+  if (!a)
+    store_log("out of memory (JSON)");
+  return a;
+}
+
+int st_json_array_append_new(json_t *array, json_t *value) {
+  if (store_fault()) {
+    json_decref(value);
+    store_log("out of memory (JSON)");
+    return -1;
+  }
+  if (json_array_append_new(array, value) != 0) {
+    store_log("out of memory (JSON)");
+    return -1;
+  }
+  return 0;
+}
+
+bool st_is_busy(int rc) {
+  int primary = rc & 0xff;
+  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+}
+
+/* Constraint codes that callers turn into STORE_CONFLICT or STORE_NOT_FOUND. */
+static bool is_mapped_constraint(int rc) {
+  return rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY ||
+         rc == SQLITE_CONSTRAINT_FOREIGNKEY;
+}
+
+int st_exec(sqlite3 *db, const char *sql) {
+  if (store_fault()) {
+    store_log("injected fault (%.60s)", sql);
+    return SQLITE_NOMEM;
+  }
+  char *msg = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+  if (rc != SQLITE_OK && !st_is_busy(rc))
+    store_log("%s (%.60s)", msg ? msg : sqlite3_errstr(rc), sql);
+  sqlite3_free(msg);
+  return rc;
+}
+
+int st_step(sqlite3_stmt *stmt) {
+  if (store_fault()) {
+    store_log("injected fault (%.60s)", sqlite3_sql(stmt));
+    return SQLITE_NOMEM;
+  }
+  int rc = sqlite3_step(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE && !st_is_busy(rc) && !is_mapped_constraint(rc))
+    store_log("%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(stmt)), sqlite3_sql(stmt));
+  return rc;
+}
+
+int st_fail(sqlite3_stmt *stmt, int rc) {
+  if (st_is_busy(rc))
+    return STORE_BUSY;
+  if (is_mapped_constraint(rc))
+    store_log("%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(stmt)), sqlite3_sql(stmt));
+  return STORE_ERROR;
+}
+
+void st_done(sqlite3_stmt *stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+}
+
+bool st_bind_text(sqlite3_stmt *stmt, int idx, const char *text) {
+  int rc = text ? sqlite3_bind_text(stmt, idx, text, -1, SQLITE_STATIC)
+                : sqlite3_bind_null(stmt, idx);
+  if (rc != SQLITE_OK)
+    store_log("bind %d: %s (%.60s)", idx, sqlite3_errstr(rc), sqlite3_sql(stmt));
+  return rc == SQLITE_OK;
+}
+
+bool store_time_now(char buf[STORE_TIME_LEN]) {
+  struct timespec ts;
+  struct tm tm;
+  if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || !gmtime_r(&ts.tv_sec, &tm)) {
+    store_log("cannot read the clock");
+    return false;
+  }
+  size_t n = strftime(buf, STORE_TIME_LEN, "%Y-%m-%dT%H:%M:%S", &tm);
+  if (n == 0) {
+    store_log("cannot format the time");
+    return false;
+  }
+  snprintf(buf + n, STORE_TIME_LEN - n, ".%03dZ", (int)(ts.tv_nsec / 1000000));
+  return true;
+}

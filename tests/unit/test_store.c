@@ -1,0 +1,901 @@
+/* Unit tests of the SQLite store: migrations, tasks, paging, events, threads, busy retry. */
+#include "store/store.h"
+#include "tools/embedded.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Generated from schema/meson.build's list. */
+extern const struct embedded_file opforge_migrations[];
+
+struct fixture {
+  char dir[64];
+  struct store *s;
+};
+
+/* ---- helpers ---- */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static void remove_tree(const char *dir) {
+  nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void make_dir(char dir[64]) {
+  snprintf(dir, 64, "/tmp/opforge-test-store-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static struct store *open_store(const char *dir) {
+  struct store *s = NULL;
+  char err[256] = "";
+  int rc = store_open(dir, &s, err, sizeof err);
+  if (rc != STORE_OK)
+    fail_msg("store_open: %d %s", rc, err);
+  return s;
+}
+
+static int setup(void **state) {
+  struct fixture *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  make_dir(f->dir);
+  f->s = open_store(f->dir);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  struct fixture *f = *state;
+  store_close(f->s);
+  remove_tree(f->dir);
+  free(f);
+  return 0;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    continue;
+}
+
+/* Deterministic UUID-shaped ids: n = 1 gives ...000000000001. */
+static void task_id(char buf[40], int n) {
+  snprintf(buf, 40, "00000000-0000-4000-8000-%012d", n);
+}
+
+/* The normalized options of a submission with budget.steps = steps. */
+static json_t *options_with_steps(int steps) {
+  json_t *o = json_pack("{s:s, s:s, s:{s:i, s:i, s:f}, s:s, s:{s:f, s:f}, s:i, s:i, s:{s:n}}",
+                        "proposer", "builtin", "policy", "htam+tree", "budget", "steps", steps,
+                        "seconds", 900, "llm_usd", 0.5, "precision", "fp32", "tolerance",
+                        "atol", 1e-4, "rtol", 1e-4, "trials", 5, "seed", 42, "llm", "model");
+  assert_non_null(o);
+  return o;
+}
+
+static const char REFERENCE[] = "class Model:\n  pass\ndef get_inputs(): return []\n"
+                                "def get_init_inputs(): return []\n";
+
+static void insert_n(struct store *s, int n) {
+  char id[40], name[32];
+  task_id(id, n);
+  snprintf(name, sizeof name, "task_%d", n);
+  json_t *options = options_with_steps(20);
+  assert_int_equal(store_task_insert(s, id, name, options, REFERENCE, NULL), STORE_OK);
+  json_decref(options);
+}
+
+/* Checks "YYYY-MM-DDTHH:MM:SS.mmmZ". */
+static void assert_time_format(const char *t) {
+  assert_non_null(t);
+  assert_int_equal(strlen(t), 24);
+  for (int i = 0; i < 24; i++) {
+    char want = "dddd-dd-ddTdd:dd:dd.dddZ"[i];
+    if (want == 'd')
+      assert_true(t[i] >= '0' && t[i] <= '9');
+    else
+      assert_int_equal(t[i], want);
+  }
+}
+
+/* Checks that the task's event log is exactly types[0..n-1] with seq 1..n. */
+static void assert_events(struct store *s, const char *id, const char *const *types, size_t n) {
+  json_t *events = NULL;
+  assert_int_equal(store_events_after(s, id, 0, 1000, &events), STORE_OK);
+  assert_int_equal(json_array_size(events), n);
+  for (size_t i = 0; i < n; i++) {
+    json_t *e = json_array_get(events, i);
+    assert_int_equal(json_integer_value(json_object_get(e, "seq")), i + 1);
+    assert_string_equal(json_string_value(json_object_get(e, "type")), types[i]);
+    assert_time_format(json_string_value(json_object_get(e, "time")));
+    assert_true(json_is_object(json_object_get(e, "data")));
+  }
+  json_decref(events);
+}
+
+static const char *task_status(struct store *s, const char *id, char buf[16]) {
+  json_t *task = NULL;
+  assert_int_equal(store_task_get(s, id, false, &task), STORE_OK);
+  snprintf(buf, 16, "%s", json_string_value(json_object_get(task, "status")));
+  json_decref(task);
+  return buf;
+}
+
+/* One integer from a query on a separate raw connection. */
+static long long raw_count(const char *dir, const char *sql) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/opforge.db", dir);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  long long v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+/* The text of one value from a query on a separate raw connection. */
+static void raw_text(const char *dir, const char *sql, char *buf, size_t len) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/opforge.db", dir);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  const char *text = (const char *)sqlite3_column_text(st, 0);
+  assert_non_null(text);
+  snprintf(buf, len, "%s", text);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+static void raw_exec(const char *dir, const char *sql) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/opforge.db", dir);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+/* Lists one page and checks its ids (by n) and whether a next cursor came back. */
+static char *assert_page(struct store *s, const char *status, int limit, const char *cursor,
+                         const int *want, size_t nwant, bool want_next) {
+  json_t *items = NULL;
+  char *next = NULL;
+  assert_int_equal(store_task_list(s, status, limit, cursor, &items, &next), STORE_OK);
+  assert_int_equal(json_array_size(items), nwant);
+  for (size_t i = 0; i < nwant; i++) {
+    char id[40];
+    task_id(id, want[i]);
+    json_t *task = json_array_get(items, i);
+    assert_string_equal(json_string_value(json_object_get(task, "id")), id);
+    assert_null(json_object_get(task, "reference"));
+  }
+  json_decref(items);
+  if (want_next)
+    assert_non_null(next);
+  else
+    assert_null(next);
+  return next;
+}
+
+/* ---- migrations ---- */
+
+static int last_migration(int *ret_count) {
+  int count = 0;
+  const char *last = NULL;
+  for (const struct embedded_file *f = opforge_migrations; f->name; f++, count++)
+    last = f->name;
+  assert_non_null(last);
+  *ret_count = count;
+  return (int)strtol(last, NULL, 10);
+}
+
+static void test_migrations_applied_and_recorded(void **state) {
+  struct fixture *f = *state;
+  int count = 0;
+  int last = last_migration(&count);
+  assert_true(last >= 1);
+  assert_int_equal(store_schema_version(f->s), last);
+  assert_true(store_ready(f->s));
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM schema_migrations"), count);
+  assert_int_equal(raw_count(f->dir, "SELECT version FROM schema_migrations WHERE"
+                                     " name = '0001_tasks.sql'"), 1);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM sqlite_master WHERE name IN"
+                                     " ('tasks','events','candidates','tasks_status_seq')"), 4);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM pragma_table_info('tasks')"
+                                     " WHERE name IN ('claimed_by','step')"), 2);
+  char mode[16], applied[32], again[32];
+  raw_text(f->dir, "PRAGMA journal_mode", mode, sizeof mode);
+  assert_string_equal(mode, "wal");
+  raw_text(f->dir, "SELECT applied_at FROM schema_migrations WHERE version = 1", applied,
+           sizeof applied);
+  assert_time_format(applied);
+  insert_n(f->s, 1);
+
+  /* Re-open: nothing applied twice, nothing lost. */
+  store_close(f->s);
+  f->s = open_store(f->dir);
+  assert_int_equal(store_schema_version(f->s), last);
+  assert_true(store_ready(f->s));
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM schema_migrations"), count);
+  raw_text(f->dir, "SELECT applied_at FROM schema_migrations WHERE version = 1", again,
+           sizeof again);
+  assert_string_equal(again, applied);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM tasks"), 1);
+}
+
+static void test_newer_database_is_refused(void **state) {
+  struct fixture *f = *state;
+  store_close(f->s);
+  f->s = NULL;
+  raw_exec(f->dir, "INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'x')");
+  struct store *s = NULL;
+  char err[256] = "";
+  assert_int_equal(store_open(f->dir, &s, err, sizeof err), STORE_ERROR);
+  assert_null(s);
+  assert_non_null(strstr(err, "newer"));
+  raw_exec(f->dir, "DELETE FROM schema_migrations WHERE version = 9999");
+  f->s = open_store(f->dir);
+  assert_true(store_ready(f->s));
+}
+
+/* ---- tasks ---- */
+
+static void test_insert_and_get_shape(void **state) {
+  struct fixture *f = *state;
+  char id[40];
+  task_id(id, 1);
+  json_t *options = options_with_steps(7);
+  json_t *task = NULL;
+  assert_int_equal(store_task_insert(f->s, id, "36_RMSNorm", options, REFERENCE, &task),
+                   STORE_OK);
+  const char *created = json_string_value(json_object_get(task, "created_at"));
+  assert_time_format(created);
+  assert_string_equal(json_string_value(json_object_get(task, "updated_at")), created);
+  json_t *expected = json_pack(
+      "{s:s, s:s, s:s, s:b, s:O, s:I, s:{s:i, s:i, s:n, s:n, s:i, s:i}, s:n, s:n,"
+      " s:{s:s, s:s}}", "id", id, "name", "36_RMSNorm", "status", "queued",
+      "cancel_requested", 0, "options", options, "reference_bytes",
+      (json_int_t)strlen(REFERENCE), "progress", "step", 0, "budget_steps", 7, "best_speedup",
+      "best_ms", "correct", 0, "candidates", 0, "baselines", "error", "links", "self",
+      "/v1/tasks/00000000-0000-4000-8000-000000000001", "events",
+      "/v1/tasks/00000000-0000-4000-8000-000000000001/events");
+  json_t *got = json_deep_copy(task);
+  json_object_del(got, "created_at");
+  json_object_del(got, "updated_at");
+  assert_true(json_equal(got, expected));
+  json_decref(got);
+
+  json_t *full = NULL;
+  assert_int_equal(store_task_get(f->s, id, true, &full), STORE_OK);
+  assert_string_equal(json_string_value(json_object_get(full, "reference")), REFERENCE);
+  json_object_del(full, "reference");
+  assert_true(json_equal(full, task));
+  json_decref(full);
+  json_t *plain = NULL;
+  assert_int_equal(store_task_get(f->s, id, false, &plain), STORE_OK);
+  assert_true(json_equal(plain, task));
+  json_decref(plain);
+
+  const char *types[] = {"queued"};
+  assert_events(f->s, id, types, 1);
+  json_t *dup = NULL;
+  assert_int_equal(store_task_insert(f->s, id, "again", options, REFERENCE, &dup),
+                   STORE_CONFLICT);
+  assert_null(dup);
+  char other[40];
+  task_id(other, 2);
+  json_t *missing = NULL;
+  assert_int_equal(store_task_get(f->s, other, false, &missing), STORE_NOT_FOUND);
+  assert_null(missing);
+  json_decref(expected);
+  json_decref(task);
+  json_decref(options);
+}
+
+static void test_list_three_pages_newest_first(void **state) {
+  struct fixture *f = *state;
+  for (int n = 1; n <= 7; n++)
+    insert_n(f->s, n);
+  const int page1[] = {7, 6, 5}, page2[] = {4, 3, 2}, page3[] = {1};
+  char *c1 = assert_page(f->s, NULL, 3, NULL, page1, 3, true);
+  char *c2 = assert_page(f->s, NULL, 3, c1, page2, 3, true);
+  assert_string_not_equal(c1, c2);
+  char *c3 = assert_page(f->s, NULL, 3, c2, page3, 1, false);
+  assert_null(c3);
+  /* A cursor stays valid while newer tasks arrive. */
+  insert_n(f->s, 8);
+  char *again = assert_page(f->s, NULL, 3, c1, page2, 3, true);
+  assert_string_equal(again, c2);
+  free(again);
+  free(c2);
+  const int all[] = {8, 7, 6, 5, 4, 3, 2, 1};
+  assert_page(f->s, NULL, 500, NULL, all, 8, false);
+  free(c1);
+}
+
+static void test_list_status_filter(void **state) {
+  struct fixture *f = *state;
+  for (int n = 1; n <= 7; n++)
+    insert_n(f->s, n);
+  char id[40];
+  task_id(id, 2);
+  assert_int_equal(store_task_set_status(f->s, id, "running", NULL), STORE_OK);
+  task_id(id, 5);
+  assert_int_equal(store_task_set_status(f->s, id, "running", NULL), STORE_OK);
+  task_id(id, 3);
+  json_t *task = NULL;
+  assert_int_equal(store_task_cancel(f->s, id, &task), STORE_OK);
+  json_decref(task);
+
+  const int q1[] = {7, 6}, q2[] = {4, 1}, running[] = {5, 2}, cancelled[] = {3};
+  char *c = assert_page(f->s, "queued", 2, NULL, q1, 2, true);
+  assert_page(f->s, "queued", 2, c, q2, 2, false);
+  free(c);
+  assert_page(f->s, "running", 10, NULL, running, 2, false);
+  assert_page(f->s, "cancelled", 10, NULL, cancelled, 1, false);
+  assert_page(f->s, "failed", 10, NULL, NULL, 0, false);
+
+  json_t *items = NULL;
+  char *next = NULL;
+  assert_int_equal(store_task_list(f->s, "paused", 10, NULL, &items, &next), STORE_INVALID);
+  assert_int_equal(store_task_list(f->s, "", 10, NULL, &items, &next), STORE_INVALID);
+  assert_int_equal(store_task_list(f->s, "Queued", 10, NULL, &items, &next), STORE_INVALID);
+  assert_int_equal(store_task_list(f->s, NULL, 0, NULL, &items, &next), STORE_INVALID);
+  assert_int_equal(store_task_list(f->s, NULL, 501, NULL, &items, &next), STORE_INVALID);
+  assert_null(items);
+  assert_null(next);
+}
+
+static void test_bad_cursor(void **state) {
+  struct fixture *f = *state;
+  for (int n = 1; n <= 3; n++)
+    insert_n(f->s, n);
+  const int page1[] = {3};
+  char *good = assert_page(f->s, NULL, 1, NULL, page1, 1, true);
+  size_t len = strlen(good);
+  const char *fixed[] = {"", "c", "c1", "x12", "C2x", "cg5", "c-15",
+                         "c12345678901234567890", "c 2", "c\t1"};
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) {
+    json_t *items = NULL;
+    char *next = NULL;
+    assert_int_equal(store_task_list(f->s, NULL, 10, fixed[i], &items, &next), STORE_INVALID);
+    assert_null(items);
+    assert_null(next);
+  }
+  /* Corruptions of a real cursor: check char, a digit, case, a leading zero, a tail. */
+  char variants[5][64];
+  snprintf(variants[0], 64, "%.*s%c", (int)len - 1, good, good[len - 1] == 'a' ? 'b' : 'a');
+  snprintf(variants[1], 64, "c%c%s", good[1] == '1' ? '2' : '1', good + 2);
+  snprintf(variants[2], 64, "C%s", good + 1);
+  snprintf(variants[3], 64, "c0%s", good + 1);
+  snprintf(variants[4], 64, "%sx", good);
+  for (int i = 0; i < 5; i++) {
+    json_t *items = NULL;
+    char *next = NULL;
+    assert_int_equal(store_task_list(f->s, NULL, 10, variants[i], &items, &next),
+                     STORE_INVALID);
+  }
+  const int rest[] = {2, 1};
+  assert_page(f->s, NULL, 10, good, rest, 2, false);
+  free(good);
+}
+
+static void test_cancel_queued(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40];
+  task_id(id, 1);
+  json_t *task = NULL;
+  assert_int_equal(store_task_cancel(f->s, id, &task), STORE_OK);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "cancelled");
+  assert_true(json_is_true(json_object_get(task, "cancel_requested")));
+  json_decref(task);
+  const char *types[] = {"queued", "cancelled"};
+  assert_events(f->s, id, types, 2);
+
+  task = NULL;
+  assert_int_equal(store_task_cancel(f->s, id, &task), STORE_CONFLICT);
+  assert_null(task);
+  assert_events(f->s, id, types, 2);
+  char unknown[40];
+  task_id(unknown, 99);
+  assert_int_equal(store_task_cancel(f->s, unknown, &task), STORE_NOT_FOUND);
+  assert_null(task);
+}
+
+static void test_cancel_running_and_final(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40];
+  task_id(id, 1);
+  assert_int_equal(store_task_set_status(f->s, id, "running", NULL), STORE_OK);
+  for (int i = 0; i < 2; i++) { /* the second cancel is a no-op */
+    json_t *task = NULL;
+    assert_int_equal(store_task_cancel(f->s, id, &task), STORE_OK);
+    assert_string_equal(json_string_value(json_object_get(task, "status")), "running");
+    assert_true(json_is_true(json_object_get(task, "cancel_requested")));
+    json_decref(task);
+  }
+  const char *types[] = {"queued", "running", "cancel_requested", "succeeded"};
+  assert_events(f->s, id, types, 3);
+  assert_int_equal(store_task_set_status(f->s, id, "succeeded", NULL), STORE_OK);
+  assert_events(f->s, id, types, 4);
+  json_t *task = NULL;
+  assert_int_equal(store_task_cancel(f->s, id, &task), STORE_CONFLICT);
+  assert_null(task);
+
+  insert_n(f->s, 2);
+  task_id(id, 2);
+  json_t *error = json_pack("{s:s, s:s}", "code", "no_gpu", "message", "no GPU");
+  assert_int_equal(store_task_set_status(f->s, id, "failed", error), STORE_OK);
+  assert_int_equal(store_task_cancel(f->s, id, &task), STORE_CONFLICT);
+  assert_int_equal(store_task_get(f->s, id, false, &task), STORE_OK);
+  assert_true(json_equal(json_object_get(task, "error"), error));
+  json_decref(task);
+  json_t *events = NULL;
+  assert_int_equal(store_events_after(f->s, id, 1, 10, &events), STORE_OK);
+  assert_int_equal(json_array_size(events), 1);
+  json_t *e = json_array_get(events, 0);
+  assert_string_equal(json_string_value(json_object_get(e, "type")), "failed");
+  assert_true(json_equal(json_object_get(json_object_get(e, "data"), "error"), error));
+  json_decref(events);
+  json_decref(error);
+}
+
+static void test_set_status_rules_and_progress(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40], unknown[40];
+  task_id(id, 1);
+  task_id(unknown, 99);
+  assert_int_equal(store_task_set_status(f->s, id, "paused", NULL), STORE_INVALID);
+  assert_int_equal(store_task_set_status(f->s, id, "queued", NULL), STORE_CONFLICT);
+  assert_int_equal(store_task_set_status(f->s, unknown, "running", NULL), STORE_NOT_FOUND);
+  assert_int_equal(store_task_set_status(f->s, id, "running", NULL), STORE_OK);
+  assert_int_equal(store_task_set_status(f->s, id, "running", NULL), STORE_CONFLICT);
+
+  json_t *progress = json_pack("{s:i, s:i, s:f, s:f, s:i, s:i}", "step", 3, "budget_steps",
+                               20, "best_speedup", 1.5, "best_ms", 2.25, "correct", 2,
+                               "candidates", 3);
+  json_t *baselines = json_pack("{s:f, s:f}", "eager_ms", 3.5, "compile_ms", 2.75);
+  assert_int_equal(store_task_update_progress(f->s, id, progress, NULL), STORE_OK);
+  assert_int_equal(store_task_update_progress(f->s, id, NULL, baselines), STORE_OK);
+  assert_int_equal(store_task_update_progress(f->s, id, NULL, NULL), STORE_OK);
+  assert_int_equal(store_task_update_progress(f->s, unknown, progress, NULL), STORE_NOT_FOUND);
+  json_t *array = json_array();
+  assert_int_equal(store_task_update_progress(f->s, id, array, NULL), STORE_INVALID);
+  json_decref(array);
+  json_t *task = NULL;
+  assert_int_equal(store_task_get(f->s, id, false, &task), STORE_OK);
+  assert_true(json_equal(json_object_get(task, "progress"), progress));
+  assert_true(json_equal(json_object_get(task, "baselines"), baselines));
+  assert_true(json_is_null(json_object_get(task, "error")));
+  json_decref(task);
+  const char *types[] = {"queued", "running"};
+  assert_events(f->s, id, types, 2);
+  /* running may go back to queued (resume after a restart). */
+  assert_int_equal(store_task_set_status(f->s, id, "queued", NULL), STORE_OK);
+  char status[16];
+  assert_string_equal(task_status(f->s, id, status), "queued");
+  json_decref(progress);
+  json_decref(baselines);
+}
+
+static void test_delete(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  insert_n(f->s, 2);
+  char id[40], other[40];
+  task_id(id, 1);
+  task_id(other, 2);
+  assert_int_equal(store_task_set_status(f->s, id, "running", NULL), STORE_OK);
+  assert_int_equal(sqlite3_exec(store_db(f->s),
+                                "INSERT INTO candidates (id, task_id, seq, step, source,"
+                                " created_at) VALUES ('k1', '00000000-0000-4000-8000-"
+                                "000000000001', 1, 1, 'src', 'now')", NULL, NULL, NULL),
+                   SQLITE_OK);
+  assert_int_equal(store_task_delete(f->s, id), STORE_CONFLICT);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM candidates"), 1);
+  assert_int_equal(store_task_set_status(f->s, id, "failed", NULL), STORE_OK);
+  assert_int_equal(store_task_delete(f->s, id), STORE_OK);
+
+  json_t *task = NULL;
+  assert_int_equal(store_task_get(f->s, id, false, &task), STORE_NOT_FOUND);
+  json_t *events = NULL;
+  assert_int_equal(store_events_after(f->s, id, 0, 10, &events), STORE_OK);
+  assert_int_equal(json_array_size(events), 0);
+  json_decref(events);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM events WHERE task_id ="
+                                     " '00000000-0000-4000-8000-000000000001'"), 0);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM candidates"), 0);
+  assert_int_equal(store_task_delete(f->s, id), STORE_NOT_FOUND);
+  /* The other task and its events are untouched. */
+  const char *types[] = {"queued"};
+  assert_events(f->s, other, types, 1);
+  assert_int_equal(store_task_delete(f->s, other), STORE_OK); /* queued may be deleted */
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM events"), 0);
+}
+
+static void test_counts(void **state) {
+  struct fixture *f = *state;
+  json_t *counts = NULL;
+  assert_int_equal(store_task_counts(f->s, &counts), STORE_OK);
+  json_t *zero = json_pack("{s:i, s:i, s:i, s:i, s:i}", "queued", 0, "running", 0,
+                           "succeeded", 0, "failed", 0, "cancelled", 0);
+  assert_true(json_equal(counts, zero));
+  json_decref(counts);
+  json_decref(zero);
+  for (int n = 1; n <= 7; n++)
+    insert_n(f->s, n);
+  const char *moves[][2] = {{"running", NULL}, {"running", "succeeded"}, {"running", "failed"},
+                            {"failed", NULL}};
+  for (int i = 0; i < 4; i++) {
+    char id[40];
+    task_id(id, i + 1);
+    for (int j = 0; j < 2 && moves[i][j]; j++)
+      assert_int_equal(store_task_set_status(f->s, id, moves[i][j], NULL), STORE_OK);
+  }
+  char id[40];
+  task_id(id, 5);
+  json_t *task = NULL;
+  assert_int_equal(store_task_cancel(f->s, id, &task), STORE_OK);
+  json_decref(task);
+  assert_int_equal(store_task_counts(f->s, &counts), STORE_OK);
+  json_t *want = json_pack("{s:i, s:i, s:i, s:i, s:i}", "queued", 2, "running", 1,
+                           "succeeded", 1, "failed", 2, "cancelled", 1);
+  assert_true(json_equal(counts, want));
+  json_decref(counts);
+  json_decref(want);
+}
+
+/* ---- events ---- */
+
+static int append_then_fail(struct store *s, void *arg) {
+  int64_t seq = 0;
+  int rc = store_event_append(s, arg, "inside", NULL, &seq);
+  assert_int_equal(rc, STORE_OK);
+  assert_int_equal(seq, 2);
+  return STORE_CONFLICT;
+}
+
+static void test_events(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40], unknown[40];
+  task_id(id, 1);
+  task_id(unknown, 99);
+  json_t *data = json_pack("{s:i, s:s}", "step", 4, "note", "x");
+  for (int i = 2; i <= 5; i++) {
+    int64_t seq = 0;
+    assert_int_equal(store_event_append(f->s, id, "step", i == 3 ? data : NULL, &seq), STORE_OK);
+    assert_int_equal(seq, i);
+  }
+  json_t *events = NULL;
+  assert_int_equal(store_events_after(f->s, id, 2, 2, &events), STORE_OK);
+  assert_int_equal(json_array_size(events), 2);
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(events, 0), "seq")), 3);
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(events, 1), "seq")), 4);
+  assert_true(json_equal(json_object_get(json_array_get(events, 0), "data"), data));
+  assert_int_equal(json_object_size(json_object_get(json_array_get(events, 1), "data")), 0);
+  json_decref(events);
+  assert_int_equal(store_events_after(f->s, id, 5, 10, &events), STORE_OK);
+  assert_int_equal(json_array_size(events), 0);
+  json_decref(events);
+
+  int64_t seq = -1;
+  assert_int_equal(store_event_append(f->s, unknown, "step", NULL, &seq), STORE_NOT_FOUND);
+  assert_int_equal(seq, -1);
+  assert_int_equal(store_event_append(f->s, id, "", NULL, &seq), STORE_INVALID);
+  json_t *array = json_array();
+  assert_int_equal(store_event_append(f->s, id, "step", array, &seq), STORE_INVALID);
+  json_decref(array);
+  json_decref(data);
+
+  /* An append inside a transaction joins it and rolls back with it. */
+  insert_n(f->s, 2);
+  char second[40];
+  task_id(second, 2);
+  assert_int_equal(store_transaction(f->s, append_then_fail, second), STORE_CONFLICT);
+  const char *types[] = {"queued"};
+  assert_events(f->s, second, types, 1);
+}
+
+/* ---- connections and threads ---- */
+
+static const char SQL_ONE[] = "SELECT 1";
+
+struct conn_probe {
+  struct store *s;
+  sqlite3 *db;
+  sqlite3_stmt *stmt;
+};
+
+static void *probe_thread(void *arg) {
+  struct conn_probe *p = arg;
+  p->db = store_db(p->s);
+  p->stmt = store_stmt(p->s, SQL_ONE);
+  return NULL;
+}
+
+static void test_connection_per_thread_and_stmt_cache(void **state) {
+  struct fixture *f = *state;
+  sqlite3 *db = store_db(f->s);
+  assert_non_null(db);
+  assert_ptr_equal(store_db(f->s), db);
+  sqlite3_stmt *st = store_stmt(f->s, SQL_ONE);
+  assert_non_null(st);
+  assert_ptr_equal(store_stmt(f->s, SQL_ONE), st);
+  assert_ptr_equal(sqlite3_db_handle(st), db);
+  assert_int_equal(raw_count(f->dir, "PRAGMA foreign_keys"), 0); /* raw: default */
+  sqlite3_stmt *fk = store_stmt(f->s, "PRAGMA foreign_keys");
+  assert_int_equal(sqlite3_step(fk), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(fk, 0), 1);
+  sqlite3_reset(fk);
+
+  struct conn_probe p = {.s = f->s};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, probe_thread, &p), 0);
+  pthread_join(t, NULL);
+  assert_non_null(p.db);
+  assert_ptr_not_equal(p.db, db);
+  assert_ptr_equal(sqlite3_db_handle(p.stmt), p.db);
+  assert_ptr_not_equal(p.stmt, st);
+}
+
+static void test_reopen_many_times_in_one_thread(void **state) {
+  struct fixture *f = *state;
+  char other_dir[64];
+  make_dir(other_dir);
+  struct store *other = open_store(other_dir);
+  for (int n = 1; n <= 20; n++) {
+    store_close(f->s);
+    f->s = open_store(f->dir);
+    insert_n(f->s, n);
+    json_t *counts = NULL;
+    assert_int_equal(store_task_counts(f->s, &counts), STORE_OK);
+    assert_int_equal(json_integer_value(json_object_get(counts, "queued")), n);
+    json_decref(counts);
+    assert_ptr_not_equal(store_db(f->s), store_db(other));
+  }
+  json_t *counts = NULL;
+  assert_int_equal(store_task_counts(other, &counts), STORE_OK);
+  assert_int_equal(json_integer_value(json_object_get(counts, "queued")), 0);
+  json_decref(counts);
+  store_close(other);
+  remove_tree(other_dir);
+}
+
+#define THREADS 8
+#define PER_THREAD 50
+#define SHARED_PER_THREAD 25
+
+struct inserter {
+  struct store *s;
+  int index;
+  const char *shared;
+  int failures;
+};
+
+static void *insert_thread(void *arg) {
+  struct inserter *w = arg;
+  json_t *options = json_pack("{s:{s:i}}", "budget", "steps", 5);
+  for (int i = 0; i < PER_THREAD; i++) {
+    char id[40];
+    task_id(id, 1000 + w->index * PER_THREAD + i);
+    int64_t seq = 0;
+    if (store_task_insert(w->s, id, "t", options, REFERENCE, NULL) != STORE_OK ||
+        store_event_append(w->s, id, "step", NULL, &seq) != STORE_OK || seq != 2)
+      w->failures++;
+    if (i < SHARED_PER_THREAD && store_event_append(w->s, w->shared, "step", NULL, NULL) !=
+                                     STORE_OK)
+      w->failures++;
+  }
+  json_decref(options);
+  return NULL;
+}
+
+static void test_concurrent_inserts(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char shared[40];
+  task_id(shared, 1);
+  pthread_t threads[THREADS];
+  struct inserter workers[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    workers[i] = (struct inserter){.s = f->s, .index = i, .shared = shared};
+    assert_int_equal(pthread_create(&threads[i], NULL, insert_thread, &workers[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(threads[i], NULL);
+    assert_int_equal(workers[i].failures, 0);
+  }
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM tasks"), THREADS * PER_THREAD + 1);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(DISTINCT id) FROM tasks WHERE name = 't'"),
+                   THREADS * PER_THREAD);
+  /* Every task's log is exactly 1..n: count == max and no duplicates (primary key). */
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM (SELECT task_id FROM events GROUP BY"
+                                     " task_id HAVING COUNT(*) != MAX(seq) OR MIN(seq) != 1)"),
+                   0);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM events WHERE task_id != "
+                                     "'00000000-0000-4000-8000-000000000001'"),
+                   2 * THREADS * PER_THREAD);
+  assert_int_equal(raw_count(f->dir, "SELECT MAX(seq) FROM events WHERE task_id = "
+                                     "'00000000-0000-4000-8000-000000000001'"),
+                   1 + THREADS * SHARED_PER_THREAD);
+  json_t *items = NULL;
+  char *next = NULL;
+  assert_int_equal(store_task_list(f->s, "queued", 500, NULL, &items, &next), STORE_OK);
+  assert_int_equal(json_array_size(items), THREADS * PER_THREAD + 1);
+  assert_null(next);
+  json_decref(items);
+}
+
+/* ---- busy retry ---- */
+
+struct locker {
+  char path[128];
+  long hold_ms;        /* at most this long ... */
+  atomic_int release;  /* ... or until this is set */
+  atomic_int locked;   /* 1 once the lock is held, -1 if it could not be taken */
+  double released_at;  /* now_ms() after the lock was let go */
+};
+
+/* Holds the write lock from a second, raw connection. */
+static void *lock_thread(void *arg) {
+  struct locker *l = arg;
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(l->path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+      sqlite3_exec(db, "BEGIN IMMEDIATE; INSERT INTO schema_migrations VALUES"
+                       " (100000, 'lock', 'x')", NULL, NULL, NULL) == SQLITE_OK) {
+    double start = now_ms();
+    atomic_store(&l->locked, 1);
+    while (!atomic_load(&l->release) && now_ms() - start < (double)l->hold_ms)
+      sleep_ms(1);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  } else {
+    atomic_store(&l->locked, -1);
+  }
+  l->released_at = now_ms();
+  sqlite3_close(db);
+  return NULL;
+}
+
+struct tx_probe {
+  const char *id;
+  int calls;
+  int busy_first; /* calls that report busy before succeeding */
+};
+
+static int append_in_tx(struct store *s, void *arg) {
+  struct tx_probe *p = arg;
+  p->calls++;
+  if (store_event_append(s, p->id, "tx", NULL, NULL) != STORE_OK)
+    return STORE_ERROR;
+  return p->calls <= p->busy_first ? STORE_BUSY : STORE_OK;
+}
+
+/* Runs append_in_tx while another connection holds the write lock for hold_ms (or until
+ * the transaction returns); the store's busy timeout is cut to 10 ms so that only the
+ * retry loop, not SQLite's own wait, can ride out the lock. *ret_late says whether the
+ * transaction returned after the lock was let go. */
+static int tx_against_lock(struct fixture *f, long hold_ms, double *ret_elapsed,
+                           bool *ret_late, struct tx_probe *probe) {
+  struct locker l = {.hold_ms = hold_ms};
+  snprintf(l.path, sizeof l.path, "%s/opforge.db", f->dir);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, lock_thread, &l), 0);
+  while (atomic_load(&l.locked) == 0)
+    sleep_ms(1);
+  assert_int_equal(atomic_load(&l.locked), 1);
+  sqlite3_busy_timeout(store_db(f->s), 10);
+  double t0 = now_ms();
+  int rc = store_transaction(f->s, append_in_tx, probe);
+  double end = now_ms();
+  atomic_store(&l.release, 1);
+  sqlite3_busy_timeout(store_db(f->s), 5000);
+  pthread_join(t, NULL);
+  *ret_elapsed = end - t0;
+  *ret_late = end >= l.released_at;
+  return rc;
+}
+
+static void test_transaction_retries_busy(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40];
+  task_id(id, 1);
+  struct tx_probe probe = {.id = id};
+  double elapsed = 0;
+  bool late = false;
+  assert_int_equal(tx_against_lock(f, 200, &elapsed, &late, &probe), STORE_OK);
+  assert_true(late); /* it waited the lock out */
+  assert_int_equal(probe.calls, 1);
+  const char *types[] = {"queued", "tx"};
+  assert_events(f->s, id, types, 2);
+}
+
+static void test_transaction_busy_is_bounded(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40];
+  task_id(id, 1);
+  struct tx_probe probe = {.id = id};
+  double elapsed = 0;
+  bool late = true;
+  assert_int_equal(tx_against_lock(f, 20000, &elapsed, &late, &probe), STORE_BUSY);
+  assert_false(late);
+  assert_true(elapsed >= 500); /* the backoff sleeps alone add up to 565 ms */
+  assert_true(elapsed < 10000);
+  assert_int_equal(probe.calls, 0);
+  const char *types[] = {"queued"};
+  assert_events(f->s, id, types, 1);
+}
+
+static void test_transaction_reruns_fn_on_busy(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40];
+  task_id(id, 1);
+  struct tx_probe probe = {.id = id, .busy_first = 2};
+  assert_int_equal(store_transaction(f->s, append_in_tx, &probe), STORE_OK);
+  assert_int_equal(probe.calls, 3);
+  /* The two busy attempts were rolled back: one event, seq 2. */
+  const char *types[] = {"queued", "tx"};
+  assert_events(f->s, id, types, 2);
+  probe = (struct tx_probe){.id = id, .busy_first = 100};
+  assert_int_equal(store_transaction(f->s, append_in_tx, &probe), STORE_BUSY);
+  assert_int_equal(probe.calls, 8);
+  assert_events(f->s, id, types, 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_migrations_applied_and_recorded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_newer_database_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_insert_and_get_shape, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_three_pages_newest_first, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_status_filter, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_cursor, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cancel_queued, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cancel_running_and_final, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_set_status_rules_and_progress, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_counts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_connection_per_thread_and_stmt_cache, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_reopen_many_times_in_one_thread, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_transaction_retries_busy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_transaction_busy_is_bounded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_transaction_reruns_fn_on_busy, setup, teardown),
+  };
+  return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
