@@ -189,19 +189,21 @@ static json_t *default_options(const char *precision) {
                    tol, "rtol", tol, "trials", 5, "seed", 42, "llm", "model");
 }
 
-/* Copies given values over the defaults, one level of nesting deep. */
-static void merge_options(json_t *options, json_t *body) {
+/* Copies given values over the defaults, one level of nesting deep. Returns 0, or -1
+ * when Jansson cannot allocate (options is then partly merged and must be dropped). */
+static int merge_options(json_t *options, json_t *body) {
   const char *key;
   json_t *value;
   json_object_foreach(body, key, value) {
     if (strcmp(key, "name") == 0 || strcmp(key, "reference") == 0)
       continue;
     json_t *dst = json_object_get(options, key);
-    if (json_is_object(value) && json_is_object(dst))
-      json_object_update(dst, value);
-    else
-      json_object_set(options, key, value);
+    int rc = json_is_object(value) && json_is_object(dst) ? json_object_update(dst, value)
+                                                          : json_object_set(options, key, value);
+    if (rc != 0)
+      return -1;
   }
+  return 0;
 }
 
 int submission_parse(json_t *body, struct submission *ret, struct validation_error *err) {
@@ -214,7 +216,10 @@ int submission_parse(json_t *body, struct submission *ret, struct validation_err
   json_t *options = default_options(precision ? json_string_value(precision) : "fp32");
   if (!options)
     return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
-  merge_options(options, body);
+  if (merge_options(options, body) != 0) {
+    json_decref(options);
+    return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
+  }
   json_t *name = json_object_get(body, "name");
   snprintf(ret->name, sizeof ret->name, "%s", name ? json_string_value(name) : "task");
   ret->options = options;

@@ -79,6 +79,10 @@ static int parse_gpus(struct opforge_config *cfg, const char *v, char *err, size
       return -1;
     }
     cfg->gpu_list[cfg->n_gpu_list++] = (int)idx;
+    if (*end == ',' && end[1] == '\0') {
+      snprintf(err, n, "--gpus: expected all, none or a list like 0,1; got '%s'", v);
+      return -1;
+    }
     p = *end ? end + 1 : end;
   }
   if (cfg->n_gpu_list == 0) {

@@ -15,8 +15,9 @@ enum metrics_limit {
 struct metrics *metrics_new(void);
 void metrics_free(struct metrics *m);
 
-/* Records one finished request. route is the matched pattern ("unmatched" otherwise);
- * strings are copied when first seen. Thread-safe. */
+/* Records one finished request. route must be a string that lives as long as the
+ * registry (a route-table pattern or a literal); it is kept by pointer. method is copied.
+ * Thread-safe. */
 void metrics_observe_request(struct metrics *m, const char *route, const char *method,
                              unsigned status, double seconds);
 

@@ -20,7 +20,8 @@ enum route_match { ROUTE_FOUND, ROUTE_NOT_FOUND, ROUTE_METHOD_NOT_ALLOWED };
 
 /* Matches method+path against table. On ROUTE_FOUND sets *ret_route and copies the
  * parameters into req (owned by req). On ROUTE_METHOD_NOT_ALLOWED writes the allowed
- * methods ("GET, POST") into allow. Returns ROUTE_NOT_FOUND also when the path has
+ * methods ("GET, POST") into allow (allow_len must be at least 1). Returns
+ * ROUTE_NOT_FOUND also when the path has
  * more parameters than REQUEST_MAX_PARAMS or allocation fails. */
 enum route_match router_match(const struct route *table, const char *method,
                               const char *path, struct request *req,
