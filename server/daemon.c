@@ -72,9 +72,14 @@ static enum MHD_Result first_call(struct daemon *d, struct request *req) {
   }
   if (auth_is_write(req->method)) {
     enum auth_result a = auth_check(cfg, request_header(req, MHD_HTTP_HEADER_AUTHORIZATION));
-    if (a == AUTH_MISSING)
-      return reply_error(req, API_ERR_UNAUTHORIZED, NULL,
-                         "this server needs 'Authorization: Bearer <token>' for writes");
+    if (a == AUTH_MISSING) {
+      const struct api_error_info *info = api_error_info(API_ERR_UNAUTHORIZED);
+      json_t *body = json_pack("{s:{s:s, s:s, s:n}}", "error", "code", info->code, "message",
+                               "this server needs 'Authorization: Bearer <token>' for writes",
+                               "field");
+      return reply_json_with_header(req, info->status, body, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                    "Bearer realm=\"opforge\"");
+    }
     if (a == AUTH_WRONG)
       return reply_error(req, API_ERR_FORBIDDEN, NULL, "the bearer token is not accepted");
   }
@@ -91,7 +96,11 @@ static enum MHD_Result first_call(struct daemon *d, struct request *req) {
 /* True when a Content-Type header is present and is not JSON. */
 static bool wrong_media_type(struct request *req) {
   const char *ct = request_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
-  return ct && strncasecmp(ct, "application/json", 16) != 0;
+  if (!ct)
+    return false;
+  if (strncasecmp(ct, "application/json", 16) != 0)
+    return true;
+  return !(ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ');
 }
 
 /* The upload is complete: answer limits tripped while reading, then run the handler. */

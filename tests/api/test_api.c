@@ -1,0 +1,1668 @@
+/* API tests: the real server on port 0, scenario tables, spec check, coverage check. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/errors.h"
+#include "tests/api/harness.h"
+#include "tests/api/spec_check.h"
+
+/* A minimal KernelBench program: what every valid submission carries. */
+static const char REF[] =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "\n"
+    "class Model(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "\n"
+    "    def forward(self, x):\n"
+    "        return torch.relu(x)\n"
+    "\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(16, 16)]\n"
+    "\n"
+    "def get_init_inputs():\n"
+    "    return []\n";
+
+#define REF_MAX_BYTES 262144
+#define FIELD_NULL "(json null)" /* expected "field" is JSON null */
+#define UNKNOWN_ID "3f2b8c1e-9d4a-4b7e-8c21-5a6f0e9d1b23"
+#define TOKEN "s3cret-token-0123456789"
+
+/* ---------------------------------------------------------------- helpers */
+
+/* printf into a new string (caller frees). */
+static char *fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  int n = vsnprintf(NULL, 0, format, ap);
+  va_end(ap);
+  assert_true(n >= 0);
+  char *out = malloc((size_t)n + 1);
+  assert_non_null(out);
+  va_start(ap, format);
+  vsnprintf(out, (size_t)n + 1, format, ap);
+  va_end(ap);
+  return out;
+}
+
+/* s with every `from` replaced by `to` (caller frees). */
+static char *replace_all(const char *s, const char *from, const char *to) {
+  size_t flen = strlen(from), tlen = strlen(to), count = 0;
+  for (const char *p = strstr(s, from); p; p = strstr(p + flen, from))
+    count++;
+  char *out = malloc(strlen(s) + count * tlen + 1);
+  assert_non_null(out);
+  char *w = out;
+  for (const char *p = s;;) {
+    const char *hit = strstr(p, from);
+    if (!hit) {
+      memcpy(w, p, strlen(p) + 1);
+      break;
+    }
+    memcpy(w, p, (size_t)(hit - p));
+    w += hit - p;
+    memcpy(w, to, tlen);
+    w += tlen;
+    p = hit + flen;
+  }
+  return out;
+}
+
+/* A string of n copies of c (caller frees). */
+static char *repeat(char c, size_t n) {
+  char *s = malloc(n + 1);
+  assert_non_null(s);
+  memset(s, c, n);
+  s[n] = '\0';
+  return s;
+}
+
+/* s as a JSON string literal, quotes included (caller frees). */
+static char *json_quote(const char *s) {
+  json_t *str = json_string(s);
+  assert_non_null(str);
+  char *out = json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT);
+  json_decref(str);
+  assert_non_null(out);
+  return out;
+}
+
+/* Expands a step template: @REF@ (the valid reference as a JSON string), @N128@ and
+ * @N129@ (names of that length), and {id}. Caller frees. */
+static char *expand(const char *tmpl, const char *id) {
+  char *ref = json_quote(REF);
+  char *n128 = repeat('n', 128), *n129 = repeat('n', 129);
+  char *a = replace_all(tmpl, "@REF@", ref);
+  char *b = replace_all(a, "@N128@", n128);
+  char *c = replace_all(b, "@N129@", n129);
+  char *d = replace_all(c, "{id}", id ? id : "");
+  free(ref);
+  free(n128);
+  free(n129);
+  free(a);
+  free(b);
+  free(c);
+  return d;
+}
+
+/* Numbers compare by value (1 equals 1.0); otherwise like json_equal. */
+static bool json_same(const json_t *a, const json_t *b) {
+  if (json_is_number(a) && json_is_number(b))
+    return json_number_value(a) == json_number_value(b);
+  if (json_is_object(a) && json_is_object(b)) {
+    if (json_object_size(a) != json_object_size(b))
+      return false;
+    const char *key;
+    json_t *va;
+    json_object_foreach((json_t *)a, key, va) {
+      if (!json_same(va, json_object_get(b, key)))
+        return false;
+    }
+    return true;
+  }
+  if (json_is_array(a) && json_is_array(b)) {
+    if (json_array_size(a) != json_array_size(b))
+      return false;
+    for (size_t i = 0; i < json_array_size(a); i++)
+      if (!json_same(json_array_get(a, i), json_array_get(b, i)))
+        return false;
+    return true;
+  }
+  return json_equal((json_t *)a, (json_t *)b);
+}
+
+/* Asserts that value (borrowed) equals the JSON text expected. */
+static void assert_json(const json_t *value, const char *expected, const char *what) {
+  json_error_t jerr;
+  json_t *want = json_loads(expected, JSON_DECODE_ANY, &jerr);
+  assert_non_null(want);
+  if (!json_same(value, want)) {
+    char *got = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
+    print_error("%s: expected %s\n  got %s\n", what, expected, got ? got : "?");
+    free(got);
+    json_decref(want);
+    fail();
+  }
+  json_decref(want);
+}
+
+/* Checks an error response: status, exact code, and field (NULL: not checked;
+ * FIELD_NULL: must be JSON null). Writes the mismatch into why and returns false. */
+static bool error_matches(const struct http_response *r, long status, const char *code,
+                          const char *field, char *why, size_t whylen) {
+  if (r->status != status) {
+    snprintf(why, whylen, "want status %ld, got %ld", status, r->status);
+    return false;
+  }
+  if (!code)
+    return true;
+  json_t *doc = json_loadb(r->body, r->body_len, 0, NULL);
+  json_t *err = json_object_get(doc, "error");
+  const char *got_code = json_string_value(json_object_get(err, "code"));
+  json_t *got_field = json_object_get(err, "field");
+  bool ok = got_code && strcmp(got_code, code) == 0;
+  if (ok && field) {
+    ok = strcmp(field, FIELD_NULL) == 0
+             ? json_is_null(got_field)
+             : json_is_string(got_field) && strcmp(json_string_value(got_field), field) == 0;
+  }
+  if (!ok)
+    snprintf(why, whylen, "want code %s field %s, got code %s field %s", code,
+             field ? field : "(any)", got_code ? got_code : "(none)",
+             json_is_string(got_field) ? json_string_value(got_field)
+                                       : json_is_null(got_field) ? FIELD_NULL : "(absent)");
+  json_decref(doc);
+  return ok;
+}
+
+/* Fails the test unless r is the error (status, code, field). */
+static void assert_error(const struct http_response *r, long status, const char *code,
+                         const char *field) {
+  char why[512];
+  if (!error_matches(r, status, code, field, why, sizeof why)) {
+    print_error("%s\n  body: %.400s\n", why, r->body);
+    fail();
+  }
+}
+
+/* One labelled step of a scenario table. */
+struct step {
+  const char *label;
+  const char *method;
+  const char *path;   /* template: {id} */
+  const char *body;   /* template: @REF@, @N128@, @N129@, {id}; NULL for none */
+  long status;        /* expected status */
+  const char *code;   /* expected error code; NULL for a success status */
+  const char *field;  /* expected error field; NULL: not checked; FIELD_NULL: null */
+};
+
+/* Runs every step, reporting each mismatch with its label, and fails the test at the
+ * end when any step did not match. id fills {id}. */
+static void run_steps(struct server *server, const struct step *steps, size_t n,
+                      const char *id) {
+  size_t failures = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct step *s = &steps[i];
+    char *path = expand(s->path, id);
+    char *body = s->body ? expand(s->body, id) : NULL;
+    struct http_response *r = http_send(server, s->method, path, body, NULL);
+    char why[512];
+    if (!error_matches(r, s->status, s->code, s->field, why, sizeof why)) {
+      print_error("step '%s' (%s %.80s): %s\n  body: %.300s\n", s->label, s->method, path, why,
+                  r->body);
+      failures++;
+    }
+    http_response_free(r);
+    free(path);
+    free(body);
+  }
+  if (failures) {
+    print_error("%zu of %zu steps failed\n", failures, n);
+    fail();
+  }
+}
+
+/* Submits {"name": name, "reference": REF} (name may be NULL) and returns the new id
+ * (caller frees), asserting 202 and the Location header. */
+static char *create_task(struct server *server, const char *name) {
+  char *ref = json_quote(REF);
+  char *body = name ? fmt("{\"name\":\"%s\",\"reference\":%s}", name, ref)
+                    : fmt("{\"reference\":%s}", ref);
+  struct http_response *r = http_send(server, "POST", "/v1/tasks", body, NULL);
+  if (r->status != 202)
+    print_error("create_task: got %ld: %.300s\n", r->status, r->body);
+  assert_int_equal(r->status, 202);
+  json_t *task = http_json(r);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  assert_non_null(id);
+  char *location = fmt("/v1/tasks/%s", id);
+  assert_non_null(http_header(r, "Location"));
+  assert_string_equal(http_header(r, "Location"), location);
+  free(location);
+  json_decref(task);
+  http_response_free(r);
+  free(body);
+  free(ref);
+  return id;
+}
+
+/* POSTs a cancel for id and asserts 200 with status "cancelled". */
+static void cancel_task(struct server *server, const char *id) {
+  char *path = fmt("/v1/tasks/%s/cancel", id);
+  struct http_response *r = http_send(server, "POST", path, NULL, NULL);
+  assert_int_equal(r->status, 200);
+  json_t *task = http_json(r);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "cancelled");
+  json_decref(task);
+  http_response_free(r);
+  free(path);
+}
+
+/* ---------------------------------------------------------------- fixtures */
+
+static int start_with(void **state, const struct server_opts *opts) {
+  struct server *server = NULL;
+  if (server_start(opts, &server) != 0)
+    return -1;
+  *state = server;
+  return 0;
+}
+
+static int setup_server(void **state) {
+  return start_with(state, NULL);
+}
+
+static int setup_auth_server(void **state) {
+  struct server_opts opts = {.token = TOKEN};
+  return start_with(state, &opts);
+}
+
+static int setup_keepalive_server(void **state) {
+  static const char *const args[] = {"--sse-keepalive", "1", NULL};
+  struct server_opts opts = {.extra_args = args};
+  return start_with(state, &opts);
+}
+
+static int setup_small_body_server(void **state) {
+  static const char *const args[] = {"--max-body", "4096", NULL};
+  struct server_opts opts = {.extra_args = args};
+  return start_with(state, &opts);
+}
+
+/* Stops the server; a non-zero exit after SIGTERM fails the test. */
+static int teardown_server(void **state) {
+  int rc = server_stop(*state);
+  *state = NULL;
+  return rc;
+}
+
+/* ---------------------------------------------------------------- spec_check itself */
+
+/* A small document exercising every validator keyword and the response rules. */
+static const char SELFTEST_DOC[] =
+    "{\"openapi\":\"3.1.0\",\"info\":{\"title\":\"t\",\"version\":\"1\"},"
+    "\"x-opforge-unrouted-responses\":{\"404\":{\"description\":\"nf\"}},"
+    "\"paths\":{"
+    " \"/x/{id}\":{\"get\":{\"responses\":{"
+    "   \"200\":{\"description\":\"\",\"content\":{\"application/json\":"
+    "     {\"schema\":{\"$ref\":\"#/components/schemas/T\"}}}},"
+    "   \"404\":{\"description\":\"\",\"headers\":{\"H\":{\"required\":true,"
+    "     \"schema\":{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}}},"
+    " \"/x/lit\":{\"get\":{\"responses\":{\"204\":{\"description\":\"\"}}}},"
+    " \"/s\":{\"get\":{\"responses\":{\"200\":{\"description\":\"\",\"content\":{"
+    "   \"text/event-stream\":{\"schema\":{\"type\":\"string\"},"
+    "   \"x-opforge-event-data\":{\"type\":\"object\",\"required\":[\"seq\",\"type\"]}}}}}}},"
+    " \"/p\":{\"x-opforge-pending\":true,\"get\":{\"responses\":{\"200\":{\"description\":\"\"}}}},"
+    " \"/m\":{\"get\":{\"responses\":{\"200\":{\"description\":\"\",\"content\":{"
+    "   \"text/plain; version=0.0.4\":{\"schema\":{\"type\":\"string\"}}}}}}}"
+    "},"
+    "\"components\":{\"schemas\":{\"T\":{\"type\":\"object\",\"required\":[\"a\"],"
+    " \"additionalProperties\":false,\"properties\":{"
+    "  \"a\":{\"type\":[\"integer\",\"null\"],\"minimum\":1,\"maximum\":3},"
+    "  \"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":3,\"pattern\":\"^[a-z]+$\"},"
+    "  \"s2\":{\"type\":\"string\",\"maxLength\":2},"
+    "  \"e\":{\"enum\":[\"x\",\"y\"]},"
+    "  \"c\":{\"const\":5},"
+    "  \"l\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":2},"
+    "  \"o\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"},{\"type\":\"number\"}]},"
+    "  \"u\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"boolean\"}]},"
+    "  \"n\":{\"not\":{\"type\":\"null\"}},"
+    "  \"al\":{\"allOf\":[{\"type\":\"integer\"},{\"maximum\":2}]},"
+    "  \"d\":{\"type\":\"string\",\"format\":\"date-time\"},"
+    "  \"id\":{\"type\":\"string\",\"format\":\"uuid\"},"
+    "  \"x\":{\"exclusiveMinimum\":0,\"exclusiveMaximum\":1},"
+    "  \"r\":{\"$ref\":\"#/components/schemas/R\"}}},"
+    " \"R\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"boolean\"}},"
+    "  \"additionalProperties\":{\"type\":\"integer\"}}}}}";
+
+static struct spec *load_selftest_doc(const char *text) {
+  json_error_t jerr;
+  json_t *doc = json_loads(text, 0, &jerr);
+  if (!doc)
+    print_error("self-test document: %s at %d:%d\n", jerr.text, jerr.line, jerr.column);
+  assert_non_null(doc);
+  struct spec *spec = NULL;
+  char err[512];
+  int rc = spec_load(doc, &spec, err, sizeof err);
+  json_decref(doc);
+  if (rc != 0)
+    print_error("spec_load: %s\n", err);
+  assert_int_equal(rc, 0);
+  return spec;
+}
+
+static void test_spec_validator(void **state) {
+  (void)state;
+  struct spec *spec = load_selftest_doc(SELFTEST_DOC);
+  const json_t *t = json_object_get(
+      json_object_get(json_object_get(spec_document(spec), "components"), "schemas"), "T");
+  static const struct {
+    const char *value;
+    const char *error; /* NULL: valid; else a substring of the message */
+  } cases[] = {
+    {"{\"a\":1}", NULL},
+    {"{\"a\":null}", NULL},
+    {"{\"a\":3.0}", NULL},
+    {"{}", "$: required property 'a' is missing"},
+    {"{\"a\":0}", "$.a: 0 is below minimum 1"},
+    {"{\"a\":4}", "above maximum"},
+    {"{\"a\":1.5}", "$.a: expected type [\"integer\",\"null\"], got number"},
+    {"{\"a\":\"1\"}", "got string"},
+    {"{\"a\":1,\"z\":1}", "property 'z' is not allowed"},
+    {"{\"a\":1,\"s\":\"ab\"}", NULL},
+    {"{\"a\":1,\"s\":\"a\"}", "$.s: length 1 is below minLength 2"},
+    {"{\"a\":1,\"s\":\"abcd\"}", "above maxLength 3"},
+    {"{\"a\":1,\"s\":\"AB\"}", "does not match pattern"},
+    {"{\"a\":1,\"s2\":\"\xc3\xa9\xc3\xa9\"}", NULL}, /* 2 code points, 4 bytes */
+    {"{\"a\":1,\"s2\":\"abc\"}", "above maxLength 2"},
+    {"{\"a\":1,\"e\":\"y\"}", NULL},
+    {"{\"a\":1,\"e\":\"z\"}", "$.e: value \"z\" is not in enum"},
+    {"{\"a\":1,\"c\":5.0}", NULL},
+    {"{\"a\":1,\"c\":6}", "expected const 5"},
+    {"{\"a\":1,\"l\":[\"p\",\"q\"]}", NULL},
+    {"{\"a\":1,\"l\":[\"p\",1]}", "$.l[1]: expected type string"},
+    {"{\"a\":1,\"l\":[\"p\",\"q\",\"r\"]}", "above maxItems 2"},
+    {"{\"a\":1,\"o\":\"s\"}", NULL},
+    {"{\"a\":1,\"o\":2.5}", NULL},
+    {"{\"a\":1,\"o\":2}", "matches 2 oneOf branches"},
+    {"{\"a\":1,\"o\":null}", "matches 0 oneOf branches"},
+    {"{\"a\":1,\"u\":true}", NULL},
+    {"{\"a\":1,\"u\":1}", "matches no anyOf branch"},
+    {"{\"a\":1,\"n\":null}", "matches the schema under 'not'"},
+    {"{\"a\":1,\"n\":0}", NULL},
+    {"{\"a\":1,\"al\":2}", NULL},
+    {"{\"a\":1,\"al\":3}", "above maximum 2"},
+    {"{\"a\":1,\"d\":\"2026-11-29T07:42:04.123Z\"}", NULL},
+    {"{\"a\":1,\"d\":\"2026-11-29 07:42\"}", "is not a valid date-time"},
+    {"{\"a\":1,\"id\":\"3f2b8c1e-9d4a-4b7e-8c21-5a6f0e9d1b23\"}", NULL},
+    {"{\"a\":1,\"id\":\"3f2b8c1e9d4a4b7e8c215a6f0e9d1b23\"}", "is not a valid uuid"},
+    {"{\"a\":1,\"x\":0.5}", NULL},
+    {"{\"a\":1,\"x\":0}", "not above exclusiveMinimum 0"},
+    {"{\"a\":1,\"x\":1}", "not below exclusiveMaximum 1"},
+    {"{\"a\":1,\"r\":{\"k\":true,\"extra\":3}}", NULL},
+    {"{\"a\":1,\"r\":{\"k\":true,\"extra\":\"3\"}}", "$.r.extra: expected type integer"},
+    {"[]", "expected type object, got array"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *value = json_loads(cases[i].value, JSON_DECODE_ANY, NULL);
+    assert_non_null(value);
+    char err[512] = "";
+    int rc = spec_validate(spec, t, value, err, sizeof err);
+    json_decref(value);
+    bool ok = cases[i].error ? rc != 0 && strstr(err, cases[i].error) != NULL : rc == 0;
+    if (!ok) {
+      print_error("case %zu %s: want %s, got rc %d '%s'\n", i, cases[i].value,
+                  cases[i].error ? cases[i].error : "valid", rc, err);
+      fail();
+    }
+  }
+  spec_free(spec);
+}
+
+/* Checks one hand-made exchange; error NULL means it must pass. */
+static void expect_exchange(struct spec *spec, const char *method, const char *target,
+                            long status, const char *ctype, const char *header_h,
+                            const char *body, const char *error) {
+  struct spec_header headers[2];
+  size_t n = 0;
+  if (ctype)
+    headers[n++] = (struct spec_header){"content-type", ctype};
+  if (header_h)
+    headers[n++] = (struct spec_header){"H", header_h};
+  struct spec_exchange ex = {.method = method, .target = target, .status = status,
+                             .headers = headers, .n_headers = n, .body = body,
+                             .body_len = body ? strlen(body) : 0};
+  char err[1024] = "";
+  int rc = spec_check_response(spec, &ex, err, sizeof err);
+  bool ok = error ? rc != 0 && strstr(err, error) != NULL : rc == 0;
+  if (!ok) {
+    print_error("%s %s -> %ld: want %s, got rc %d '%s'\n", method, target, status,
+                error ? error : "valid", rc, err);
+    fail();
+  }
+}
+
+static void test_spec_responses(void **state) {
+  (void)state;
+  struct spec *spec = load_selftest_doc(SELFTEST_DOC);
+  const char *json = "application/json";
+  expect_exchange(spec, "GET", "/x/lit", 204, NULL, NULL, NULL, NULL);
+  expect_exchange(spec, "GET", "/x/lit?q=1", 204, NULL, NULL, "x", "without a body");
+  expect_exchange(spec, "GET", "/x/abc", 200, "application/json; charset=utf-8", NULL,
+                  "{\"a\":2}", NULL);
+  expect_exchange(spec, "GET", "/x/abc", 200, json, NULL, "{\"a\":9}", "body: $.a: 9 is above");
+  expect_exchange(spec, "GET", "/x/abc", 200, "text/html", NULL, "{\"a\":2}",
+                  "Content-Type 'text/html' is not documented");
+  expect_exchange(spec, "GET", "/x/abc", 200, NULL, NULL, "{\"a\":2}",
+                  "Content-Type header is missing");
+  expect_exchange(spec, "GET", "/x/abc", 200, json, NULL, "{\"a\":", "body is not JSON");
+  expect_exchange(spec, "GET", "/x/abc", 404, NULL, NULL, NULL, "required header H");
+  expect_exchange(spec, "GET", "/x/abc", 404, NULL, "aaa", NULL, NULL);
+  expect_exchange(spec, "GET", "/x/abc", 404, NULL, "b", NULL, "header H: $: \"b\" does not");
+  expect_exchange(spec, "GET", "/x/abc", 500, json, NULL, "{}",
+                  "status 500 is not documented (for this operation)");
+  expect_exchange(spec, "POST", "/x/abc", 405, json, NULL, "{}",
+                  "path exists without this method");
+  expect_exchange(spec, "GET", "/nope", 404, NULL, NULL, NULL, NULL);
+  expect_exchange(spec, "GET", "/nope", 400, json, NULL, "{}", "unknown path");
+  expect_exchange(spec, "GET", "/x/", 404, NULL, NULL, NULL, NULL); /* empty {id} */
+  expect_exchange(spec, "GET", "/m", 200, "text/plain; version=0.0.4", NULL, "a 1\n", NULL);
+  expect_exchange(spec, "GET", "/m", 200, "text/plain", NULL, "a 1\n", "not documented");
+  expect_exchange(spec, "GET", "/m", 200, "text/plain; version=0.0.4", NULL, "\xff",
+                  "not UTF-8");
+  const char *sse_ok = "id: 1\nevent: a\ndata: {\"seq\":1,\"type\":\"a\"}\n\n"
+                       ": keep-alive\n\n"
+                       "id: 2\r\nevent: b\r\ndata: {\"seq\":2,\r\ndata: \"type\":\"b\"}\r\n\r\n";
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL, sse_ok, NULL);
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL,
+                  "id: 3\nevent: a\ndata: {\"seq\":1,\"type\":\"a\"}\n\n", "differs from data.seq");
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL,
+                  "id: 1\nevent: b\ndata: {\"seq\":1,\"type\":\"a\"}\n\n",
+                  "differs from data.type");
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL,
+                  "id: 1\nevent: a\ndata: {\"seq\":1}\n\n", "required property 'type'");
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL,
+                  "id: 1\nevent: a\ndata: {\"seq\":1,\"type\":\"a\"}\n", "ends inside an event");
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL,
+                  "id: 2\nevent: a\ndata: {\"seq\":2,\"type\":\"a\"}\n\n"
+                  "id: 1\nevent: a\ndata: {\"seq\":1,\"type\":\"a\"}\n\n",
+                  "does not increase");
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL, "foo: 1\n\n",
+                  "unknown event-stream field 'foo'");
+  /* /p is pending, so only it may stay unexercised. */
+  FILE *devnull = fopen("/dev/null", "w");
+  assert_non_null(devnull);
+  assert_int_equal(spec_report_unexercised(spec, devnull), 0);
+  spec_free(spec);
+  spec = load_selftest_doc(SELFTEST_DOC);
+  assert_int_equal(spec_report_unexercised(spec, devnull), 4);
+  fclose(devnull);
+  spec_free(spec);
+}
+
+/* spec_load refuses documents whose schemas the validator would not fully check. */
+static void test_spec_lint(void **state) {
+  (void)state;
+  static const struct {
+    const char *schema;
+    const char *error;
+  } cases[] = {
+    {"{\"type\":\"object\",\"minProperties\":1}", "unsupported schema keyword 'minProperties'"},
+    {"{\"$ref\":\"#/components/schemas/Nope\"}", "does not resolve"},
+    {"{\"type\":\"string\",\"pattern\":\"([\"}", "does not compile"},
+    {"{\"type\":\"strin\"}", "bad 'type'"},
+    {"{\"properties\":{\"a\":{\"items\":{\"uniqueItems\":true}}}}", "'uniqueItems'"},
+    {"{\"oneOf\":[]}", "non-empty array"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = fmt("{\"paths\":{\"/a\":{\"get\":{\"responses\":{\"200\":{\"description\":"
+                     "\"\",\"content\":{\"application/json\":{\"schema\":%s}}}}}}},"
+                     "\"components\":{\"schemas\":{}}}",
+                     cases[i].schema);
+    json_t *doc = json_loads(text, 0, NULL);
+    assert_non_null(doc);
+    struct spec *spec = NULL;
+    char err[512] = "";
+    int rc = spec_load(doc, &spec, err, sizeof err);
+    json_decref(doc);
+    free(text);
+    if (rc == 0 || !strstr(err, cases[i].error)) {
+      print_error("lint case %zu: want '%s', got rc %d '%s'\n", i, cases[i].error, rc, err);
+      spec_free(spec);
+      fail();
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- the spec itself */
+
+/* The codes an error response may carry, from its schema's
+ * allOf[1].properties.error.properties.code (enum or const). Borrowed; NULL if none. */
+static json_t *response_codes(const json_t *doc, const json_t *resp, json_t **ret_single) {
+  const char *ref = json_string_value(json_object_get(resp, "$ref"));
+  if (ref && strncmp(ref, "#/components/responses/", 23) == 0)
+    resp = json_object_get(json_object_get(json_object_get(doc, "components"), "responses"),
+                           ref + 23);
+  json_t *schema = json_object_get(
+      json_object_get(json_object_get(resp, "content"), "application/json"), "schema");
+  const json_t *node = json_array_get(json_object_get(schema, "allOf"), 1);
+  static const char *const walk[] = {"properties", "error", "properties", "code"};
+  for (size_t i = 0; i < sizeof walk / sizeof walk[0]; i++)
+    node = json_object_get(node, walk[i]);
+  json_t *code = (json_t *)node;
+  *ret_single = json_object_get(code, "const");
+  return json_object_get(code, "enum");
+}
+
+/* Every documented error response names codes whose table status is that response's
+ * status; returns the number of mismatches (printed). */
+static size_t check_response_map(const json_t *doc, const json_t *responses, const char *where) {
+  size_t bad = 0;
+  const char *status;
+  json_t *resp;
+  json_object_foreach((json_t *)responses, status, resp) {
+    json_t *single = NULL;
+    json_t *codes = response_codes(doc, resp, &single);
+    long want = strtol(status, NULL, 10);
+    if (want >= 400 && !codes && !single) {
+      print_error("%s %s: error response names no codes\n", where, status);
+      bad++;
+    }
+    json_t *list = codes ? json_incref(codes) : single ? json_pack("[O]", single) : NULL;
+    size_t i;
+    json_t *code;
+    json_array_foreach(list, i, code) {
+      enum api_error e = api_error_from_code(json_string_value(code));
+      if (e == API_ERR__COUNT || (long)api_error_info(e)->status != want) {
+        print_error("%s %s: code %s has status %u in server/errors.c\n", where, status,
+                    json_string_value(code), e == API_ERR__COUNT ? 0 : api_error_info(e)->status);
+        bad++;
+      }
+    }
+    json_decref(list);
+  }
+  return bad;
+}
+
+/* openapi.yaml's ErrorCode is server/errors.c's table in the same order, and each error
+ * response only names codes of its own status. */
+static void test_spec_matches_error_table(void **state) {
+  (void)state;
+  const json_t *doc = spec_document(harness_spec());
+  const json_t *schemas = json_object_get(json_object_get(doc, "components"), "schemas");
+  const json_t *codes = json_object_get(json_object_get(schemas, "ErrorCode"), "enum");
+  assert_int_equal(json_array_size(codes), API_ERR__COUNT);
+  for (unsigned i = 0; i < API_ERR__COUNT; i++)
+    assert_string_equal(json_string_value(json_array_get(codes, i)),
+                        api_error_info((enum api_error)i)->code);
+  size_t bad = check_response_map(doc, json_object_get(doc, "x-opforge-unrouted-responses"),
+                                  "unrouted");
+  const char *tpl;
+  json_t *item;
+  json_object_foreach(json_object_get(doc, "paths"), tpl, item) {
+    const char *method;
+    json_t *op;
+    json_object_foreach(item, method, op) {
+      const json_t *responses = json_object_get(op, "responses");
+      if (responses) {
+        char *where = fmt("%s %s", method, tpl);
+        bad += check_response_map(doc, responses, where);
+        free(where);
+      }
+    }
+  }
+  assert_int_equal(bad, 0);
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static void test_health_ready_openapi(void **state) {
+  struct server *server = *state;
+  struct http_response *r = http_get(server, "/healthz");
+  assert_int_equal(r->status, 200);
+  json_t *doc = http_json(r);
+  assert_json(doc, "{\"status\":\"ok\"}", "/healthz");
+  json_decref(doc);
+  http_response_free(r);
+
+  r = http_get(server, "/readyz");
+  assert_int_equal(r->status, 200);
+  doc = http_json(r);
+  assert_string_equal(json_string_value(json_object_get(doc, "status")), "ready");
+  assert_true(json_integer_value(json_object_get(doc, "schema_version")) >= 1);
+  json_decref(doc);
+  http_response_free(r);
+
+  /* The served document is the one built from openapi.yaml. */
+  r = http_get(server, "/openapi.json");
+  assert_int_equal(r->status, 200);
+  doc = http_json(r);
+  json_error_t jerr;
+  json_t *built = json_load_file(harness_openapi_path(), 0, &jerr);
+  assert_non_null(built);
+  assert_true(json_equal(doc, built));
+  json_decref(built);
+  json_decref(doc);
+  http_response_free(r);
+}
+
+/* ---------------------------------------------------------------- submissions */
+
+#define SUB(label, body, code, field) {label, "POST", "/v1/tasks", body, 400, code, field}
+#define SUB_OK(label, body) {label, "POST", "/v1/tasks", body, 202, NULL, NULL}
+
+static const struct step submission_steps[] = {
+  SUB_OK("minimal submission", "{\"reference\":@REF@}"),
+  SUB("unknown top-level key", "{\"reference\":@REF@,\"bogus\":1}", "unknown_field", "bogus"),
+  SUB("unknown key in budget", "{\"reference\":@REF@,\"budget\":{\"steps\":5,\"turbo\":true}}",
+      "unknown_field", "budget.turbo"),
+  SUB("unknown key in tolerance", "{\"reference\":@REF@,\"tolerance\":{\"eps\":0.1}}",
+      "unknown_field", "tolerance.eps"),
+  SUB("unknown key in llm", "{\"reference\":@REF@,\"llm\":{\"temperature\":1}}",
+      "unknown_field", "llm.temperature"),
+  SUB("name is a number", "{\"reference\":@REF@,\"name\":5}", "invalid_field", "name"),
+  SUB("name is empty", "{\"reference\":@REF@,\"name\":\"\"}", "invalid_field", "name"),
+  SUB("name has a space", "{\"reference\":@REF@,\"name\":\"bad name\"}", "invalid_field", "name"),
+  SUB("name has a slash", "{\"reference\":@REF@,\"name\":\"a/b\"}", "invalid_field", "name"),
+  SUB("name of 129 chars", "{\"reference\":@REF@,\"name\":\"@N129@\"}", "invalid_field", "name"),
+  SUB_OK("name of 128 chars", "{\"reference\":@REF@,\"name\":\"@N128@\"}"),
+  SUB_OK("name with every allowed char", "{\"reference\":@REF@,\"name\":\"36_RMS.Norm-v2\"}"),
+  SUB("reference is a number", "{\"reference\":42}", "invalid_field", "reference"),
+  SUB("reference is null", "{\"reference\":null}", "invalid_field", "reference"),
+  SUB("reference is empty", "{\"reference\":\"\"}", "invalid_reference", "reference"),
+  SUB("reference lacks class Model",
+      "{\"reference\":\"def get_inputs():\\n  pass\\ndef get_init_inputs():\\n  pass\\n\"}",
+      "invalid_reference", "reference"),
+  SUB("reference lacks get_inputs",
+      "{\"reference\":\"class Model(object):\\n  pass\\ndef get_init_inputs():\\n  pass\\n\"}",
+      "invalid_reference", "reference"),
+  SUB("reference lacks get_init_inputs",
+      "{\"reference\":\"class Model(object):\\n  pass\\ndef get_inputs():\\n  pass\\n\"}",
+      "invalid_reference", "reference"),
+  SUB("reference is not UTF-8", "{\"reference\":\"class Model:\xff\"}", "bad_json", FIELD_NULL),
+  SUB("missing reference", "{\"name\":\"x\"}", "missing_field", "reference"),
+  SUB("empty object", "{}", "missing_field", "reference"),
+  SUB("proposer unknown", "{\"reference\":@REF@,\"proposer\":\"gpt\"}", "invalid_field",
+      "proposer"),
+  SUB("proposer not a string", "{\"reference\":@REF@,\"proposer\":1}", "invalid_field",
+      "proposer"),
+  SUB_OK("proposer test", "{\"reference\":@REF@,\"proposer\":\"test\"}"),
+  SUB("policy unknown", "{\"reference\":@REF@,\"policy\":\"greedy\"}", "invalid_field", "policy"),
+  SUB_OK("policy tree", "{\"reference\":@REF@,\"policy\":\"tree\"}"),
+  SUB("budget not an object", "{\"reference\":@REF@,\"budget\":\"x\"}", "invalid_field",
+      "budget"),
+  SUB("budget.steps 0", "{\"reference\":@REF@,\"budget\":{\"steps\":0}}", "invalid_field",
+      "budget.steps"),
+  SUB("budget.steps 1001", "{\"reference\":@REF@,\"budget\":{\"steps\":1001}}",
+      "invalid_field", "budget.steps"),
+  SUB("budget.steps 1.5", "{\"reference\":@REF@,\"budget\":{\"steps\":1.5}}", "invalid_field",
+      "budget.steps"),
+  SUB("budget.steps a string", "{\"reference\":@REF@,\"budget\":{\"steps\":\"20\"}}",
+      "invalid_field", "budget.steps"),
+  SUB_OK("budget.steps 1", "{\"reference\":@REF@,\"budget\":{\"steps\":1}}"),
+  SUB_OK("budget.steps 1000", "{\"reference\":@REF@,\"budget\":{\"steps\":1000}}"),
+  SUB("budget.seconds 0", "{\"reference\":@REF@,\"budget\":{\"seconds\":0}}", "invalid_field",
+      "budget.seconds"),
+  SUB("budget.seconds 86401", "{\"reference\":@REF@,\"budget\":{\"seconds\":86401}}",
+      "invalid_field", "budget.seconds"),
+  SUB_OK("budget.seconds 86400", "{\"reference\":@REF@,\"budget\":{\"seconds\":86400}}"),
+  SUB("budget.llm_usd negative", "{\"reference\":@REF@,\"budget\":{\"llm_usd\":-0.01}}",
+      "invalid_field", "budget.llm_usd"),
+  SUB("budget.llm_usd 1000.01", "{\"reference\":@REF@,\"budget\":{\"llm_usd\":1000.01}}",
+      "invalid_field", "budget.llm_usd"),
+  SUB("budget.llm_usd a string", "{\"reference\":@REF@,\"budget\":{\"llm_usd\":\"1\"}}",
+      "invalid_field", "budget.llm_usd"),
+  SUB_OK("budget.llm_usd 0", "{\"reference\":@REF@,\"budget\":{\"llm_usd\":0}}"),
+  SUB_OK("budget.llm_usd 1000", "{\"reference\":@REF@,\"budget\":{\"llm_usd\":1000}}"),
+  SUB("precision fp16", "{\"reference\":@REF@,\"precision\":\"fp16\"}", "invalid_field",
+      "precision"),
+  SUB("tolerance not an object", "{\"reference\":@REF@,\"tolerance\":0.1}", "invalid_field",
+      "tolerance"),
+  SUB("tolerance.atol 0", "{\"reference\":@REF@,\"tolerance\":{\"atol\":0}}", "invalid_field",
+      "tolerance.atol"),
+  SUB("tolerance.atol 1.01", "{\"reference\":@REF@,\"tolerance\":{\"atol\":1.01}}",
+      "invalid_field", "tolerance.atol"),
+  SUB("tolerance.rtol a string", "{\"reference\":@REF@,\"tolerance\":{\"rtol\":\"x\"}}",
+      "invalid_field", "tolerance.rtol"),
+  SUB("tolerance.rtol negative", "{\"reference\":@REF@,\"tolerance\":{\"rtol\":-1e-3}}",
+      "invalid_field", "tolerance.rtol"),
+  SUB_OK("tolerance.atol 1", "{\"reference\":@REF@,\"tolerance\":{\"atol\":1}}"),
+  SUB("trials 0", "{\"reference\":@REF@,\"trials\":0}", "invalid_field", "trials"),
+  SUB("trials 51", "{\"reference\":@REF@,\"trials\":51}", "invalid_field", "trials"),
+  SUB("trials true", "{\"reference\":@REF@,\"trials\":true}", "invalid_field", "trials"),
+  SUB_OK("trials 50", "{\"reference\":@REF@,\"trials\":50}"),
+  SUB("seed -1", "{\"reference\":@REF@,\"seed\":-1}", "invalid_field", "seed"),
+  SUB("seed 2^31", "{\"reference\":@REF@,\"seed\":2147483648}", "invalid_field", "seed"),
+  SUB_OK("seed 2^31-1", "{\"reference\":@REF@,\"seed\":2147483647}"),
+  SUB_OK("seed 0", "{\"reference\":@REF@,\"seed\":0}"),
+  SUB("llm not an object", "{\"reference\":@REF@,\"llm\":\"x\"}", "invalid_field", "llm"),
+  SUB("llm.model empty", "{\"reference\":@REF@,\"llm\":{\"model\":\"\"}}", "invalid_field",
+      "llm.model"),
+  SUB("llm.model of 129 chars", "{\"reference\":@REF@,\"llm\":{\"model\":\"@N129@\"}}",
+      "invalid_field", "llm.model"),
+  SUB("llm.model a number", "{\"reference\":@REF@,\"llm\":{\"model\":5}}", "invalid_field",
+      "llm.model"),
+  SUB_OK("llm.model null", "{\"reference\":@REF@,\"llm\":{\"model\":null}}"),
+  SUB_OK("llm.model named", "{\"reference\":@REF@,\"llm\":{\"model\":\"deepseek-reasoner\"}}"),
+  SUB("body is an array", "[]", "bad_json", FIELD_NULL),
+  SUB("body is truncated JSON", "{\"reference\":", "bad_json", FIELD_NULL),
+  SUB("body is not JSON", "reference=1", "bad_json", FIELD_NULL),
+  SUB("body is empty", "", "bad_json", FIELD_NULL),
+};
+
+static void test_submission_validation(void **state) {
+  run_steps(*state, submission_steps, sizeof submission_steps / sizeof submission_steps[0],
+            NULL);
+}
+
+/* Builds {"reference": REF padded with a trailing comment to exactly bytes bytes}.
+ * Caller frees. */
+static char *reference_of_size(size_t bytes) {
+  size_t base = strlen(REF);
+  assert_true(bytes > base + 2);
+  char *ref = malloc(bytes + 1);
+  assert_non_null(ref);
+  memcpy(ref, REF, base);
+  ref[base] = '#';
+  memset(ref + base + 1, 'x', bytes - base - 1);
+  ref[bytes] = '\0';
+  return ref;
+}
+
+static void test_reference_size_limit(void **state) {
+  struct server *server = *state;
+  for (size_t bytes = REF_MAX_BYTES; bytes <= REF_MAX_BYTES + 1; bytes++) {
+    char *ref = reference_of_size(bytes);
+    char *quoted = json_quote(ref);
+    char *body = fmt("{\"reference\":%s}", quoted);
+    struct http_response *r = http_send(server, "POST", "/v1/tasks", body, NULL);
+    if (bytes == REF_MAX_BYTES) {
+      assert_int_equal(r->status, 202);
+      json_t *task = http_json(r);
+      assert_int_equal(json_integer_value(json_object_get(task, "reference_bytes")), bytes);
+      json_decref(task);
+    } else {
+      assert_error(r, 400, "invalid_reference", "reference");
+    }
+    http_response_free(r);
+    free(body);
+    free(quoted);
+    free(ref);
+  }
+}
+
+/* The options a task reports after submitting body (with @REF@). */
+static json_t *submitted_options(struct server *server, const char *tmpl) {
+  char *body = expand(tmpl, NULL);
+  struct http_response *r = http_send(server, "POST", "/v1/tasks", body, NULL);
+  if (r->status != 202)
+    print_error("%s -> %ld %.300s\n", tmpl, r->status, r->body);
+  assert_int_equal(r->status, 202);
+  json_t *task = http_json(r);
+  json_t *options = json_incref(json_object_get(task, "options"));
+  json_decref(task);
+  http_response_free(r);
+  free(body);
+  return options;
+}
+
+static void test_submission_defaults(void **state) {
+  struct server *server = *state;
+  json_t *o = submitted_options(server, "{\"reference\":@REF@}");
+  assert_json(o, "{\"proposer\":\"builtin\",\"policy\":\"htam+tree\","
+                 "\"budget\":{\"steps\":20,\"seconds\":900,\"llm_usd\":0.5},"
+                 "\"precision\":\"fp32\",\"tolerance\":{\"atol\":0.0001,\"rtol\":0.0001},"
+                 "\"trials\":5,\"seed\":42,\"llm\":{\"model\":null}}",
+              "default options");
+  json_decref(o);
+  static const char *const loose[] = {"tf32", "bf16"};
+  for (size_t i = 0; i < 2; i++) {
+    char *tmpl = fmt("{\"reference\":@REF@,\"precision\":\"%s\"}", loose[i]);
+    o = submitted_options(server, tmpl);
+    assert_json(json_object_get(o, "tolerance"), "{\"atol\":0.01,\"rtol\":0.01}", loose[i]);
+    json_decref(o);
+    free(tmpl);
+  }
+  /* Partial objects keep the defaults of the keys not given. */
+  o = submitted_options(server, "{\"reference\":@REF@,\"precision\":\"tf32\","
+                                "\"tolerance\":{\"atol\":0.5},\"budget\":{\"steps\":3}}");
+  assert_json(json_object_get(o, "tolerance"), "{\"atol\":0.5,\"rtol\":0.01}", "tolerance");
+  assert_json(json_object_get(o, "budget"), "{\"steps\":3,\"seconds\":900,\"llm_usd\":0.5}",
+              "budget");
+  json_decref(o);
+  static const char full[] =
+      "{\"proposer\":\"llm\",\"policy\":\"flat\","
+      "\"budget\":{\"steps\":7,\"seconds\":60,\"llm_usd\":2.5},\"precision\":\"bf16\","
+      "\"tolerance\":{\"atol\":0.002,\"rtol\":0.003},\"trials\":9,\"seed\":7,"
+      "\"llm\":{\"model\":\"deepseek-reasoner\"}}";
+  char *tmpl = fmt("{\"reference\":@REF@,\"name\":\"full\",%s", full + 1);
+  o = submitted_options(server, tmpl);
+  assert_json(o, full, "explicit options");
+  json_decref(o);
+  free(tmpl);
+}
+
+/* Loads the RMSNorm task from the shared KernelBench copy, or NULL (printed) when the
+ * checkout has none. Caller frees. */
+static char *load_kernelbench(const char *file) {
+  const char *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!root)
+    return NULL;
+  char *path = fmt("%s/../shared/kernelbench/level1/%s", root, file);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    printf("note: %s absent; using the built-in reference only\n", path);
+    free(path);
+    return NULL;
+  }
+  free(path);
+  char *text = calloc(1, REF_MAX_BYTES + 1);
+  assert_non_null(text);
+  size_t n = fread(text, 1, REF_MAX_BYTES, f);
+  fclose(f);
+  text[n] = '\0';
+  return text;
+}
+
+/* Submits source under name and checks the 202, the list item and GET of the task. */
+static void create_and_read_back(struct server *server, const char *name, const char *source) {
+  char *quoted = json_quote(source);
+  char *body = fmt("{\"name\":\"%s\",\"reference\":%s}", name, quoted);
+  struct http_response *r = http_send(server, "POST", "/v1/tasks", body, NULL);
+  assert_int_equal(r->status, 202);
+  json_t *created = http_json(r);
+  const char *id = json_string_value(json_object_get(created, "id"));
+  char *self = fmt("/v1/tasks/%s", id), *events = fmt("/v1/tasks/%s/events", id);
+  assert_string_equal(http_header(r, "Location"), self);
+  assert_string_equal(json_string_value(json_object_get(created, "name")), name);
+  assert_string_equal(json_string_value(json_object_get(created, "status")), "queued");
+  assert_false(json_is_true(json_object_get(created, "cancel_requested")));
+  assert_int_equal(json_integer_value(json_object_get(created, "reference_bytes")),
+                   strlen(source));
+  assert_null(json_object_get(created, "reference"));
+  assert_json(json_object_get(created, "progress"),
+              "{\"step\":0,\"budget_steps\":20,\"best_speedup\":null,\"best_ms\":null,"
+              "\"correct\":0,\"candidates\":0}",
+              "progress");
+  assert_true(json_is_null(json_object_get(created, "baselines")));
+  assert_true(json_is_null(json_object_get(created, "error")));
+  json_t *links = json_object_get(created, "links");
+  assert_string_equal(json_string_value(json_object_get(links, "self")), self);
+  assert_string_equal(json_string_value(json_object_get(links, "events")), events);
+  http_response_free(r);
+
+  r = http_get(server, self);
+  assert_int_equal(r->status, 200);
+  json_t *got = http_json(r);
+  assert_string_equal(json_string_value(json_object_get(got, "reference")), source);
+  json_object_del(got, "reference");
+  assert_true(json_equal(got, created));
+  json_decref(got);
+  http_response_free(r);
+  json_decref(created);
+  free(self);
+  free(events);
+  free(body);
+  free(quoted);
+}
+
+static void test_create_and_get(void **state) {
+  struct server *server = *state;
+  create_and_read_back(server, "relu", REF);
+  /* reference_bytes counts bytes, not characters. */
+  char *utf8 = fmt("%s# caf\xc3\xa9 \xe2\x9c\x93\n", REF);
+  create_and_read_back(server, "utf8", utf8);
+  free(utf8);
+  char *rms = load_kernelbench("36_RMSNorm_.py");
+  if (rms)
+    create_and_read_back(server, "36_RMSNorm", rms);
+  free(rms);
+}
+
+/* ---------------------------------------------------------------- listing */
+
+/* GETs path and checks the page: the item names in order (space-separated) and whether
+ * next_cursor is set. Returns next_cursor (caller frees) or NULL. */
+static char *expect_page(struct server *server, const char *path, const char *names,
+                         bool more) {
+  struct http_response *r = http_get(server, path);
+  if (r->status != 200)
+    print_error("GET %s -> %ld %.300s\n", path, r->status, r->body);
+  assert_int_equal(r->status, 200);
+  json_t *page = http_json(r);
+  char got[1024] = "";
+  size_t used = 0, i;
+  json_t *item;
+  json_array_foreach(json_object_get(page, "items"), i, item) {
+    used += (size_t)snprintf(got + used, sizeof got - used, "%s%s", i ? " " : "",
+                             json_string_value(json_object_get(item, "name")));
+    if (used >= sizeof got)
+      used = sizeof got - 1;
+  }
+  if (strcmp(got, names) != 0)
+    print_error("GET %s: items '%s', want '%s'\n", path, got, names);
+  assert_string_equal(got, names);
+  json_t *next = json_object_get(page, "next_cursor");
+  if (more != json_is_string(next))
+    print_error("GET %s: next_cursor %s, want %s\n", path, json_is_null(next) ? "null" : "set",
+                more ? "set" : "null");
+  assert_int_equal(more, json_is_string(next));
+  char *cursor = more ? strdup(json_string_value(next)) : NULL;
+  json_decref(page);
+  http_response_free(r);
+  return cursor;
+}
+
+/* base + "&cursor=" + the escaped cursor (caller frees). */
+static char *with_cursor(const char *base, const char *cursor) {
+  char *escaped = curl_easy_escape(NULL, cursor, 0);
+  assert_non_null(escaped);
+  char *path = fmt("%s&cursor=%s", base, escaped);
+  curl_free(escaped);
+  return path;
+}
+
+static void test_list_paging(void **state) {
+  struct server *server = *state;
+  char *ids[7];
+  for (int i = 0; i < 7; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "t%d", i + 1);
+    ids[i] = create_task(server, name);
+  }
+  char *c1 = expect_page(server, "/v1/tasks?limit=3", "t7 t6 t5", true);
+  char *p2 = with_cursor("/v1/tasks?limit=3", c1);
+  char *c2 = expect_page(server, p2, "t4 t3 t2", true);
+  char *p3 = with_cursor("/v1/tasks?limit=3", c2);
+  assert_null(expect_page(server, p3, "t1", false));
+  free(c1), free(c2), free(p2), free(p3);
+  assert_null(expect_page(server, "/v1/tasks", "t7 t6 t5 t4 t3 t2 t1", false));
+  assert_null(expect_page(server, "/v1/tasks?limit=7", "t7 t6 t5 t4 t3 t2 t1", false));
+  assert_null(expect_page(server, "/v1/tasks?limit=500", "t7 t6 t5 t4 t3 t2 t1", false));
+
+  /* Status filter, alone and combined with paging. */
+  cancel_task(server, ids[0]);
+  cancel_task(server, ids[1]);
+  assert_null(expect_page(server, "/v1/tasks?status=cancelled", "t2 t1", false));
+  assert_null(expect_page(server, "/v1/tasks?status=succeeded", "", false));
+  assert_null(expect_page(server, "/v1/tasks?status=running", "", false));
+  assert_null(expect_page(server, "/v1/tasks?status=failed", "", false));
+  c1 = expect_page(server, "/v1/tasks?status=queued&limit=2", "t7 t6", true);
+  p2 = with_cursor("/v1/tasks?status=queued&limit=2", c1);
+  c2 = expect_page(server, p2, "t5 t4", true);
+  p3 = with_cursor("/v1/tasks?status=queued&limit=2", c2);
+  assert_null(expect_page(server, p3, "t3", false));
+  free(c1), free(c2), free(p2), free(p3);
+  for (int i = 0; i < 7; i++)
+    free(ids[i]);
+
+  static const struct step bad[] = {
+    {"unknown status", "GET", "/v1/tasks?status=bogus", NULL, 400, "invalid_query", "status"},
+    {"limit 0", "GET", "/v1/tasks?limit=0", NULL, 400, "invalid_query", "limit"},
+    {"limit 501", "GET", "/v1/tasks?limit=501", NULL, 400, "invalid_query", "limit"},
+    {"limit negative", "GET", "/v1/tasks?limit=-1", NULL, 400, "invalid_query", "limit"},
+    {"limit not a number", "GET", "/v1/tasks?limit=abc", NULL, 400, "invalid_query", "limit"},
+    {"limit with junk", "GET", "/v1/tasks?limit=3x", NULL, 400, "invalid_query", "limit"},
+    {"limit empty", "GET", "/v1/tasks?limit=", NULL, 400, "invalid_query", "limit"},
+    {"garbage cursor", "GET", "/v1/tasks?cursor=garbage", NULL, 400, "invalid_cursor", "cursor"},
+    {"base64 junk cursor", "GET", "/v1/tasks?cursor=eyJ4IjoxfQ", NULL, 400, "invalid_cursor",
+     "cursor"},
+  };
+  run_steps(server, bad, sizeof bad / sizeof bad[0], NULL);
+}
+
+/* ---------------------------------------------------------------- ids, cancel, delete */
+
+static void test_bad_and_unknown_ids(void **state) {
+  struct server *server = *state;
+  static const struct step steps[] = {
+    {"GET short id", "GET", "/v1/tasks/123", NULL, 400, "invalid_id", "id"},
+    {"GET word id", "GET", "/v1/tasks/not-a-uuid", NULL, 400, "invalid_id", "id"},
+    {"GET uuid with junk", "GET", "/v1/tasks/" UNKNOWN_ID "x", NULL, 400, "invalid_id", "id"},
+    {"GET uuid without dashes", "GET", "/v1/tasks/3f2b8c1e9d4a4b7e8c215a6f0e9d1b23", NULL, 400,
+     "invalid_id", "id"},
+    {"GET unknown", "GET", "/v1/tasks/" UNKNOWN_ID, NULL, 404, "task_not_found", NULL},
+    {"DELETE bad id", "DELETE", "/v1/tasks/123", NULL, 400, "invalid_id", "id"},
+    {"DELETE unknown", "DELETE", "/v1/tasks/" UNKNOWN_ID, NULL, 404, "task_not_found", NULL},
+    {"cancel bad id", "POST", "/v1/tasks/zzz/cancel", NULL, 400, "invalid_id", "id"},
+    {"cancel unknown", "POST", "/v1/tasks/" UNKNOWN_ID "/cancel", NULL, 404, "task_not_found",
+     NULL},
+    {"events bad id", "GET", "/v1/tasks/zzz/events", NULL, 400, "invalid_id", "id"},
+    {"events unknown", "GET", "/v1/tasks/" UNKNOWN_ID "/events", NULL, 404, "task_not_found",
+     NULL},
+  };
+  run_steps(server, steps, sizeof steps / sizeof steps[0], NULL);
+}
+
+static void test_cancel_and_delete(void **state) {
+  struct server *server = *state;
+  char *id = create_task(server, "doomed");
+  static const struct step steps[] = {
+    {"cancel queued", "POST", "/v1/tasks/{id}/cancel", NULL, 200, NULL, NULL},
+    {"read cancelled", "GET", "/v1/tasks/{id}", NULL, 200, NULL, NULL},
+    {"cancel again", "POST", "/v1/tasks/{id}/cancel", NULL, 409, "task_finished", NULL},
+    {"delete", "DELETE", "/v1/tasks/{id}", NULL, 204, NULL, NULL},
+    {"read deleted", "GET", "/v1/tasks/{id}", NULL, 404, "task_not_found", NULL},
+    {"delete again", "DELETE", "/v1/tasks/{id}", NULL, 404, "task_not_found", NULL},
+    {"cancel deleted", "POST", "/v1/tasks/{id}/cancel", NULL, 404, "task_not_found", NULL},
+    {"events of deleted", "GET", "/v1/tasks/{id}/events", NULL, 404, "task_not_found", NULL},
+  };
+  run_steps(server, steps, 2, id);
+  /* The cancelled task reads back as cancelled, and upper case ids are folded. */
+  char *upper = strdup(id);
+  for (char *c = upper; *c; c++)
+    *c = (char)(*c >= 'a' && *c <= 'f' ? *c - 'a' + 'A' : *c);
+  char *path = fmt("/v1/tasks/%s", upper);
+  struct http_response *r = http_get(server, path);
+  assert_int_equal(r->status, 200);
+  json_t *task = http_json(r);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "cancelled");
+  assert_string_equal(json_string_value(json_object_get(task, "id")), id);
+  assert_true(strcmp(json_string_value(json_object_get(task, "updated_at")),
+                     json_string_value(json_object_get(task, "created_at"))) >= 0);
+  json_decref(task);
+  http_response_free(r);
+  free(path);
+  free(upper);
+  run_steps(server, steps + 2, sizeof steps / sizeof steps[0] - 2, id);
+  assert_null(expect_page(server, "/v1/tasks?limit=10", "", false));
+  free(id);
+}
+
+/* ---------------------------------------------------------------- events */
+
+/* One parsed Server-Sent Event (the spec check already validated the data). */
+struct sse_event {
+  long id;
+  char type[32];
+};
+
+/* Splits an event-stream body into events; returns how many (at most max). */
+static size_t parse_events(const char *body, struct sse_event *out, size_t max) {
+  size_t n = 0;
+  struct sse_event cur = {.id = -1};
+  bool in_event = false;
+  for (const char *p = body; *p;) {
+    size_t len = strcspn(p, "\n");
+    if (len == 0 || (len == 1 && p[0] == '\r')) {
+      if (in_event && n < max)
+        out[n++] = cur;
+      cur = (struct sse_event){.id = -1};
+      in_event = false;
+    } else if (strncmp(p, "id: ", 4) == 0) {
+      cur.id = strtol(p + 4, NULL, 10);
+      in_event = true;
+    } else if (strncmp(p, "event: ", 7) == 0) {
+      size_t tlen = len - 7 < sizeof cur.type - 1 ? len - 7 : sizeof cur.type - 1;
+      memcpy(cur.type, p + 7, tlen);
+      cur.type[tlen] = '\0';
+      in_event = true;
+    }
+    p += len + (p[len] == '\n');
+  }
+  return n;
+}
+
+/* Reads the whole event stream at path (with optional headers) and checks the events
+ * against "1:queued 2:cancelled"-style text. */
+static void expect_events(struct server *server, const char *path, const char *header,
+                          const char *want) {
+  const char *headers[] = {header, NULL};
+  struct http_request req = {.method = "GET", .path = path, .headers = header ? headers : NULL,
+                             .timeout_ms = 10000};
+  struct http_response *r = http_do(server, &req);
+  assert_int_equal(r->status, 200);
+  struct sse_event events[16];
+  size_t n = parse_events(r->body, events, 16);
+  char got[512] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < n && used < sizeof got; i++)
+    used += (size_t)snprintf(got + used, sizeof got - used, "%s%ld:%s", i ? " " : "",
+                             events[i].id, events[i].type);
+  if (strcmp(got, want) != 0)
+    print_error("GET %s (%s): events '%s', want '%s'\n  body: %.600s\n", path,
+                header ? header : "no header", got, want, r->body);
+  assert_string_equal(got, want);
+  http_response_free(r);
+}
+
+static void test_events_replay(void **state) {
+  struct server *server = *state;
+  char *id = create_task(server, "streamed");
+  cancel_task(server, id);
+  char *path = fmt("/v1/tasks/%s/events", id);
+  /* The task is final, so each stream ends by itself once drained. */
+  expect_events(server, path, NULL, "1:queued 2:cancelled");
+  expect_events(server, path, "Last-Event-ID: 0", "1:queued 2:cancelled");
+  expect_events(server, path, "Last-Event-ID: 1", "2:cancelled");
+  expect_events(server, path, "Last-Event-ID: 2", "");
+  char *after = fmt("%s?after=1", path);
+  expect_events(server, after, NULL, "2:cancelled");
+  free(after);
+  static const struct step bad[] = {
+    {"after not a number", "GET", "/v1/tasks/{id}/events?after=abc", NULL, 400,
+     "invalid_query", NULL},
+    {"after negative", "GET", "/v1/tasks/{id}/events?after=-1", NULL, 400, "invalid_query",
+     NULL},
+  };
+  run_steps(server, bad, sizeof bad / sizeof bad[0], id);
+  const char *headers[] = {"Last-Event-ID: x1", NULL};
+  struct http_request req = {.method = "GET", .path = path, .headers = headers};
+  struct http_response *r = http_do(server, &req);
+  assert_error(r, 400, "invalid_query", NULL);
+  http_response_free(r);
+  free(path);
+  free(id);
+}
+
+static void test_events_live_cancel(void **state) {
+  struct server *server = *state;
+  char *id = create_task(server, "watched");
+  char *path = fmt("/v1/tasks/%s/events", id);
+  struct http_request req = {.method = "GET", .path = path, .timeout_ms = 15000};
+  struct http_stream *stream = http_stream_open(server, &req);
+  /* The stream must replay "queued" and then stay open while the task waits. */
+  assert_true(http_stream_wait_for(stream, "event: queued\n", 5000));
+  assert_false(http_stream_wait_for(stream, "event: cancelled", 300));
+  cancel_task(server, id);
+  struct http_response *r = http_stream_finish(stream, 10000);
+  assert_int_equal(r->status, 200);
+  struct sse_event events[8];
+  size_t n = parse_events(r->body, events, 8);
+  assert_int_equal(n, 2);
+  assert_int_equal(events[0].id, 1);
+  assert_string_equal(events[0].type, "queued");
+  assert_int_equal(events[1].id, 2);
+  assert_string_equal(events[1].type, "cancelled");
+  http_response_free(r);
+  free(path);
+  free(id);
+}
+
+static void test_events_keepalive(void **state) {
+  struct server *server = *state; /* started with --sse-keepalive 1 */
+  char *id = create_task(server, "idle");
+  char *path = fmt("/v1/tasks/%s/events", id);
+  struct http_request req = {.method = "GET", .path = path, .timeout_ms = 15000};
+  struct http_stream *stream = http_stream_open(server, &req);
+  assert_true(http_stream_wait_for(stream, "event: queued\n", 5000));
+  /* Nothing happens to the task, so only comments keep the connection alive. */
+  if (!http_stream_wait_for(stream, "\n: keep-alive\n", 4000)) {
+    print_error("no ': keep-alive' comment within 4 s with --sse-keepalive 1\n");
+    fail();
+  }
+  cancel_task(server, id);
+  struct http_response *r = http_stream_finish(stream, 10000);
+  struct sse_event events[8];
+  assert_int_equal(parse_events(r->body, events, 8), 2);
+  assert_string_equal(events[1].type, "cancelled");
+  http_response_free(r);
+  free(path);
+  free(id);
+}
+
+/* ---------------------------------------------------------------- auth */
+
+/* Sends method path with an optional Authorization header and an optional body
+ * template; returns the response (caller frees). */
+static struct http_response *send_auth(struct server *server, const char *method,
+                                       const char *path, const char *auth, const char *tmpl) {
+  const char *headers[] = {auth, NULL};
+  char *body = tmpl ? expand(tmpl, NULL) : NULL;
+  struct http_response *r = http_send(server, method, path, body, auth ? headers : NULL);
+  free(body);
+  return r;
+}
+
+static void test_auth(void **state) {
+  struct server *server = *state;
+  static const char *const right = "Authorization: Bearer " TOKEN;
+  static const struct {
+    const char *label;
+    const char *auth;
+    long status;
+    const char *code;
+  } writes[] = {
+    {"no token", NULL, 401, "unauthorized"},
+    {"basic scheme", "Authorization: Basic dXNlcjpwYXNz", 401, "unauthorized"},
+    {"empty bearer", "Authorization: Bearer ", 401, "unauthorized"},
+    {"wrong token", "Authorization: Bearer wrong", 403, "forbidden"},
+    {"token prefix", "Authorization: Bearer s3cret-token", 403, "forbidden"},
+    {"token plus junk", "Authorization: Bearer " TOKEN "x", 403, "forbidden"},
+    {"right token", "Authorization: Bearer " TOKEN, 202, NULL},
+    {"scheme in lower case", "Authorization: bearer " TOKEN, 202, NULL},
+  };
+  size_t failures = 0;
+  for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) {
+    struct http_response *r =
+        send_auth(server, "POST", "/v1/tasks", writes[i].auth, "{\"reference\":@REF@}");
+    char why[512];
+    if (!error_matches(r, writes[i].status, writes[i].code, FIELD_NULL, why, sizeof why)) {
+      print_error("POST /v1/tasks, %s: %s\n  body: %.300s\n", writes[i].label, why, r->body);
+      failures++;
+    }
+    http_response_free(r);
+  }
+  assert_int_equal(failures, 0);
+
+  /* Reads stay open. */
+  struct http_response *r = send_auth(server, "GET", "/v1/tasks", NULL, NULL);
+  assert_int_equal(r->status, 200);
+  json_t *page = http_json(r);
+  json_t *first = json_array_get(json_object_get(page, "items"), 0);
+  char *id = strdup(json_string_value(json_object_get(first, "id")));
+  json_decref(page);
+  http_response_free(r);
+  char *self = fmt("/v1/tasks/%s", id), *cancel = fmt("/v1/tasks/%s/cancel", id);
+  static const char *const reads[] = {"/healthz", "/readyz", "/metrics", "/openapi.json"};
+  for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+    r = send_auth(server, "GET", reads[i], NULL, NULL);
+    assert_int_equal(r->status, 200);
+    http_response_free(r);
+  }
+  r = send_auth(server, "GET", self, NULL, NULL);
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+
+  /* Cancel and delete are writes too. */
+  r = send_auth(server, "POST", cancel, NULL, NULL);
+  assert_error(r, 401, "unauthorized", FIELD_NULL);
+  http_response_free(r);
+  r = send_auth(server, "POST", cancel, "Authorization: Bearer wrong", NULL);
+  assert_error(r, 403, "forbidden", FIELD_NULL);
+  http_response_free(r);
+  r = send_auth(server, "POST", cancel, right, NULL);
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+  r = send_auth(server, "DELETE", self, NULL, NULL);
+  assert_error(r, 401, "unauthorized", FIELD_NULL);
+  http_response_free(r);
+  r = send_auth(server, "DELETE", self, "Authorization: Bearer wrong", NULL);
+  assert_error(r, 403, "forbidden", FIELD_NULL);
+  http_response_free(r);
+  r = send_auth(server, "DELETE", self, right, NULL);
+  assert_int_equal(r->status, 204);
+  http_response_free(r);
+  free(self);
+  free(cancel);
+  free(id);
+}
+
+/* ---------------------------------------------------------------- routing and limits */
+
+/* Asserts a 405 whose Allow header lists exactly the methods in want (comma-separated,
+ * any order). */
+static void expect_405(struct server *server, const char *method, const char *path,
+                       const char *want) {
+  struct http_response *r = http_send(server, method, path, NULL, NULL);
+  assert_error(r, 405, "method_not_allowed", NULL);
+  const char *allow = http_header(r, "Allow");
+  assert_non_null(allow);
+  char got[128], wanted[128];
+  size_t g = 0, w = 0;
+  /* Compare as sets: sort the tokens of both by a fixed method order. */
+  static const char *const order[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", NULL};
+  got[0] = wanted[0] = '\0';
+  for (size_t i = 0; order[i]; i++) {
+    const char *token = order[i];
+    bool in_got = false, in_want = false;
+    for (const char *p = allow; *p; p += strspn(p, ", ")) {
+      size_t len = strcspn(p, ", ");
+      in_got = in_got || (len == strlen(token) && strncmp(p, token, len) == 0);
+      p += len;
+    }
+    for (const char *p = want; *p; p += strspn(p, ", ")) {
+      size_t len = strcspn(p, ", ");
+      in_want = in_want || (len == strlen(token) && strncmp(p, token, len) == 0);
+      p += len;
+    }
+    if (in_got)
+      g += (size_t)snprintf(got + g, sizeof got - g, "%s ", token);
+    if (in_want)
+      w += (size_t)snprintf(wanted + w, sizeof wanted - w, "%s ", token);
+  }
+  if (strcmp(got, wanted) != 0)
+    print_error("%s %s: Allow '%s', want '%s'\n", method, path, allow, want);
+  assert_string_equal(got, wanted);
+  http_response_free(r);
+}
+
+static void test_not_found_vs_method_not_allowed(void **state) {
+  struct server *server = *state;
+  static const struct step steps[] = {
+    {"unknown path", "GET", "/v1/nope", NULL, 404, "not_found", FIELD_NULL},
+    {"root", "GET", "/", NULL, 404, "not_found", FIELD_NULL},
+    {"trailing slash", "GET", "/v1/tasks/", NULL, 404, "not_found", FIELD_NULL},
+    {"too deep", "GET", "/v1/tasks/" UNKNOWN_ID "/events/1", NULL, 404, "not_found", FIELD_NULL},
+    {"unknown version", "GET", "/v2/tasks", NULL, 404, "not_found", FIELD_NULL},
+    {"POST to unknown path", "POST", "/v1/nope", "{}", 404, "not_found", FIELD_NULL},
+  };
+  run_steps(server, steps, sizeof steps / sizeof steps[0], NULL);
+  expect_405(server, "PUT", "/v1/tasks", "GET, POST");
+  expect_405(server, "DELETE", "/v1/tasks", "GET, POST");
+  expect_405(server, "PATCH", "/v1/tasks/" UNKNOWN_ID, "GET, DELETE");
+  expect_405(server, "GET", "/v1/tasks/" UNKNOWN_ID "/cancel", "POST");
+  expect_405(server, "POST", "/v1/tasks/" UNKNOWN_ID "/events", "GET");
+  expect_405(server, "DELETE", "/healthz", "GET");
+  expect_405(server, "POST", "/metrics", "GET");
+  expect_405(server, "PUT", "/openapi.json", "GET");
+}
+
+/* A submission of exactly size bytes: REF padded with a comment (caller frees). */
+static char *submission_of_size(size_t size) {
+  char *quoted = json_quote(REF);
+  /* {"name":"cap","reference":"<REF>#xxx"} : the pad goes before the closing quote. */
+  size_t fixed = strlen("{\"name\":\"cap\",\"reference\":}") + strlen(quoted) + 1;
+  assert_true(size > fixed);
+  char *pad = repeat('x', size - fixed);
+  quoted[strlen(quoted) - 1] = '\0'; /* drop the closing quote */
+  char *body = fmt("{\"name\":\"cap\",\"reference\":%s#%s\"}", quoted, pad);
+  assert_int_equal(strlen(body), size);
+  free(pad);
+  free(quoted);
+  return body;
+}
+
+static void test_body_cap(void **state) {
+  struct server *server = *state; /* started with --max-body 4096 */
+  char *body = submission_of_size(4096);
+  struct http_response *r = http_send(server, "POST", "/v1/tasks", body, NULL);
+  if (r->status != 202)
+    print_error("body of exactly 4096 bytes: %ld %.300s\n", r->status, r->body);
+  assert_int_equal(r->status, 202);
+  json_t *task = http_json(r);
+  char *self = fmt("/v1/tasks/%s", json_string_value(json_object_get(task, "id")));
+  json_decref(task);
+  http_response_free(r);
+  /* It was parsed whole: the stored reference is the padded one. */
+  r = http_get(server, self);
+  json_t *doc = http_json(r);
+  json_t *sent = json_loads(body, 0, NULL);
+  assert_string_equal(json_string_value(json_object_get(doc, "reference")),
+                      json_string_value(json_object_get(sent, "reference")));
+  json_decref(sent);
+  json_decref(doc);
+  http_response_free(r);
+  free(self);
+  free(body);
+
+  body = submission_of_size(4097);
+  r = http_send(server, "POST", "/v1/tasks", body, NULL);
+  assert_error(r, 413, "body_too_large", FIELD_NULL);
+  http_response_free(r);
+  /* Without Content-Length the cap holds while reading. */
+  struct http_request chunked = {.method = "POST", .path = "/v1/tasks", .body = body,
+                                 .chunked = true};
+  r = http_do(server, &chunked);
+  assert_error(r, 413, "body_too_large", FIELD_NULL);
+  http_response_free(r);
+  free(body);
+  body = submission_of_size(4096);
+  chunked.body = body;
+  r = http_do(server, &chunked);
+  assert_int_equal(r->status, 202);
+  http_response_free(r);
+  free(body);
+}
+
+static void test_url_too_long(void **state) {
+  struct server *server = *state;
+  /* The cap (8192 by default) counts the request target, query included. */
+  static const struct {
+    const char *prefix;
+    size_t size;
+    long status;
+  } cases[] = {
+    {"/v1/tasks?pad=", 8192, 200},
+    {"/v1/tasks?pad=", 8193, 414},
+    {"/v1/tasks?pad=", 64 * 1024, 414},
+    {"/v1/nope/", 64 * 1024, 414},
+    {"/healthz?", 64 * 1024, 414},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t plen = strlen(cases[i].prefix);
+    char *pad = repeat('a', cases[i].size - plen);
+    char *path = fmt("%s%s", cases[i].prefix, pad);
+    struct http_response *r = http_get(server, path);
+    if (cases[i].status == 414)
+      assert_error(r, 414, "url_too_long", FIELD_NULL);
+    else
+      assert_int_equal(r->status, cases[i].status);
+    http_response_free(r);
+    free(path);
+    free(pad);
+  }
+  /* The server still answers normally afterwards. */
+  struct http_response *r = http_get(server, "/healthz");
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+}
+
+static void test_slow_client(void **state) {
+  struct server *server = *state;
+  char *quoted = json_quote(REF);
+  char *body = fmt("{\"name\":\"slow\",\"reference\":%s}", quoted);
+  for (int mode = 0; mode < 2; mode++) {
+    struct http_request req = {.method = "POST", .path = "/v1/tasks", .body = body,
+                               .chunked = mode == 1, .slow_chunk = 16, .slow_pause_ms = 15,
+                               .timeout_ms = 30000};
+    struct http_response *r = http_do(server, &req);
+    assert_int_equal(r->status, 202);
+    json_t *task = http_json(r);
+    char *self = fmt("/v1/tasks/%s", json_string_value(json_object_get(task, "id")));
+    json_decref(task);
+    http_response_free(r);
+    r = http_get(server, self);
+    json_t *doc = http_json(r);
+    assert_string_equal(json_string_value(json_object_get(doc, "reference")), REF);
+    json_decref(doc);
+    http_response_free(r);
+    free(self);
+  }
+  free(body);
+  free(quoted);
+}
+
+static void test_concurrent_requests(void **state) {
+  struct server *server = *state;
+  enum { N = 200 };
+  char *quoted = json_quote(REF);
+  char *body = fmt("{\"name\":\"crowd\",\"reference\":%s}", quoted);
+  struct http_request reqs[N];
+  long want[N];
+  size_t posts = 0;
+  for (size_t i = 0; i < N; i++) {
+    static const char *const paths[] = {"/healthz", "/v1/tasks", "/v1/tasks"};
+    reqs[i] = (struct http_request){.method = i % 3 == 2 ? "POST" : "GET", .path = paths[i % 3],
+                                    .body = i % 3 == 2 ? body : NULL, .timeout_ms = 30000};
+    want[i] = i % 3 == 2 ? 202 : 200;
+    posts += i % 3 == 2;
+  }
+  struct http_response **rs = http_do_all(server, reqs, N);
+  size_t wrong = 0;
+  json_t *ids = json_object();
+  for (size_t i = 0; i < N; i++) {
+    if (rs[i]->status != want[i]) {
+      if (wrong++ < 5)
+        print_error("request %zu %s %s: %ld, want %ld: %.200s\n", i, reqs[i].method,
+                    reqs[i].path, rs[i]->status, want[i], rs[i]->body);
+      continue;
+    }
+    if (want[i] == 202) {
+      json_t *task = http_json(rs[i]);
+      json_object_set_new(ids, json_string_value(json_object_get(task, "id")), json_true());
+      json_decref(task);
+    }
+  }
+  http_responses_free(rs, N);
+  assert_int_equal(wrong, 0);
+  assert_int_equal(json_object_size(ids), posts); /* distinct ids */
+  /* Every accepted task is stored. */
+  struct http_response *r = http_get(server, "/v1/tasks?limit=500");
+  json_t *page = http_json(r);
+  size_t i;
+  json_t *item;
+  assert_int_equal(json_array_size(json_object_get(page, "items")), posts);
+  json_array_foreach(json_object_get(page, "items"), i, item) {
+    assert_non_null(json_object_get(ids, json_string_value(json_object_get(item, "id"))));
+  }
+  json_decref(page);
+  http_response_free(r);
+  json_decref(ids);
+  free(body);
+  free(quoted);
+}
+
+/* ---------------------------------------------------------------- metrics */
+
+/* The value of the sample whose series text (name and labels) is exactly series; fails
+ * the test when absent. */
+static double metric_value(const char *text, const char *series) {
+  size_t len = strlen(series);
+  for (const char *line = text; *line;) {
+    if (strncmp(line, series, len) == 0 && line[len] == ' ')
+      return strtod(line + len + 1, NULL);
+    size_t n = strcspn(line, "\n");
+    line += n + (line[n] == '\n');
+  }
+  print_error("metric sample %s is missing\n", series);
+  fail();
+  return 0;
+}
+
+static void test_metrics(void **state) {
+  struct server *server = *state;
+  for (int i = 0; i < 3; i++)
+    http_response_free(http_get(server, "/v1/tasks"));
+  http_response_free(http_get(server, "/v1/tasks?limit=0"));
+  char *ids[3];
+  for (int i = 0; i < 3; i++)
+    ids[i] = create_task(server, "metered");
+  cancel_task(server, ids[0]);
+  struct http_response *r = http_get(server, "/metrics");
+  assert_int_equal(r->status, 200);
+  const char *m = r->body;
+  assert_true(metric_value(m, "opforge_http_requests_total{route=\"/v1/tasks\",method=\"GET\","
+                              "status=\"200\"}") == 3);
+  assert_true(metric_value(m, "opforge_http_requests_total{route=\"/v1/tasks\",method=\"GET\","
+                              "status=\"400\"}") == 1);
+  assert_true(metric_value(m, "opforge_http_requests_total{route=\"/v1/tasks\",method=\"POST\","
+                              "status=\"202\"}") == 3);
+  assert_true(metric_value(m, "opforge_tasks{status=\"queued\"}") == 2);
+  assert_true(metric_value(m, "opforge_tasks{status=\"cancelled\"}") == 1);
+  assert_non_null(strstr(m, "# TYPE opforge_http_requests_total counter\n"));
+  assert_non_null(strstr(m, "# TYPE opforge_http_request_duration_seconds histogram\n"));
+  /* The histogram has buckets ending in +Inf, and the +Inf bucket equals the count. */
+  const char *inf = strstr(m, "opforge_http_request_duration_seconds_bucket{");
+  assert_non_null(inf);
+  inf = strstr(m, "le=\"+Inf\"}");
+  assert_non_null(inf);
+  assert_non_null(strstr(m, "opforge_http_request_duration_seconds_sum"));
+  assert_non_null(strstr(m, "opforge_http_request_duration_seconds_count"));
+  http_response_free(r);
+  for (int i = 0; i < 3; i++)
+    free(ids[i]);
+}
+
+/* ---------------------------------------------------------------- media types */
+
+static void test_media_types(void **state) {
+  struct server *server = *state;
+  char *body = expand("{\"reference\":@REF@}", NULL);
+  static const struct {
+    const char *ctype;
+    long status;
+    const char *code;
+  } cases[] = {
+    {"application/json", 202, NULL},
+    {"application/json; charset=utf-8", 202, NULL},
+    {"Application/JSON", 202, NULL},
+    {"", 202, NULL}, /* no Content-Type at all */
+    {"text/plain", 415, "unsupported_media_type"},
+    {"application/x-www-form-urlencoded", 415, "unsupported_media_type"},
+    {"application/jsonp", 415, "unsupported_media_type"},
+  };
+  size_t failures = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct http_request req = {.method = "POST", .path = "/v1/tasks", .body = body,
+                               .content_type = cases[i].ctype};
+    struct http_response *r = http_do(server, &req);
+    char why[512];
+    if (!error_matches(r, cases[i].status, cases[i].code, FIELD_NULL, why, sizeof why)) {
+      print_error("Content-Type '%s': %s\n  body: %.300s\n", cases[i].ctype, why, r->body);
+      failures++;
+    }
+    http_response_free(r);
+  }
+  free(body);
+  assert_int_equal(failures, 0);
+}
+
+/* ---------------------------------------------------------------- coverage */
+
+static void test_spec_coverage(void **state) {
+  (void)state;
+  spec_report_coverage(harness_spec(), stdout);
+  assert_int_equal(spec_report_unexercised(harness_spec(), stderr), 0);
+  assert_int_equal(harness_deferred_violations(), 0);
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  return harness_init();
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  harness_cleanup();
+  return 0;
+}
+
+#define WITH(server_setup, test) \
+  cmocka_unit_test_setup_teardown(test, server_setup, teardown_server)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_spec_validator),
+    cmocka_unit_test(test_spec_responses),
+    cmocka_unit_test(test_spec_lint),
+    cmocka_unit_test(test_spec_matches_error_table),
+    WITH(setup_server, test_health_ready_openapi),
+    WITH(setup_server, test_submission_validation),
+    WITH(setup_server, test_reference_size_limit),
+    WITH(setup_server, test_submission_defaults),
+    WITH(setup_server, test_create_and_get),
+    WITH(setup_server, test_list_paging),
+    WITH(setup_server, test_bad_and_unknown_ids),
+    WITH(setup_server, test_cancel_and_delete),
+    WITH(setup_server, test_events_replay),
+    WITH(setup_server, test_events_live_cancel),
+    WITH(setup_keepalive_server, test_events_keepalive),
+    WITH(setup_auth_server, test_auth),
+    WITH(setup_server, test_not_found_vs_method_not_allowed),
+    WITH(setup_small_body_server, test_body_cap),
+    WITH(setup_server, test_url_too_long),
+    WITH(setup_server, test_slow_client),
+    WITH(setup_server, test_concurrent_requests),
+    WITH(setup_server, test_metrics),
+    WITH(setup_server, test_media_types),
+    cmocka_unit_test(test_spec_coverage),
+  };
+  /* For debugging one test: OPFORGE_API_TEST_FILTER=test_auth (the coverage check then
+   * fails, as it should for a partial run). */
+  const char *filter = getenv("OPFORGE_API_TEST_FILTER");
+  if (filter)
+    cmocka_set_test_filter(filter);
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
