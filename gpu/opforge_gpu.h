@@ -1,0 +1,55 @@
+/* libopforge_gpu's C ABI (gpu_contracts B), loaded by gpu/evaluator.py with ctypes.
+ * Every string in and out is UTF-8 JSON; every returned string is malloc'd and must be
+ * released with ofg_string_free (NULL is returned only when out of memory). A session
+ * is not thread-safe: call it from one thread at a time. */
+#ifndef OPFORGE_GPU_H
+#define OPFORGE_GPU_H
+
+#include <stddef.h>
+
+#define OFG_EXPORT __attribute__((visibility("default")))
+
+/* Opens device `device` (CUDA ordinal): loads the driver with dlopen, retains the
+ * primary context (the one PyTorch uses) and makes it current, and opens the cubin cache
+ * in cache_dir (NULL or "" for none). Returns 0 and *ret_session, or -1 with err
+ * (errlen bytes) filled. Free with ofg_session_free. */
+OFG_EXPORT int ofg_session_open(int device, const char *cache_dir, void **ret_session,
+                                char *err, size_t errlen);
+/* Frees every candidate, the flush buffer and the cache, and releases the primary
+ * context. Accepts NULL. */
+OFG_EXPORT void ofg_session_free(void *session);
+/* {"type":"cuda","name","index","capability":"9.0","arch":"sm_90a","sm_count",
+ *  "memory_bytes","hbm_peak_GBps","l2_bytes",...,"cache":{"dir","hits","misses"}} */
+OFG_EXPORT char *ofg_device_info(void *session);
+/* Compiles (through the cache), validates the plan against the tensors, loads the
+ * module and allocates the plan's buffers. candidate_json {"source","options","plan"};
+ * tensors_json {"tensors":[{"name","dtype","numel","bytes"}],"precision"}. Returns
+ * {"ok","handle"(-1 unless ok),"compile":{...},"failure":null|{stage,class,message},
+ *  "sticky":bool, "globals":{"declared","reset"} (module globals reset before each run)}. */
+OFG_EXPORT char *ofg_candidate_prepare(void *session, const char *candidate_json,
+                                       const char *tensors_json);
+/* Runs the plan once on stream (a CUstream as an integer; 0 = legacy default stream)
+ * with {"tensors":[{"name","ptr"}...]}, synchronizing after each launch. First, output
+ * tensors (names "output:*", not overlapping an input) are filled with 0xff bytes (NaN),
+ * scratch buffers zeroed and module globals reset, so no state survives between runs;
+ * with "reset_state": false in pointers_json the buffers and globals are left as the
+ * last run left them, which exposes kernels that keep state between calls.
+ * Returns {"ok","failure","sticky"}. */
+OFG_EXPORT char *ofg_candidate_run(void *session, int handle, const char *pointers_json,
+                                   unsigned long long stream);
+/* Times the plan (timing_json {"warmup","min_reps","max_reps","target_rse",
+ * "flush_bytes"}, each optional). Before each rep, untimed: outputs poisoned, L2 flush,
+ * buffers and globals reset; the CUDA events enclose the plan's launches only. Returns {"ok","median_ms","mean_ms","reps","rse",
+ * "failure","sticky"}. */
+OFG_EXPORT char *ofg_candidate_time(void *session, int handle, const char *pointers_json,
+                                    unsigned long long stream, const char *timing_json);
+/* Unloads the candidate's module and frees its buffers; unknown handles are ignored. */
+OFG_EXPORT void ofg_candidate_free(void *session, int handle);
+/* Frees a string returned by this library; accepts NULL. */
+OFG_EXPORT void ofg_string_free(char *s);
+/* Compile only, no GPU needed: {"source","options","arch","precision","cache_dir"} ->
+ * {"ok","ms","log","signature","registers","spills","cubin_bytes","cache","kernels",
+ *  "failure"}. session may be NULL; arch defaults to the session's, else sm_90a. */
+OFG_EXPORT char *ofg_compile_only(void *session, const char *request_json);
+
+#endif
