@@ -1,0 +1,182 @@
+# The ctypes binding of libopforge_gpu (gpu_contracts section B), checked against a stand-in library compiled from C here: argument passing, tensor pointers, stream handles and freeing of every returned string.
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+FAKE_LIB_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct session { int device; char cache_dir[256]; };
+static int live_strings;
+static int freed_handles;
+
+static char *out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#include <stdarg.h>
+static char *out(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = malloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    live_strings++;
+    return s;
+}
+
+int fake_live_strings(void) { return live_strings; }
+int fake_freed_handles(void) { return freed_handles; }
+
+int ofg_session_open(int device, const char *cache_dir, void **ret_session, char *err,
+                     size_t errlen)
+{
+    if (device == 99) {
+        snprintf(err, errlen, "no device %d", device);
+        return -1;
+    }
+    struct session *s = calloc(1, sizeof *s);
+    s->device = device;
+    snprintf(s->cache_dir, sizeof s->cache_dir, "%s", cache_dir ? cache_dir : "(none)");
+    *ret_session = s;
+    return 0;
+}
+
+void ofg_session_free(void *session) { free(session); }
+
+char *ofg_device_info(void *session)
+{
+    struct session *s = session;
+    return out("{\"name\":\"Fake GPU\",\"index\":%d,\"cache_dir\":\"%s\",\"sm_count\":132}",
+               s->device, s->cache_dir);
+}
+
+char *ofg_candidate_prepare(void *session, const char *candidate, const char *tensors)
+{
+    (void)session;
+    if (strstr(candidate, "null_reply"))
+        return NULL;
+    if (strstr(candidate, "bad_json"))
+        return out("this is not json");
+    return out("{\"ok\":true,\"handle\":5,\"compile\":{\"ok\":true},\"candidate\":%s,"
+               "\"tensors\":%s}", candidate, tensors);
+}
+
+static unsigned long long ptr_of(const char *json, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\", \"ptr\": ", name);
+    const char *p = strstr(json, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* output:0[0] = 2 * input:0[0], through the pointers the evaluator passed */
+char *ofg_candidate_run(void *session, int handle, const char *pointers,
+                        unsigned long long stream)
+{
+    (void)session;
+    float *in = (float *)(uintptr_t)ptr_of(pointers, "input:0");
+    float *o = (float *)(uintptr_t)ptr_of(pointers, "output:0");
+    if (in && o)
+        o[0] = 2.0f * in[0];
+    return out("{\"ok\":true,\"sticky\":false,\"failure\":null,\"handle\":%d,\"stream\":%llu,"
+               "\"pointers\":%s}", handle, stream, pointers);
+}
+
+char *ofg_candidate_time(void *session, int handle, const char *pointers,
+                         unsigned long long stream, const char *timing)
+{
+    (void)session; (void)pointers;
+    return out("{\"ok\":true,\"median_ms\":1.5,\"mean_ms\":1.6,\"reps\":10,\"rse\":0.001,"
+               "\"handle\":%d,\"stream\":%llu,\"timing\":%s}", handle, stream, timing);
+}
+
+void ofg_candidate_free(void *session, int handle) { (void)session; (void)handle; freed_handles++; }
+
+void ofg_string_free(char *s)
+{
+    if (s) {
+        live_strings--;
+        free(s);
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_so(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libopforge_gpu")
+    d = tmp_path_factory.mktemp("fakelib")
+    src = d / "fake.c"
+    src.write_text("#include <stdint.h>\n" + FAKE_LIB_C)
+    so = d / "libfake_opforge_gpu.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(so), str(src)],
+                   check=True)
+    return so
+
+
+def test_session_and_device_info(ev_module, fake_so):
+    lib = ev_module.GpuLib(str(fake_so))
+    lib.open(3, "/tmp/cubins")
+    assert lib.device_info() == {"name": "Fake GPU", "index": 3, "cache_dir": "/tmp/cubins",
+                                 "sm_count": 132}
+    assert lib.dll.fake_live_strings() == 0
+
+
+def test_session_open_error_message(ev_module, fake_so):
+    lib = ev_module.GpuLib(str(fake_so))
+    with pytest.raises(RuntimeError, match="no device 99"):
+        lib.open(99, None)
+
+
+def test_prepare_run_time_free(ev_module, fake_so):
+    lib = ev_module.GpuLib(str(fake_so))
+    lib.open(0, None)
+    cand = {"source": "extern \"C\" __global__ void k() {}", "options": ["-DX=1"],
+            "plan": {"launches": []}}
+    tensors = {"tensors": [{"name": "input:0", "dtype": "float32", "numel": 4, "bytes": 16}],
+               "precision": "fp32"}
+    prep = lib.prepare(cand, tensors)
+    assert prep["ok"] is True and prep["handle"] == 5
+    assert prep["candidate"] == cand and prep["tensors"] == tensors
+
+    x = torch.tensor([1.25, 0, 0, 0])
+    y = torch.zeros(4)
+    named = [("input:0", x), ("output:0", y)]
+    r = lib.run(5, named, 123456789012)
+    assert r["ok"] is True and r["handle"] == 5 and r["stream"] == 123456789012
+    assert r["pointers"] == {"tensors": [{"name": "input:0", "ptr": x.data_ptr()},
+                                         {"name": "output:0", "ptr": y.data_ptr()}]}
+    assert y[0].item() == 2.5  # the library wrote through the pointer
+
+    timing = dict(ev_module.TIMING)
+    t = lib.time(5, named, 7, timing)
+    assert (t["median_ms"], t["reps"], t["stream"], t["timing"]) == (1.5, 10, 7, timing)
+    lib.free(5)
+    assert lib.dll.fake_freed_handles() == 1
+    assert lib.dll.fake_live_strings() == 0  # every returned string was freed
+
+
+def test_null_and_garbage_replies(ev_module, fake_so):
+    lib = ev_module.GpuLib(str(fake_so))
+    lib.open(0, None)
+    with pytest.raises(ev_module.EvalError) as info:
+        lib.prepare({"source": "null_reply"}, {"tensors": []})
+    assert info.value.cls == "gpu_library/null_reply"
+    with pytest.raises(ev_module.EvalError) as info:
+        lib.prepare({"source": "bad_json"}, {"tensors": []})
+    assert info.value.cls == "gpu_library/bad_reply"
+    assert "this is not json" in info.value.message
+    assert lib.dll.fake_live_strings() == 0
+
+
+def test_missing_library_raises_oserror(ev_module, tmp_path):
+    with pytest.raises(OSError):
+        ev_module.GpuLib(str(tmp_path / "nope.so"))
