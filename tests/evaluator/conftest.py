@@ -192,8 +192,10 @@ class FakeLib:
         return {"ok": True, "handle": 7, "compile": {"ok": True, "ms": 2.5, "log": "",
                                                      "cache": "miss"}, "failure": None}
 
-    def run(self, handle, named, stream):
-        self.calls.append("run")
+    def run(self, handle, named, stream, reset_state=True):
+        self.calls.append("run" if reset_state else "run_keep_state")
+        if reset_state:  # the real library zeroes buffers and resets module globals
+            self.module_state = {}
         assert handle == 7
         self.run_count += 1
         src = self.prepared[-1][0]["source"]

@@ -138,6 +138,16 @@ def k_pointer_cache(t, lib):
     t["output:0"].copy_(_by_ptr[key])
 
 
+def k_module_state(t, lib):
+    """Computes on a fresh module, then skips: what a __device__ 'done' flag does."""
+    state = getattr(lib, "module_state", {})
+    if state.get("done"):
+        return
+    t["output:0"].copy_(gemm_ref(t))
+    state["done"] = True
+    lib.module_state = state
+
+
 def k_tiny_correct(t, lib):
     t["output:0"].copy_(t["input:0"] * 1e-6)
 
@@ -204,7 +214,8 @@ def test_correct_kernel(make_ev):
     assert acc["max_ref"] > 0
     assert acc["budget"] == 8 * acc["eager_err"] + 1e-6 * acc["max_ref"]
     # 5 trials + robust + the re-run with new values, then 4 timed reps
-    assert lib.calls == ["prepare"] + ["run"] * 6 + ["time"] + ["run"] * 4 + ["run", "free"]
+    assert lib.calls == ["prepare"] + ["run"] * 6 + ["time"] + ["run"] * 4 + ["run_keep_state",
+                                                                           "free"]
     assert lib.freed == [7]
 
 
@@ -280,6 +291,15 @@ def test_pointer_cache_is_caught(make_ev):
     # a reused address trips a trial; otherwise the re-run with new values in the same
     # buffers does
     assert r["failure"]["class"] in ("correctness/mismatch", "check/repeat_inconsistent")
+
+
+def test_state_kept_between_calls_is_caught(make_ev):
+    ev, lib = make_ev()
+    r = result_of(ev, "module_state")
+    # Every trial and timing rep starts from reset state, so only the final re-run,
+    # which keeps the state the timing loop left, exposes the skipped work.
+    assert r["failure"]["class"] == "check/repeat_inconsistent"
+    assert lib.calls.count("run_keep_state") == 1
 
 
 def test_inputs_checked_by_fingerprint_when_too_large_to_copy(make_ev, ev_module, monkeypatch):
