@@ -43,7 +43,8 @@ static void usage(FILE *out) {
         "                    the opforge binary; not passed when none is found)\n"
         "  --seed N          seed of the model and inputs (default 42)\n"
         "  --precision P     fp32|tf32|bf16 (default fp32)\n"
-        "  --timeout S       deadline of the profile stage in seconds (default 600)\n"
+        "  --timeout S       deadline of each stage in seconds (default: 120 for\n"
+        "                    load_task, 600 for profile)\n"
         "  --help            show this text\n",
         out);
 }
@@ -260,7 +261,11 @@ static int make_config(const struct profile_opts *o, struct supervisor_config *c
   cfg->evaluator_path = o->evaluator ? o->evaluator : owned[1];
   cfg->gpu_lib_path = o->lib ? o->lib : owned[2];
   cfg->device = o->device ? o->device : (supervisor_count_gpus() > 0 ? "0" : "cpu");
-  cfg->profile_deadline_s = (double)o->timeout_s;
+  cfg->no_restart = true;  /* one request after a failure would be all it served */
+  if (o->timeout_s > 0) {
+    cfg->profile_deadline_s = (double)o->timeout_s;
+    cfg->load_deadline_s = (double)o->timeout_s;
+  }
   if (!cfg->evaluator_path) {
     fprintf(stderr, "error: no evaluator found: pass --evaluator or set OPFORGE_EVALUATOR "
                     "(looked for share/opforge/evaluator.py and gpu/evaluator.py near the "
@@ -271,7 +276,7 @@ static int make_config(const struct profile_opts *o, struct supervisor_config *c
 }
 
 int cli_profile_main(int argc, char **argv) {
-  struct profile_opts o = {.precision = "fp32", .seed = 42, .timeout_s = 600};
+  struct profile_opts o = {.precision = "fp32", .seed = 42};
   int rc = parse_args(argc, argv, &o);
   if (rc >= 0)
     return rc;

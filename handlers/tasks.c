@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/submission.h"
+#include "engine/workers.h"
 #include "handlers/handlers.h"
 #include "server/app.h"
 #include "server/body.h"
@@ -40,6 +41,7 @@ enum MHD_Result handle_tasks_create(struct request *req) {
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
   event_bus_notify(req->app->bus, id);
+  workers_kick(req->app->workers);
   log_info("task %s submitted", id);
   char location[64];
   snprintf(location, sizeof location, "/v1/tasks/%s", id);

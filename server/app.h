@@ -10,6 +10,7 @@ struct store;
 struct metrics;
 struct event_bus;
 struct supervisor_pool;
+struct worker_pool;
 
 /* Owned by server/main.c; lives for the whole process. Handlers only borrow it. */
 struct app {
@@ -18,6 +19,7 @@ struct app {
   struct metrics *metrics;
   struct event_bus *bus;
   struct supervisor_pool *supervisors;  /* NULL when the server runs with --gpus none */
+  struct worker_pool *workers;          /* NULL when no evaluator runs */
   atomic_bool shutting_down;
 };
 

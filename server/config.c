@@ -147,22 +147,24 @@ UINT_OPTION(parse_max_conns, max_connections, "--max-connections", 16, 65536)
 UINT_OPTION(parse_max_conns_ip, max_connections_per_ip, "--max-connections-per-ip", 1, 65536)
 UINT_OPTION(parse_conn_timeout, connection_timeout_s, "--connection-timeout", 1, 3600)
 UINT_OPTION(parse_keepalive, sse_keepalive_s, "--sse-keepalive", 1, 3600)
+UINT_OPTION(parse_eval_deadline, evaluate_deadline_s, "--evaluate-deadline", 1, 3600)
+UINT_OPTION(parse_profile_deadline, profile_deadline_s, "--profile-deadline", 1, 86400)
 
-static int parse_python(struct opforge_config *cfg, const char *v, char *err, size_t n) {
-  if (copy_str(cfg->python, sizeof cfg->python, v) != 0) {
-    snprintf(err, n, "--python: expected a path");
-    return -1;
+/* Declares a parser for a path field. */
+#define PATH_OPTION(fn, field, opt)                                                   \
+  static int fn(struct opforge_config *cfg, const char *v, char *err, size_t n) {     \
+    if (copy_str(cfg->field, sizeof cfg->field, v) != 0) {                            \
+      snprintf(err, n, "%s: expected a path", opt);                                   \
+      return -1;                                                                      \
+    }                                                                                 \
+    return 0;                                                                         \
   }
-  return 0;
-}
 
-static int parse_evaluator(struct opforge_config *cfg, const char *v, char *err, size_t n) {
-  if (copy_str(cfg->evaluator, sizeof cfg->evaluator, v) != 0) {
-    snprintf(err, n, "--evaluator: expected a path");
-    return -1;
-  }
-  return 0;
-}
+PATH_OPTION(parse_gpu_lib, gpu_lib, "--gpu-lib")
+PATH_OPTION(parse_fixtures, fixtures, "--fixtures")
+
+PATH_OPTION(parse_python, python, "--python")
+PATH_OPTION(parse_evaluator, evaluator, "--evaluator")
 
 static const struct option_spec options[] = {
   {"--listen", "OPFORGE_LISTEN", "HOST:PORT to listen on (127.0.0.1:8080)", parse_listen},
@@ -184,6 +186,13 @@ static const struct option_spec options[] = {
    parse_keepalive},
   {"--python", "OPFORGE_PYTHON", "python with PyTorch for the evaluator", parse_python},
   {"--evaluator", "OPFORGE_EVALUATOR", "path of gpu/evaluator.py", parse_evaluator},
+  {"--gpu-lib", "OPFORGE_GPU_LIB", "path of libopforge_gpu.so", parse_gpu_lib},
+  {"--fixtures", "OPFORGE_FIXTURES", "fixture candidates for the test proposer (DIR/<task>/*.json)",
+   parse_fixtures},
+  {"--evaluate-deadline", "OPFORGE_EVALUATE_DEADLINE",
+   "seconds for compiling and evaluating one candidate (60)", parse_eval_deadline},
+  {"--profile-deadline", "OPFORGE_PROFILE_DEADLINE",
+   "seconds for profiling a task, torch.compile included (600)", parse_profile_deadline},
   {NULL, NULL, NULL, NULL},
 };
 
@@ -201,6 +210,8 @@ void config_defaults(struct opforge_config *cfg) {
   cfg->max_connections_per_ip = 512;
   cfg->connection_timeout_s = 30;
   cfg->sse_keepalive_s = 15;
+  cfg->evaluate_deadline_s = 60;
+  cfg->profile_deadline_s = 600;
 }
 
 static const struct option_spec *find_option(const char *name, size_t len) {

@@ -34,6 +34,10 @@ struct opforge_config {
   unsigned sse_keepalive_s;
   char python[PATH_MAX];           /* empty = default search */
   char evaluator[PATH_MAX];        /* empty = default search */
+  char gpu_lib[PATH_MAX];          /* libopforge_gpu.so; empty = default search */
+  char fixtures[PATH_MAX];         /* fixture candidates for the test proposer */
+  unsigned evaluate_deadline_s;    /* compile + evaluate of one candidate */
+  unsigned profile_deadline_s;     /* profile, including torch.compile */
 };
 
 /* Sets every field to its default. */

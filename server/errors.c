@@ -29,6 +29,11 @@ static const struct api_error_info error_table[API_ERR__COUNT] = {
   [API_ERR_STORE_BUSY] = {"store_busy", 503},
   [API_ERR_NOT_READY] = {"not_ready", 503},
   [API_ERR_SHUTTING_DOWN] = {"shutting_down", 503},
+  [API_ERR_MEMORY_NOT_FOUND] = {"memory_node_not_found", 404},
+  [API_ERR_EDGE_NOT_FOUND] = {"edge_not_found", 404},
+  [API_ERR_HAS_CHILDREN] = {"has_local_nodes", 409},
+  [API_ERR_ALREADY_EXISTS] = {"already_exists", 409},
+  [API_ERR_INVALID_IMPORT] = {"invalid_import", 400},
 };
 
 const struct api_error_info *api_error_info(enum api_error err) {

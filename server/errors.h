@@ -30,6 +30,11 @@ enum api_error {
   API_ERR_STORE_BUSY,          /* 503 the store stayed locked past its retries */
   API_ERR_NOT_READY,           /* 503 store closed or migrations missing */
   API_ERR_SHUTTING_DOWN,       /* 503 the server is stopping */
+  API_ERR_MEMORY_NOT_FOUND,    /* 404 no such memory node (global or local) */
+  API_ERR_EDGE_NOT_FOUND,      /* 404 no such memory edge */
+  API_ERR_HAS_CHILDREN,        /* 409 the global node still has local nodes */
+  API_ERR_ALREADY_EXISTS,      /* 409 a memory node or edge with this id exists */
+  API_ERR_INVALID_IMPORT,      /* 400 a memory import document is refused */
   API_ERR__COUNT
 };
 

@@ -1,5 +1,6 @@
 /* The route table: every endpoint of the API, matched in order by server/router.c. */
 #include "handlers/handlers.h"
+#include "handlers/memory.h"
 #include "server/router.h"
 
 const struct route opforge_routes[] = {
@@ -13,5 +14,23 @@ const struct route opforge_routes[] = {
   {.method = "GET", .pattern = "/readyz", .handler = handle_readyz},
   {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},
   {.method = "GET", .pattern = "/openapi.json", .handler = handle_openapi},
+  {.method = "GET", .pattern = "/v1/memory/global", .handler = handle_memory_global_list},
+  {.method = "POST", .pattern = "/v1/memory/global", .handler = handle_memory_global_create},
+  {.method = "GET", .pattern = "/v1/memory/global/{id}", .handler = handle_memory_global_get},
+  {.method = "PATCH", .pattern = "/v1/memory/global/{id}", .handler = handle_memory_global_update},
+  {.method = "DELETE", .pattern = "/v1/memory/global/{id}", .handler = handle_memory_global_delete},
+  {.method = "GET", .pattern = "/v1/memory/global/{id}/local", .handler = handle_memory_local_list},
+  {.method = "POST", .pattern = "/v1/memory/global/{id}/local", .handler = handle_memory_local_create},
+  {.method = "GET", .pattern = "/v1/memory/local/{id}", .handler = handle_memory_local_get},
+  {.method = "PATCH", .pattern = "/v1/memory/local/{id}", .handler = handle_memory_local_update},
+  {.method = "DELETE", .pattern = "/v1/memory/local/{id}", .handler = handle_memory_local_delete},
+  {.method = "GET", .pattern = "/v1/memory/edges", .handler = handle_memory_edges_list},
+  {.method = "POST", .pattern = "/v1/memory/edges", .handler = handle_memory_edge_create},
+  {.method = "GET", .pattern = "/v1/memory/edges/{from}/{to}", .handler = handle_memory_edge_get},
+  {.method = "PATCH", .pattern = "/v1/memory/edges/{from}/{to}", .handler = handle_memory_edge_update},
+  {.method = "DELETE", .pattern = "/v1/memory/edges/{from}/{to}", .handler = handle_memory_edge_delete},
+  {.method = "GET", .pattern = "/v1/memory/export", .handler = handle_memory_export},
+  {.method = "POST", .pattern = "/v1/memory/import", .handler = handle_memory_import},
+  {.method = "POST", .pattern = "/v1/memory/reset", .handler = handle_memory_reset},
   {.method = NULL},
 };

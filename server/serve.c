@@ -11,9 +11,15 @@
 #include "server/app.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "engine/search_config.h"
+#include "engine/workers.h"
+#include "gpu/supervisor.h"
+#include "server/evaluators.h"
 #include "server/event_bus.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "store/memory.h"
+#include "store/search.h"
 #include "store/store.h"
 
 /* Blocks SIGINT/SIGTERM in this thread (and so in every thread started later) so that
@@ -37,6 +43,26 @@ static int ensure_data_dir(const char *dir) {
   return -1;
 }
 
+static struct search_config search_cfg;
+
+/* Starts the evaluators and one worker per slot (none with --gpus none). */
+static int start_workers(struct app *app, const struct opforge_config *cfg) {
+  search_config_defaults(&search_cfg);
+  app->supervisors = evaluators_start(cfg);
+  if (!app->supervisors)
+    return 0;
+  struct worker_settings ws = {.search = &search_cfg,
+                               .fixtures_dir = cfg->fixtures[0] ? cfg->fixtures : NULL,
+                               .evaluate_deadline_s = cfg->evaluate_deadline_s,
+                               .profile_deadline_s = cfg->profile_deadline_s,
+                               .load_deadline_s = 300};
+  if (workers_start(app->store, app->bus, app->supervisors, &ws, &app->workers) != 0) {
+    log_error("cannot start the workers");
+    return -1;
+  }
+  return 0;
+}
+
 /* Opens what the app holds. Returns 0, or -1 after logging (the caller cleans up). */
 static int app_open(struct app *app, const struct opforge_config *cfg) {
   app->cfg = cfg;
@@ -47,16 +73,27 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
     log_error("store: %s", err);
     return -1;
   }
+  if (store_memory_seed_if_empty(app->store, NULL) != STORE_OK) {
+    log_error("store: cannot load the seed memory");
+    return -1;
+  }
   app->metrics = metrics_new();
   app->bus = event_bus_new(1000);
   if (!app->metrics || !app->bus) {
     log_error("out of memory at start-up");
     return -1;
   }
-  return 0;
+  /* Tasks left running by a crash lose their claim and resume from their last step. */
+  if (store_task_unclaim(app->store, NULL) != STORE_OK)
+    return -1;
+  return start_workers(app, cfg);
 }
 
+/* Workers checkpoint their tasks at the next step boundary before the evaluators and
+ * the store go away. */
 static void app_close(struct app *app) {
+  workers_stop(app->workers);
+  supervisor_pool_free(app->supervisors);
   event_bus_free(app->bus);
   metrics_free(app->metrics);
   store_close(app->store);

@@ -14,6 +14,7 @@
 #include "server/errors.h"
 #include "tests/api/harness.h"
 #include "tests/api/spec_check.h"
+#include "tests/api/test_memory_api.h"
 
 /* A minimal KernelBench program: what every valid submission carries. */
 static const char REF[] =
@@ -1659,10 +1660,23 @@ int main(void) {
     WITH(setup_server, test_media_types),
     cmocka_unit_test(test_spec_coverage),
   };
+  /* The suites of other files run before the coverage check, which stays last. */
+  const struct CMUnitTest *memory = NULL;
+  size_t n_memory = memory_api_tests(&memory);
+  size_t n_base = sizeof tests / sizeof tests[0];
+  struct CMUnitTest *all = calloc(n_base + n_memory, sizeof *all);
+  if (!all)
+    return 1;
+  memcpy(all, tests, (n_base - 1) * sizeof *all);
+  memcpy(all + n_base - 1, memory, n_memory * sizeof *all);
+  all[n_base + n_memory - 1] = tests[n_base - 1];
   /* For debugging one test: OPFORGE_API_TEST_FILTER=test_auth (the coverage check then
    * fails, as it should for a partial run). */
   const char *filter = getenv("OPFORGE_API_TEST_FILTER");
   if (filter)
     cmocka_set_test_filter(filter);
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  int rc = _cmocka_run_group_tests("test_api", all, n_base + n_memory, group_setup,
+                                   group_teardown);
+  free(all);
+  return rc;
 }

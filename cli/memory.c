@@ -1,0 +1,370 @@
+/* `opforge memory`: export, import, reset and browse the HTAM memory of a server. */
+#include "cli/memory.h"
+#include "cli/client.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define IMPORT_MAX_BYTES (64L * 1024 * 1024) /* a larger file is refused before sending */
+
+struct memory_opts {
+  const char *command;    /* export, import, reset, show */
+  const char *arg;        /* import: FILE; show: ID (may be NULL) */
+  const char *output;     /* export: -o FILE, NULL for stdout */
+  const char *server;
+  const char *token_file;
+};
+
+static void usage(FILE *out) {
+  fputs("usage: opforge memory COMMAND [options]\n"
+        "Exports, imports, resets or shows the server's HTAM memory.\n"
+        "  export [-o FILE]   write the whole memory as JSON (default: standard output)\n"
+        "  import FILE        replace the memory with FILE (an export, or a seed document;\n"
+        "                     - reads standard input); nothing changes if it is refused\n"
+        "  reset              replace the memory with the built-in seed, stats at zero\n"
+        "  show [ID]          list the global directions, or show one node (global or local)\n"
+        "options:\n"
+        "  -o, --output FILE  export: write to FILE\n"
+        "  --server URL       server base URL (default $OPFORGE_SERVER, else "
+        CLI_DEFAULT_SERVER ")\n"
+        "  --token-file F     bearer token file (default $OPFORGE_TOKEN, "
+        "$OPFORGE_TOKEN_FILE)\n"
+        "  --help             show this text\n",
+        out);
+}
+
+enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_HELP };
+
+static const struct option long_opts[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"server", required_argument, NULL, OPT_SERVER},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Checks the positional arguments of the command. Returns -1 to go on, else the exit
+ * status. */
+static int check_positional(int argc, char **argv, struct memory_opts *o) {
+  int extra = argc - optind;
+  bool takes_arg = strcmp(o->command, "import") == 0 || strcmp(o->command, "show") == 0;
+  bool known = takes_arg || strcmp(o->command, "export") == 0 || strcmp(o->command, "reset") == 0;
+  if (!known) {
+    fprintf(stderr, "error: unknown memory command '%s'\n", o->command);
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+  }
+  if (extra > (takes_arg ? 1 : 0) || (strcmp(o->command, "import") == 0 && extra != 1)) {
+    fprintf(stderr, "error: %s\n", strcmp(o->command, "import") == 0 && extra == 0
+                                       ? "import needs a FILE"
+                                       : "too many arguments");
+    return CLI_EXIT_USAGE;
+  }
+  if (o->output && strcmp(o->command, "export") != 0) {
+    fprintf(stderr, "error: -o applies to export only\n");
+    return CLI_EXIT_USAGE;
+  }
+  o->arg = extra ? argv[optind] : NULL;
+  return -1;
+}
+
+/* Parses argv (argv[0] is "memory", argv[1] the command). Returns -1 to go on, else the
+ * exit status to return at once. */
+static int parse_args(int argc, char **argv, struct memory_opts *o) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+  }
+  o->command = argv[1];
+  opterr = 0;
+  optind = 0; /* glibc: start afresh, whatever parsed argv before us */
+  int c;
+  while ((c = getopt_long(argc - 1, argv + 1, ":o:", long_opts, NULL)) != -1) {
+    switch (c) {
+    case OPT_HELP: usage(stdout); return CLI_EXIT_OK;
+    case 'o': o->output = optarg; break;
+    case OPT_SERVER: o->server = optarg; break;
+    case OPT_TOKEN_FILE: o->token_file = optarg; break;
+    case ':':
+      fprintf(stderr, "error: %s needs a value\n", argv[optind]);
+      return CLI_EXIT_USAGE;
+    default:
+      fprintf(stderr, "error: unknown option '%s'\n", argv[optind]);
+      usage(stderr);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  optind++; /* back to argv's numbering */
+  return check_positional(argc, argv, o);
+}
+
+/* ---- export, import, reset ---- */
+
+static int do_export(struct cli_client *client, const struct memory_opts *o) {
+  json_t *doc = NULL;
+  if (cli_call(client, "GET", "/v1/memory/export", NULL, &doc) != 0)
+    return CLI_EXIT_FAIL;
+  int ret = CLI_EXIT_OK;
+  if (o->output) {
+    if (json_dump_file(doc, o->output, JSON_INDENT(2)) != 0) {
+      fprintf(stderr, "error: cannot write %s: %s\n", o->output, strerror(errno));
+      ret = CLI_EXIT_FAIL;
+    }
+  } else if (json_dumpf(doc, stdout, JSON_INDENT(2)) != 0 || fputc('\n', stdout) == EOF ||
+             fflush(stdout) != 0) {
+    fprintf(stderr, "error: cannot write to standard output\n");
+    ret = CLI_EXIT_FAIL;
+  }
+  json_decref(doc);
+  return ret;
+}
+
+/* Reads the import document from path ("-": standard input); caller owns *ret_doc.
+ * Prints why and returns -1 when it cannot be read or is not JSON. */
+static int read_document(const char *path, json_t **ret_doc) {
+  struct stat st;
+  bool is_stdin = strcmp(path, "-") == 0;
+  if (!is_stdin && (stat(path, &st) != 0 || S_ISDIR(st.st_mode))) {
+    fprintf(stderr, "error: cannot read %s: %s\n", path,
+            strerror(S_ISDIR(st.st_mode) ? EISDIR : errno));
+    return -1;
+  }
+  if (!is_stdin && st.st_size > IMPORT_MAX_BYTES) {
+    fprintf(stderr, "error: %s is over %ld bytes\n", path, IMPORT_MAX_BYTES);
+    return -1;
+  }
+  json_error_t jerr;
+  json_t *doc = is_stdin ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+                         : json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+  if (!doc) {
+    fprintf(stderr, "error: %s is not JSON: %s (line %d)\n", is_stdin ? "standard input" : path,
+            jerr.text, jerr.line);
+    return -1;
+  }
+  *ret_doc = doc;
+  return 0;
+}
+
+/* Prints what the memory holds after an import or reset. */
+static void print_counts(const char *what, const json_t *counts) {
+  printf("%s: %lld global nodes, %lld local nodes, %lld edges, %lld evidence rows\n", what,
+         (long long)json_integer_value(json_object_get(counts, "globals")),
+         (long long)json_integer_value(json_object_get(counts, "locals")),
+         (long long)json_integer_value(json_object_get(counts, "edges")),
+         (long long)json_integer_value(json_object_get(counts, "evidence")));
+}
+
+static int do_import(struct cli_client *client, const char *path) {
+  json_t *doc = NULL, *counts = NULL;
+  if (read_document(path, &doc) != 0)
+    return CLI_EXIT_USAGE;
+  int rc = cli_call(client, "POST", "/v1/memory/import", doc, &counts);
+  json_decref(doc);
+  if (rc != 0)
+    return CLI_EXIT_FAIL;
+  print_counts("imported", counts);
+  json_decref(counts);
+  return CLI_EXIT_OK;
+}
+
+static int do_reset(struct cli_client *client) {
+  json_t *counts = NULL;
+  if (cli_call(client, "POST", "/v1/memory/reset", NULL, &counts) != 0)
+    return CLI_EXIT_FAIL;
+  print_counts("reset to the seed", counts);
+  json_decref(counts);
+  return CLI_EXIT_OK;
+}
+
+/* ---- show ---- */
+
+/* A string member, or "-". */
+static const char *str_or_dash(const json_t *obj, const char *key) {
+  const char *s = json_string_value(json_object_get(obj, key));
+  return s && *s ? s : "-";
+}
+
+/* A number member of obj (or of obj.sub) formatted into out, "-" when absent or null. */
+static const char *num_text(const json_t *obj, const char *key, char *out, size_t len) {
+  const json_t *v = json_object_get(obj, key);
+  if (json_is_integer(v))
+    snprintf(out, len, "%lld", (long long)json_integer_value(v));
+  else if (json_is_number(v))
+    snprintf(out, len, "%.4g", json_number_value(v));
+  else
+    snprintf(out, len, "-");
+  return out;
+}
+
+/* A list of strings joined with ", " into out. */
+static const char *joined(const json_t *list, char *out, size_t len) {
+  size_t used = 0, i;
+  const json_t *s;
+  out[0] = '\0';
+  json_array_foreach(list, i, s) {
+    int n = snprintf(out + used, len - used, "%s%s", i ? ", " : "", json_string_value(s));
+    if (n < 0 || (size_t)n >= len - used)
+      break;
+    used += (size_t)n;
+  }
+  return used ? out : "-";
+}
+
+static void print_global_table(const json_t *items) {
+  printf("%-24s %-36s %7s %6s %8s %8s %6s\n", "ID", "NAME", "PRIOR", "N", "MEAN", "EMA",
+         "LOCALS");
+  size_t i;
+  const json_t *g;
+  json_array_foreach(items, i, g) {
+    const json_t *st = json_object_get(g, "stats");
+    char prior[32], n[32], mean[32], ema[32], locals[32];
+    printf("%-24s %-36.36s %7s %6s %8s %8s %6s\n", str_or_dash(g, "id"), str_or_dash(g, "name"),
+           num_text(g, "prior", prior, sizeof prior), num_text(st, "n", n, sizeof n),
+           num_text(st, "mean", mean, sizeof mean), num_text(st, "ema", ema, sizeof ema),
+           num_text(g, "local_count", locals, sizeof locals));
+  }
+}
+
+/* Fetches path (a list) and returns its items (caller owns), or NULL after printing. */
+static json_t *fetch_items(struct cli_client *client, const char *path) {
+  json_t *page = NULL;
+  if (cli_call(client, "GET", path, NULL, &page) != 0)
+    return NULL;
+  json_t *items = json_incref(json_object_get(page, "items"));
+  json_decref(page);
+  if (!json_is_array(items))
+    fprintf(stderr, "error: bad_reply: %s has no items array\n", path);
+  return items;
+}
+
+static int show_global(struct cli_client *client, const json_t *g, const char *esc) {
+  const json_t *st = json_object_get(g, "stats");
+  char buf[2048], a[32], b[32], c[32], d[32], e[32];
+  printf("global %s: %s\n", str_or_dash(g, "id"), str_or_dash(g, "name"));
+  printf("  intent:      %s\n", str_or_dash(g, "intent"));
+  printf("  objectives:  %s\n", joined(json_object_get(g, "objectives"), buf, sizeof buf));
+  printf("  triggers:    %s\n", joined(json_object_get(g, "triggers"), buf, sizeof buf));
+  printf("  risks:       %s\n", joined(json_object_get(g, "risks"), buf, sizeof buf));
+  printf("  prior %s; tries %s, successes %s, improvements %s, mean %s, ema %s\n",
+         num_text(g, "prior", a, sizeof a), num_text(st, "n", b, sizeof b),
+         num_text(st, "successes", c, sizeof c), num_text(st, "improvements", d, sizeof d),
+         num_text(st, "mean", e, sizeof e), num_text(st, "ema", buf, sizeof buf));
+  char path[CLI_MAX_URL];
+  snprintf(path, sizeof path, "/v1/memory/global/%s/local", esc);
+  json_t *locals = fetch_items(client, path);
+  snprintf(path, sizeof path, "/v1/memory/edges?from=%s", esc);
+  json_t *edges = locals ? fetch_items(client, path) : NULL;
+  size_t i;
+  const json_t *x;
+  json_array_foreach(locals, i, x) {
+    printf("  local %-28s n %-5s mean %-8s %s\n", str_or_dash(x, "id"),
+           num_text(json_object_get(x, "stats"), "n", a, sizeof a),
+           num_text(json_object_get(x, "stats"), "mean", b, sizeof b), str_or_dash(x, "name"));
+  }
+  json_array_foreach(edges, i, x) {
+    printf("  edge -> %-26s n %-5s mean %-8s %s\n", str_or_dash(x, "to"),
+           num_text(json_object_get(x, "stats"), "n", a, sizeof a),
+           num_text(json_object_get(x, "stats"), "mean", b, sizeof b), str_or_dash(x, "when"));
+  }
+  int ret = json_is_array(locals) && json_is_array(edges) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  json_decref(locals);
+  json_decref(edges);
+  return ret;
+}
+
+static void show_local(const json_t *l) {
+  const json_t *st = json_object_get(l, "stats"), *knob = json_object_get(l, "knob_move");
+  char buf[2048], a[32], b[32], c[32], v[64];
+  printf("local %s (under %s): %s\n", str_or_dash(l, "id"), str_or_dash(l, "global"),
+         str_or_dash(l, "name"));
+  printf("  edit:      %s\n", str_or_dash(l, "edit_pattern"));
+  const json_t *value = json_object_get(knob, "value");
+  if (json_is_string(value))
+    snprintf(v, sizeof v, "%s", json_string_value(value));
+  else
+    num_text(knob, "value", v, sizeof v);
+  if (json_is_object(knob))
+    printf("  knob move: %s %s %s\n", str_or_dash(knob, "knob"), str_or_dash(knob, "op"), v);
+  printf("  families:  %s\n", joined(json_object_get(l, "families"), buf, sizeof buf));
+  printf("  checks:    %s\n", joined(json_object_get(l, "checks"), buf, sizeof buf));
+  printf("  tries %s, successes %s, mean %s\n", num_text(st, "n", a, sizeof a),
+         num_text(st, "successes", b, sizeof b), num_text(st, "mean", c, sizeof c));
+  size_t i;
+  const json_t *ev;
+  json_array_foreach(json_object_get(l, "evidence"), i, ev) {
+    printf("  %s  reward %-8s %-12s task %s  %s\n", str_or_dash(ev, "created_at"),
+           num_text(ev, "reward", a, sizeof a), str_or_dash(ev, "outcome"),
+           str_or_dash(ev, "task_id"), str_or_dash(ev, "note"));
+  }
+}
+
+/* Shows the global node named id, or else the local node. */
+static int show_node(struct cli_client *client, const char *id) {
+  char *esc = cli_escape(id);
+  char path[CLI_MAX_URL];
+  if (!esc || snprintf(path, sizeof path, "/v1/memory/global/%s", esc) >= (int)sizeof path) {
+    fprintf(stderr, "error: %s\n", esc ? "the id is too long" : "out of memory");
+    free(esc);
+    return CLI_EXIT_USAGE;
+  }
+  long status = 0;
+  json_t *node = NULL;
+  int ret = CLI_EXIT_FAIL;
+  if (cli_request(client, "GET", path, NULL, &status, &node) == 0 && status == 200) {
+    ret = show_global(client, node, esc);
+  } else if (status == 404) {
+    json_decref(node);
+    node = NULL;
+    snprintf(path, sizeof path, "/v1/memory/local/%s", esc);
+    if (cli_call(client, "GET", path, NULL, &node) == 0) {
+      show_local(node);
+      ret = CLI_EXIT_OK;
+    }
+  } else if (status != 0) {
+    cli_print_server_error(status, node);
+  }
+  json_decref(node);
+  free(esc);
+  return ret;
+}
+
+static int do_show(struct cli_client *client, const char *id) {
+  if (id)
+    return show_node(client, id);
+  json_t *items = fetch_items(client, "/v1/memory/global");
+  if (!json_is_array(items)) {
+    json_decref(items);
+    return CLI_EXIT_FAIL;
+  }
+  if (json_array_size(items) == 0)
+    printf("the memory is empty\n");
+  else
+    print_global_table(items);
+  json_decref(items);
+  return CLI_EXIT_OK;
+}
+
+int cli_memory_main(int argc, char **argv) {
+  struct memory_opts o = {0};
+  int ret = parse_args(argc, argv, &o);
+  if (ret >= 0)
+    return ret;
+  struct cli_client *client = NULL;
+  if (cli_client_new(o.server, o.token_file, &client) != 0)
+    return CLI_EXIT_USAGE;
+  if (strcmp(o.command, "export") == 0)
+    ret = do_export(client, &o);
+  else if (strcmp(o.command, "import") == 0)
+    ret = do_import(client, o.arg);
+  else if (strcmp(o.command, "reset") == 0)
+    ret = do_reset(client);
+  else
+    ret = do_show(client, o.arg);
+  cli_client_free(client);
+  return ret;
+}

@@ -1,0 +1,38 @@
+/* The optimization loop of one task: profile, then steps until the budget is met. */
+#ifndef OPFORGE_LOOP_H
+#define OPFORGE_LOOP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "engine/evaluator.h"
+#include "engine/search_config.h"
+
+struct store;
+struct event_bus;
+
+/* What a worker lends the loop; all borrowed. */
+struct loop_env {
+  struct store *store;
+  struct event_bus *bus;        /* may be NULL (no live streams to wake) */
+  struct evaluator *evaluator;
+  const struct search_config *cfg;
+  const char *fixtures_dir;     /* for the test proposer; may be NULL */
+  const atomic_bool *stopping;  /* set at shutdown: the loop checkpoints and returns */
+  double evaluate_deadline_s;   /* 60 */
+  double profile_deadline_s;    /* 600 */
+  double load_deadline_s;       /* 120 */
+};
+
+enum loop_result {
+  LOOP_FINISHED,      /* the task reached succeeded, failed or cancelled */
+  LOOP_CHECKPOINTED,  /* shutdown: the task stays running, unclaimed, and resumes later */
+  LOOP_STORE_ERROR,   /* the store failed; the task is unclaimed and will be retried */
+};
+
+/* Runs the claimed task task_id to its end (or to a checkpoint). Every step commits its
+ * candidate, tree rows, memory statistics, progress and event in one transaction, so a
+ * crash loses at most the step in flight, which is redone on resume. */
+enum loop_result loop_run_task(const struct loop_env *env, const char *task_id);
+
+#endif

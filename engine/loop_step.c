@@ -1,0 +1,294 @@
+/* One step of the optimization loop: choose, propose, evaluate, record. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/loop_internal.h"
+#include "engine/memory_view.h"
+#include "server/event_bus.h"
+#include "server/ids.h"
+#include "server/log.h"
+#include "store/memory.h"
+#include "store/search.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *step_name(enum tree_step kind) {
+  return kind == TREE_STEP_SMALL ? "small" : kind == TREE_STEP_LARGE ? "large" : "root";
+}
+
+/* Loads the stored candidates of tree nodes ids[0..n) into an array (caller owns). */
+static json_t *load_candidates(struct task_run *run, const size_t *ids, size_t n) {
+  json_t *out = json_array();
+  for (size_t i = 0; out && i < n; i++) {
+    json_t *c = NULL;
+    if (store_candidate_get(run->env->store, run->tree->nodes[ids[i]].candidate, &c) == STORE_OK)
+      json_array_append_new(out, c);
+  }
+  return out;
+}
+
+/* The context of a proposal: the representative pool for a large step, the recent work
+ * for a small one. */
+static json_t *proposal_context(struct task_run *run, size_t node, enum tree_step kind) {
+  size_t ids[SEARCH_MAX_POOL], n = 0;
+  int rc = kind == TREE_STEP_LARGE ? tree_pool(run->tree, run->env->cfg, node, ids, &n)
+                                   : tree_recent(run->tree, run->env->cfg, node, ids, &n);
+  return load_candidates(run, ids, rc == 0 ? n : 0);
+}
+
+/* Asks the proposer; on success *ret_candidate, else *ret_failure (caller owns). */
+static void propose(struct task_run *run, const struct policy_choice *choice,
+                    const struct memory_view *memory, json_t **ret_candidate,
+                    json_t **ret_failure) {
+  json_t *parent = NULL, *strategy_node = NULL;
+  if (choice->node > 0)
+    store_candidate_get(run->env->store, run->tree->nodes[choice->node].candidate, &parent);
+  for (size_t i = 0; i < memory->n_locals; i++)
+    if (strcmp(memory->locals[i].id, choice->strategy) == 0)
+      strategy_node = memory->local_nodes[i];
+  json_t *context = proposal_context(run, choice->node, choice->kind);
+  struct proposal_request req = {
+    .task_id = run->id,
+    .task_name = json_string_value(json_object_get(run->task, "name")),
+    .task_options = run->options,
+    .profile = run->profile,
+    .step = run->step + 1,
+    .step_kind = step_name(choice->kind),
+    .direction = choice->direction,
+    .direction_node = memory_view_global_node(memory, choice->direction),
+    .strategy = choice->strategy[0] ? choice->strategy : NULL,
+    .strategy_node = strategy_node,
+    .parent = parent,
+    .context = context,
+  };
+  *ret_candidate = NULL;
+  *ret_failure = NULL;
+  if (run->proposer.propose(run->proposer.self, &req, ret_candidate, ret_failure) != 0 &&
+      !*ret_failure)
+    *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", "parse/proposer",
+                             "message", "the proposer failed without a reason");
+  json_decref(parent);
+  json_decref(context);
+}
+
+/* Evaluates a candidate; returns the evaluation result (caller owns), whose "failure" is
+ * set when the evaluator or the kernel failed. */
+static json_t *evaluate(struct task_run *run, json_t *candidate) {
+  const struct loop_env *env = run->env;
+  json_t *args = json_pack("{s:O}", "candidate", candidate), *reply = NULL;
+  int rc = env->evaluator->request(env->evaluator->self, "evaluate", args,
+                                   env->evaluate_deadline_s, &reply);
+  json_decref(args);
+  json_t *result;
+  if (rc == 0 && json_is_true(json_object_get(reply, "ok")))
+    result = json_incref(json_object_get(reply, "result"));
+  else
+    result = json_pack("{s:b, s:O?}", "correct", 0, "failure",
+                       rc == 0 ? json_object_get(reply, "error") : NULL);
+  json_decref(reply);
+  if (result && rc != 0)
+    json_object_set_new(result, "failure",
+                        json_pack("{s:s, s:s, s:s}", "stage", "crash", "class",
+                                  "crash/no_reply", "message", "the evaluator gave no reply"));
+  return result;
+}
+
+/* Outcome of a step from its evaluation result. */
+struct outcome {
+  bool correct;
+  const char *stage;   /* failure stage, or NULL when correct */
+  const char *cls;     /* failure class */
+  double time_ms;      /* median, 0 when not timed */
+  double speedup;      /* eager / time, 0 when unknown */
+};
+
+static struct outcome read_outcome(const struct task_run *run, json_t *result) {
+  struct outcome o = {0};
+  json_t *failure = json_object_get(result, "failure");
+  o.correct = json_is_true(json_object_get(result, "correct")) && !json_is_object(failure);
+  if (!o.correct) {
+    o.stage = json_string_value(json_object_get(failure, "stage"));
+    o.cls = json_string_value(json_object_get(failure, "class"));
+    if (!o.stage)
+      o.stage = "correctness";
+  }
+  o.time_ms = json_number_value(json_object_get(json_object_get(result, "time"), "median_ms"));
+  if (o.correct && o.time_ms > 0 && run->eager_ms > 0)
+    o.speedup = run->eager_ms / o.time_ms;
+  return o;
+}
+
+/* The tree rows a step rewrites: the new node and every ancestor. */
+static json_t *changed_rows(const struct tree *t, size_t node) {
+  json_t *rows = json_array();
+  for (size_t id = node; rows && id != TREE_NONE; id = t->nodes[id].parent)
+    json_array_append_new(rows, tree_node_to_json(t, id));
+  return rows;
+}
+
+json_t *loop_progress(const struct task_run *run) {
+  return json_pack("{s:i, s:i, s:o, s:o, s:i, s:i, s:f, s:s?}", "step", run->step,
+                   "budget_steps", run->budget_steps,
+                   "best_speedup", run->correct ? json_real(run->best_speedup) : json_null(),
+                   "best_ms", run->correct ? json_real(run->best_ms) : json_null(), "correct",
+                   run->correct, "candidates", run->step, "elapsed_s", run->elapsed_s,
+                   "best_candidate", run->correct ? run->best_candidate : NULL);
+}
+
+/* Rewards of a step: HTAM's r and the tree's node reward (recorded in the tree). */
+static int score_step(struct task_run *run, const struct policy_choice *choice,
+                      const struct outcome *o, size_t child, double *ret_r) {
+  enum htam_outcome ho = HTAM_CORRECT;
+  if (!o->correct && htam_outcome_from_stage(o->stage, &ho) != 0)
+    ho = HTAM_FAIL_INCORRECT;
+  const struct tree_node *parent = &run->tree->nodes[choice->node];
+  double t_parent = run->eager_ms > 0 && parent->speedup > 0 ? run->eager_ms / parent->speedup
+                                                             : o->time_ms;
+  if (htam_reward(run->env->cfg, ho, t_parent, o->time_ms, ret_r) != 0)
+    *ret_r = run->env->cfg->penalty_incorrect;
+  enum tree_result tr = TREE_CORRECT;
+  if (!o->correct && tree_result_from_stage(o->stage, &tr) != 0)
+    tr = TREE_INCORRECT;
+  return tree_record(run->tree, run->env->cfg, child, tr, o->speedup, NULL);
+}
+
+/* Builds and commits the step record. */
+static int commit_step(struct task_run *run, const struct policy_choice *choice,
+                       const struct outcome *o, json_t *candidate, size_t child, double r) {
+  const char *prefix[SEARCH_MAX_PREFIX];
+  size_t prefix_n = 0;
+  tree_prefix(run->tree, run->env->cfg, choice->node, prefix, &prefix_n);
+  struct htam_update u;
+  enum htam_outcome ho = o->correct ? HTAM_CORRECT : HTAM_FAIL_INCORRECT;
+  if (!o->correct)
+    htam_outcome_from_stage(o->stage, &ho);
+  htam_update(run->env->cfg, prefix, prefix_n, choice->direction,
+              choice->strategy[0] ? choice->strategy : NULL, ho, r, &u);
+  char note[160];
+  snprintf(note, sizeof note, "%s step %d: %s", step_name(choice->kind), run->step,
+           o->correct ? "correct" : (o->cls ? o->cls : o->stage));
+  struct memory_step_update m = {
+    .task_id = run->id, .candidate_id = json_string_value(json_object_get(candidate, "id")),
+    .global_id = choice->direction, .local_id = choice->strategy[0] ? choice->strategy : NULL,
+    .reward = r, .correct = o->correct, .improved = o->correct && r > 0,
+    .outcome = o->correct ? "correct" : o->stage, .note = note,
+    .ema_alpha = run->env->cfg->ema_alpha, .n_prefix = (int)u.n_edges,
+  };
+  for (size_t i = 0; i < u.n_edges && i < 8; i++) {
+    m.prefix[i] = u.edges[i].from;
+    m.alpha[i] = u.edges[i].d_n;
+  }
+  json_t *progress = loop_progress(run);
+  json_t *event = json_pack(
+      "{s:i, s:i, s:s, s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:f, s:s}", "step", run->step,
+      "budget_steps", run->budget_steps, "direction", choice->direction, "strategy",
+      choice->strategy[0] ? choice->strategy : NULL, "kind", step_name(choice->kind), "outcome",
+      o->correct ? "correct" : o->stage, "class", o->cls,
+      "time_ms", o->time_ms > 0 ? json_real(o->time_ms) : json_null(),
+      "speedup", o->speedup > 0 ? json_real(o->speedup) : json_null(),
+      "best_speedup", run->correct ? json_real(run->best_speedup) : json_null(), "reward", r,
+      "candidate", json_string_value(json_object_get(candidate, "id")));
+  json_t *rows = changed_rows(run->tree, child);
+  struct step_commit c = {.task_id = run->id, .step = run->step, .candidate = candidate,
+                          .tree_rows = rows, .memory = &m, .progress = progress,
+                          .event_data = event};
+  int rc = progress && event && rows ? store_step_commit(run->env->store, &c) : STORE_ERROR;
+  json_decref(progress);
+  json_decref(event);
+  json_decref(rows);
+  return rc;
+}
+
+/* Completes the candidate record with its identity, lineage and feedback. */
+static void annotate(json_t *candidate, const struct task_run *run,
+                     const struct policy_choice *choice, json_t *result, const char *id) {
+  const char *parent = choice->node > 0 ? run->tree->nodes[choice->node].candidate : NULL;
+  json_object_set_new(candidate, "id", json_string(id));
+  json_object_set_new(candidate, "parent_id", parent ? json_string(parent) : json_null());
+  json_object_set_new(candidate, "direction", json_string(choice->direction));
+  json_object_set_new(candidate, "strategy",
+                      choice->strategy[0] ? json_string(choice->strategy) : json_null());
+  json_object_set_new(candidate, "step_kind", json_string(step_name(choice->kind)));
+  json_object_set(candidate, "result", result);
+}
+
+/* Updates the run's counters for a recorded outcome. */
+static void count(struct task_run *run, const struct outcome *o, const char *id) {
+  run->step++;
+  if (o->correct) {
+    run->correct++;
+    if (o->speedup > run->best_speedup || run->correct == 1) {
+      run->best_speedup = o->speedup;
+      run->best_ms = o->time_ms;
+      snprintf(run->best_candidate, sizeof run->best_candidate, "%s", id);
+    }
+    run->last_failure_stage[0] = '\0';
+  } else {
+    snprintf(run->last_failure_stage, sizeof run->last_failure_stage, "%s", o->stage);
+  }
+  run->state.failure_stage = run->last_failure_stage[0] ? run->last_failure_stage : NULL;
+}
+
+int loop_step(struct task_run *run) {
+  double started = now_s();
+  json_t *graph = NULL;
+  struct memory_view memory = {0};
+  if (store_memory_load_graph(run->env->store, &graph) != STORE_OK ||
+      memory_view_init(&memory, graph) != 0) {
+    json_decref(graph);
+    return STORE_ERROR;
+  }
+  json_decref(graph);
+  struct rng rng;
+  rng_seed_stream(&rng, (uint64_t)json_integer_value(json_object_get(run->options, "seed")),
+                  (uint64_t)run->step + 1);
+  struct policy_input in = {.cfg = run->env->cfg, .traits = run->traits, .tree = run->tree,
+                            .memory = &memory, .state = &run->state, .rng = &rng,
+                            .step = run->step + 1};
+  struct policy_choice choice;
+  if (policy_choose(&in, &choice) != 0) {
+    memory_view_clear(&memory);
+    return STORE_ERROR;
+  }
+  json_t *candidate = NULL, *failure = NULL, *result;
+  propose(run, &choice, &memory, &candidate, &failure);
+  if (candidate) {
+    result = evaluate(run, candidate);
+  } else {
+    candidate = json_pack("{s:s, s:n, s:n}", "source", "", "options", "plan");
+    result = json_pack("{s:b, s:o}", "correct", 0, "failure", failure);
+  }
+  char id[ID_LEN + 1];
+  id_new(id);
+  annotate(candidate, run, &choice, result, id);
+  struct outcome o = read_outcome(run, result);
+  size_t child;
+  double r = 0;
+  int rc = tree_add_child(run->tree, choice.node, choice.kind, choice.direction,
+                          choice.strategy, id, &child) == 0 &&
+                   score_step(run, &choice, &o, child, &r) == 0
+               ? STORE_OK
+               : STORE_ERROR;
+  if (rc == STORE_OK) {
+    count(run, &o, id);
+    run->elapsed_s += now_s() - started;
+    rc = commit_step(run, &choice, &o, candidate, child, r);
+  }
+  if (rc == STORE_OK && run->env->bus)
+    event_bus_notify(run->env->bus, run->id);
+  log_info("task %s step %d/%d: %s/%s %s -> %s", run->id, run->step, run->budget_steps,
+           choice.direction, choice.strategy, step_name(choice.kind),
+           o.correct ? "correct" : (o.cls ? o.cls : o.stage));
+  json_decref(candidate);
+  json_decref(result);
+  json_decref(choice.why);
+  memory_view_clear(&memory);
+  return rc;
+}

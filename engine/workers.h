@@ -1,0 +1,31 @@
+/* The worker pool: one thread per GPU slot, each claiming queued tasks and running them. */
+#ifndef OPFORGE_WORKERS_H
+#define OPFORGE_WORKERS_H
+
+#include "engine/search_config.h"
+
+struct store;
+struct event_bus;
+struct supervisor_pool;
+struct worker_pool;
+
+/* Settings the pool passes to every loop (strings borrowed; they must outlive the pool). */
+struct worker_settings {
+  const struct search_config *search;
+  const char *fixtures_dir;
+  double evaluate_deadline_s, profile_deadline_s, load_deadline_s;
+  unsigned idle_poll_ms;   /* how often an idle worker looks for work (500) */
+};
+
+/* Starts one worker per supervisor of pool (borrowed; it must outlive the workers).
+ * Returns 0 and *ret_pool (free with workers_stop), or -1. */
+int workers_start(struct store *store, struct event_bus *bus, struct supervisor_pool *pool,
+                  const struct worker_settings *settings, struct worker_pool **ret_pool);
+
+/* Wakes idle workers (a task was queued). Accepts NULL. */
+void workers_kick(struct worker_pool *wp);
+
+/* Asks every worker to checkpoint its task, joins them and frees the pool. Accepts NULL. */
+void workers_stop(struct worker_pool *wp);
+
+#endif

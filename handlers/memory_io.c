@@ -1,0 +1,47 @@
+/* /v1/memory/export, /v1/memory/import and /v1/memory/reset: the whole memory at once. */
+#include "handlers/handlers.h"
+#include "handlers/memory.h"
+#include "server/app.h"
+#include "server/body.h"
+#include "server/log.h"
+#include "server/reply.h"
+
+enum MHD_Result handle_memory_export(struct request *req) {
+  json_t *doc = NULL;
+  int rc = store_memory_export(req->app->store, &doc);
+  if (rc != STORE_OK)
+    return reply_store_failure(req, rc, API_ERR_MEMORY_NOT_FOUND);
+  return reply_json(req, 200, doc);
+}
+
+/* The whole document is checked before anything changes; any refusal is one
+ * invalid_import naming the first bad field ("locals[3].global"). */
+enum MHD_Result handle_memory_import(struct request *req) {
+  enum MHD_Result result;
+  json_t *doc = body_parse_object(req, &result);
+  if (!doc)
+    return result;
+  struct memory_invalid why;
+  json_t *counts = NULL;
+  int rc = store_memory_import(req->app->store, doc, &why, &counts);
+  json_decref(doc);
+  if (rc == STORE_INVALID)
+    return reply_error(req, API_ERR_INVALID_IMPORT, why.field[0] ? why.field : NULL, "%s",
+                       why.message);
+  if (rc != STORE_OK)
+    return reply_store_failure(req, rc, API_ERR_MEMORY_NOT_FOUND);
+  log_info("memory: imported %lld global, %lld local nodes, %lld edges",
+           (long long)json_integer_value(json_object_get(counts, "globals")),
+           (long long)json_integer_value(json_object_get(counts, "locals")),
+           (long long)json_integer_value(json_object_get(counts, "edges")));
+  return reply_json(req, 200, counts);
+}
+
+enum MHD_Result handle_memory_reset(struct request *req) {
+  json_t *counts = NULL;
+  int rc = store_memory_reset(req->app->store, &counts);
+  if (rc != STORE_OK)
+    return reply_store_failure(req, rc, API_ERR_MEMORY_NOT_FOUND);
+  log_info("memory: reset to the seed");
+  return reply_json(req, 200, counts);
+}

@@ -1,0 +1,75 @@
+/* Starting the evaluator processes of `opforge serve`: one supervisor per GPU slot. */
+#include "server/evaluators.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/supervisor.h"
+#include "server/config.h"
+#include "server/log.h"
+
+/* True when path names a Python script (run through the interpreter), not a program. */
+static bool is_python_script(const char *path) {
+  size_t n = strlen(path);
+  return n > 3 && strcmp(path + n - 3, ".py") == 0;
+}
+
+/* Starts the evaluator of one slot on device index gpu; adds it to pool either way. */
+static void start_slot(struct supervisor_pool *pool, const struct opforge_config *cfg, int gpu,
+                       int slot, const char *python, const char *evaluator, const char *lib) {
+  char device[16], cache[PATH_MAX + 16], log_path[PATH_MAX + 32], err[512];
+  snprintf(device, sizeof device, "%d", gpu);
+  snprintf(cache, sizeof cache, "%s/cubin-cache", cfg->data_dir);
+  snprintf(log_path, sizeof log_path, "%s/evaluator-%d-%d.log", cfg->data_dir, gpu, slot);
+  struct supervisor_config sc;
+  supervisor_config_defaults(&sc);
+  sc.python = evaluator && is_python_script(evaluator) ? python : NULL;
+  sc.evaluator_path = evaluator;
+  sc.gpu_lib_path = lib;
+  sc.cache_dir = cache;
+  sc.device = device;
+  sc.stderr_path = log_path;
+  sc.compile_eval_deadline_s = cfg->evaluate_deadline_s;
+  sc.profile_deadline_s = cfg->profile_deadline_s;
+  struct supervisor *sv = NULL;
+  if (!evaluator) {
+    snprintf(err, sizeof err, "no evaluator found (set --evaluator)");
+  } else if (supervisor_start(&sc, &sv, err, sizeof err) == 0) {
+    log_info("evaluator for GPU %d slot %d started (log %s)", gpu, slot, log_path);
+    supervisor_pool_add(pool, sv);
+    return;
+  }
+  log_error("evaluator for GPU %d slot %d cannot start: %s", gpu, slot, err);
+  if (supervisor_new_disabled(&sc, err, &sv) == 0)
+    supervisor_pool_add(pool, sv);
+}
+
+struct supervisor_pool *evaluators_start(const struct opforge_config *cfg) {
+  int gpus[CONFIG_MAX_GPUS], n = 0;
+  if (cfg->gpu_mode == GPUS_NONE)
+    return NULL;
+  if (cfg->gpu_mode == GPUS_LIST) {
+    memcpy(gpus, cfg->gpu_list, sizeof gpus);
+    n = cfg->n_gpu_list;
+  } else {
+    n = supervisor_count_gpus();
+    for (int i = 0; i < n && i < CONFIG_MAX_GPUS; i++)
+      gpus[i] = i;
+    if (n == 0) {
+      log_warn("no GPU found: tasks stay queued until the server runs on a GPU host");
+      return NULL;
+    }
+  }
+  struct supervisor_pool *pool = supervisor_pool_new();
+  char *python = cfg->python[0] ? strdup(cfg->python) : supervisor_default_python();
+  char *evaluator = cfg->evaluator[0] ? strdup(cfg->evaluator) : supervisor_default_evaluator();
+  char *lib = cfg->gpu_lib[0] ? strdup(cfg->gpu_lib) : supervisor_default_gpu_lib();
+  for (int i = 0; pool && i < n; i++)
+    for (int slot = 0; slot < cfg->workers_per_gpu; slot++)
+      start_slot(pool, cfg, gpus[i], slot, python, evaluator, lib);
+  free(python);
+  free(evaluator);
+  free(lib);
+  return pool;
+}

@@ -1,0 +1,224 @@
+/* The HTAM memory graph in the store: global directions, local strategies with their
+ * evidence, transition edges; their validation, CRUD, export/import/reset/seed, and
+ * the per-step statistics update of the optimization loop.
+ *
+ * Shapes (every record is a Jansson object; the API serves them as they are):
+ *   global: {"id","name","intent","objectives":[s],"triggers":[s],"risks":[s],"prior",
+ *            "stats":{"n","successes","improvements","reward_sum","mean","ema"},
+ *            "local_count","created_at","updated_at"}
+ *   local:  {"id","global","name","edit_pattern","knob_move":{"knob","op","value"}|null,
+ *            "checks":[s],"families":[s],"stats":{"n","successes","reward_sum","mean"},
+ *            "created_at","updated_at"}  (+ "evidence":[...] from store_memory_local_get)
+ *   evidence: {"task_id","candidate_id","reward","outcome","note","created_at"}
+ *   edge:   {"from","to","when","rationale","risks":[s],"stats":{"n","reward_sum","mean"},
+ *            "created_at","updated_at"}
+ * mean is reward_sum/n, null while n is 0; ema is null until the first try.
+ *
+ * The export document is {"version":1,"exported_at", "globals","locals","edges"}: the
+ * same records without the derived members (mean, local_count), with every local's
+ * evidence (oldest first) and without edges' stats.mean. Import takes that document, or
+ * one without stats, evidence and timestamps (schema/seed_memory.json is one). */
+#ifndef OPFORGE_STORE_MEMORY_H
+#define OPFORGE_STORE_MEMORY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "store/store.h"
+
+/* Node ids: ^[a-z][a-z0-9_]{1,63}$. */
+#define MEMORY_ID_MAX 64
+#define MEMORY_NAME_MAX 128        /* name: 1..128 bytes */
+#define MEMORY_TEXT_MAX 4096       /* intent, edit_pattern, rationale, when: 0..4096 */
+#define MEMORY_ITEM_MAX 512        /* one string of objectives/triggers/risks/checks */
+#define MEMORY_LIST_MAX 32         /* items in one such list */
+#define MEMORY_PRIOR_ABS_MAX 5.0   /* prior in [-5, 5] (reward units: ln speed-up) */
+#define MEMORY_KNOB_VALUE_MAX 1024 /* knob_move.value: 1..1024, or [a-z0-9_]{1,64} for set */
+#define MEMORY_OUTCOME_MAX 64      /* evidence outcome: 1..64 bytes */
+#define MEMORY_NOTE_MAX 1024       /* evidence note: 0..1024 bytes */
+#define MEMORY_REF_MAX 64          /* evidence task_id / candidate_id: 1..64 bytes */
+#define MEMORY_EVIDENCE_KEEP 50    /* newest evidence rows kept per local node */
+#define MEMORY_EVIDENCE_SHOWN 20   /* rows store_memory_local_get returns */
+#define MEMORY_MAX_GLOBALS 256     /* what an import may hold */
+#define MEMORY_MAX_LOCALS 4096
+#define MEMORY_MAX_EDGES 65536
+#define MEMORY_STEP_MAX_PREFIX 8
+
+/* What is wrong with a document or a field. */
+enum memory_problem {
+  MEMORY_PROBLEM_INVALID = 1, /* wrong type, out of bounds, malformed, read-only */
+  MEMORY_PROBLEM_UNKNOWN,     /* a key the shape does not have */
+  MEMORY_PROBLEM_MISSING,     /* a required key is absent */
+  MEMORY_PROBLEM_REFERENCE,   /* an id that names no node (or edge) */
+  MEMORY_PROBLEM_DUPLICATE,   /* an id (or from/to pair) that is already taken */
+};
+
+/* The first problem found: its kind, the JSON path of the field ("locals[3].global",
+ * "prior"; "" for the whole document) and a sentence for the client. */
+struct memory_invalid {
+  enum memory_problem problem;
+  char field[128];
+  char message[256];
+};
+
+/* Which shape a node body is checked against. */
+enum memory_mode {
+  MEMORY_CREATE, /* POST: id optional (made from the name), name required */
+  MEMORY_PATCH,  /* PATCH: every key optional; id, stats and timestamps read-only */
+  MEMORY_IMPORT, /* import: id (and local global / edge from, to) required; stats,
+                    evidence and timestamps allowed */
+};
+
+/* True when id matches ^[a-z][a-z0-9_]{1,63}$. */
+bool memory_id_valid(const char *id);
+
+/* Checks a global node body (borrowed) for mode. prefix is the path of obj in its
+ * document ("" for a request body, "globals[2]" in an import) and starts every field
+ * path. Returns 0, or -1 with *ret_why filled. */
+int memory_check_global(const json_t *obj, enum memory_mode mode, const char *prefix,
+                        struct memory_invalid *ret_why);
+
+/* Checks a local node body. In MEMORY_CREATE "global" is not allowed (the path names the
+ * parent); in MEMORY_PATCH it moves the node; in MEMORY_IMPORT it is required. */
+int memory_check_local(const json_t *obj, enum memory_mode mode, const char *prefix,
+                       struct memory_invalid *ret_why);
+
+/* Checks an edge body. "from" and "to" are required in MEMORY_CREATE and MEMORY_IMPORT
+ * and read-only in MEMORY_PATCH. */
+int memory_check_edge(const json_t *obj, enum memory_mode mode, const char *prefix,
+                      struct memory_invalid *ret_why);
+
+/* Checks a whole import document: version, every record, unique ids and edge pairs,
+ * every reference resolving, the count bounds. Returns 0, -1 with *ret_why filled, or
+ * -ENOMEM (logged) when the scratch space for the uniqueness checks cannot be had. */
+int memory_check_document(const json_t *doc, struct memory_invalid *ret_why);
+
+/* Makes an id candidate from a display name: lower case, runs of other characters as
+ * one '_', a leading digit prefixed with "n_", at most 59 bytes (room for a "_NNN"
+ * suffix), "node" when nothing is left, "<slug>_x" when it is 1 byte. out has at least
+ * MEMORY_ID_MAX + 1 bytes. */
+void memory_slug(const char *name, char out[MEMORY_ID_MAX + 1]);
+
+/* ---- CRUD. Bodies are borrowed and must have passed the memory_check_* of their
+ * mode; functions that return a record give the caller its reference. why (may be
+ * NULL) is filled on STORE_INVALID (a reference that resolves to nothing; the field
+ * names it) and STORE_CONFLICT (the id or edge already exists). ---- */
+
+/* Every global node, in creation order: *ret_items is an array. */
+int store_memory_global_list(struct store *s, json_t **ret_items);
+
+/* One global node; STORE_NOT_FOUND when there is none. */
+int store_memory_global_get(struct store *s, const char *id, json_t **ret_node);
+
+/* Creates a global node from a MEMORY_CREATE body. Without "id" the id is
+ * memory_slug(name), with "_2", "_3", ... appended while taken. Stats start at zero.
+ * STORE_CONFLICT when the body's id is taken. */
+int store_memory_global_create(struct store *s, const json_t *body, struct memory_invalid *why,
+                               json_t **ret_node);
+
+/* Replaces the descriptive fields present in a MEMORY_PATCH body (never the stats) and
+ * updated_at. STORE_NOT_FOUND when there is no such node. */
+int store_memory_global_update(struct store *s, const char *id, const json_t *body,
+                               json_t **ret_node);
+
+/* Deletes a global node. With local nodes under it: STORE_CONFLICT unless cascade, which
+ * also deletes them and their evidence. Edges from or to it are deleted either way. */
+int store_memory_global_delete(struct store *s, const char *id, bool cascade);
+
+/* The local nodes under a global node, in creation order; STORE_NOT_FOUND when the
+ * global node does not exist. */
+int store_memory_local_list(struct store *s, const char *global_id, json_t **ret_items);
+
+/* One local node with "evidence": its newest MEMORY_EVIDENCE_SHOWN rows, newest first. */
+int store_memory_local_get(struct store *s, const char *id, json_t **ret_node);
+
+/* Creates a local node under global_id from a MEMORY_CREATE body (id from the name when
+ * absent). STORE_NOT_FOUND when global_id does not exist; STORE_CONFLICT when the id is
+ * taken. */
+int store_memory_local_create(struct store *s, const char *global_id, const json_t *body,
+                              struct memory_invalid *why, json_t **ret_node);
+
+/* Applies a MEMORY_PATCH body; a "global" moves the node. STORE_NOT_FOUND when there is
+ * no such local node; STORE_INVALID when "global" names no node. */
+int store_memory_local_update(struct store *s, const char *id, const json_t *body,
+                              struct memory_invalid *why, json_t **ret_node);
+
+/* Deletes a local node and its evidence. */
+int store_memory_local_delete(struct store *s, const char *id);
+
+/* Edges, in creation order, optionally only those from from and/or to to (NULL: any). */
+int store_memory_edge_list(struct store *s, const char *from, const char *to,
+                           json_t **ret_items);
+
+/* One edge; STORE_NOT_FOUND when there is none. */
+int store_memory_edge_get(struct store *s, const char *from, const char *to,
+                          json_t **ret_edge);
+
+/* Creates an edge from a MEMORY_CREATE body with zero stats. STORE_INVALID when from or
+ * to names no global node; STORE_CONFLICT when the edge exists. */
+int store_memory_edge_create(struct store *s, const json_t *body, struct memory_invalid *why,
+                             json_t **ret_edge);
+
+/* Applies a MEMORY_PATCH body (when, rationale, risks). */
+int store_memory_edge_update(struct store *s, const char *from, const char *to,
+                             const json_t *body, json_t **ret_edge);
+
+/* Deletes one edge. */
+int store_memory_edge_delete(struct store *s, const char *from, const char *to);
+
+/* ---- whole memory (store/memory_io.c) ---- */
+
+/* The export document described at the top; *ret_doc is the caller's. */
+int store_memory_export(struct store *s, json_t **ret_doc);
+
+/* Validates doc (borrowed) with memory_check_document, then replaces the whole memory
+ * with it in one transaction. STORE_INVALID with *ret_why (may be NULL) filled when the
+ * document is refused; nothing changes then, nor on any other failure. On STORE_OK,
+ * *ret_counts (may be NULL; caller owns) is {"globals","locals","edges","evidence"}. */
+int store_memory_import(struct store *s, const json_t *doc, struct memory_invalid *ret_why,
+                        json_t **ret_counts);
+
+/* Replaces the whole memory with the embedded seed (schema/seed_memory.json), stats at
+ * zero and no evidence. *ret_counts as for import (may be NULL). */
+int store_memory_reset(struct store *s, json_t **ret_counts);
+
+/* Loads the seed when the memory has never been seeded or imported and holds no node;
+ * call it once at server start. *ret_loaded (may be NULL) says whether it did. */
+int store_memory_seed_if_empty(struct store *s, bool *ret_loaded);
+
+/* ---- the optimization loop ---- */
+
+/* The whole graph for scoring: {"globals":[global...],"locals":[local...],
+ * "edges":[edge...]} in the shapes above (locals without evidence). Caller owns it. */
+int store_memory_load_graph(struct store *s, json_t **ret_graph);
+
+/* One step's memory update. Strings are borrowed. */
+struct memory_step_update {
+  const char *task_id, *candidate_id; /* for the evidence row; may be NULL */
+  const char *global_id;              /* the direction taken; required */
+  const char *local_id;               /* the strategy taken; NULL for none */
+  double reward;                      /* r, finite */
+  bool correct;                       /* counts as a success */
+  bool improved;                      /* beat the best so far (global improvements) */
+  const char *outcome;                /* evidence outcome, 1..MEMORY_OUTCOME_MAX bytes */
+  const char *note;                   /* evidence note, NULL or at most MEMORY_NOTE_MAX */
+  double ema_alpha;                   /* in (0, 1] */
+  int n_prefix;                       /* 0..MEMORY_STEP_MAX_PREFIX */
+  const char *prefix[MEMORY_STEP_MAX_PREFIX]; /* most recent first */
+  double alpha[MEMORY_STEP_MAX_PREFIX];       /* position weights, finite and >= 0 */
+};
+
+/* Records a step; joins the caller's store_transaction when called inside one.
+ * - global: n += 1, reward_sum += r, successes += correct, improvements += improved,
+ *   ema = (1-a)*ema + a*r (ema = r on the first try);
+ * - local (when local_id names one): n += 1, reward_sum += r, successes += correct, and
+ *   an evidence row; only the newest MEMORY_EVIDENCE_KEEP rows are kept;
+ * - each edge prefix[i] -> global_id: created (empty texts) when missing, n += alpha[i],
+ *   reward_sum += alpha[i]*r.
+ * A local_id or prefix id that names no node (deleted while the task ran) is skipped.
+ * STORE_NOT_FOUND when global_id names no node, STORE_INVALID for bad arguments; then
+ * nothing is changed. */
+int store_memory_record_step(struct store *s, const struct memory_step_update *u);
+
+#endif

@@ -1,0 +1,81 @@
+/* Private to store/memory*.c: row layouts, row-to-record conversion, inserts shared by
+ * the CRUD functions and import, and the statement helpers they use. */
+#ifndef OPFORGE_STORE_MEMORY_INTERNAL_H
+#define OPFORGE_STORE_MEMORY_INTERNAL_H
+
+#include "store/memory.h"
+#include "store/store_internal.h"
+
+/* Columns every global query selects, in this order; local_count comes last. */
+#define MEMORY_GLOBAL_COLUMNS                                                              \
+  "g.id, g.name, g.intent, g.objectives, g.triggers, g.risks, g.prior, g.n, g.successes," \
+  " g.improvements, g.reward_sum, g.ema, g.created_at, g.updated_at,"                     \
+  " (SELECT COUNT(*) FROM local_nodes l WHERE l.global_id = g.id)"
+#define MEMORY_LOCAL_COLUMNS                                                                \
+  "id, global_id, name, edit_pattern, knob_move, checks, families, n, successes,"         \
+  " reward_sum, created_at, updated_at"
+#define MEMORY_EDGE_COLUMNS \
+  "from_id, to_id, when_text, rationale, risks, n, reward_sum, created_at, updated_at"
+#define MEMORY_EVIDENCE_COLUMNS "task_id, candidate_id, reward, outcome, note, created_at"
+
+/* Flags of the row converters. */
+enum {
+  MEMORY_ROW_API = 0,    /* the API shape, with the derived members */
+  MEMORY_ROW_EXPORT = 1, /* the export shape: no mean, no local_count */
+};
+
+/* A record from st's current row (layouts above); caller owns it, NULL on failure
+ * (logged). */
+typedef json_t *(*memory_row_fn)(sqlite3_stmt *st, int flags);
+json_t *memory_global_from_row(sqlite3_stmt *st, int flags);
+json_t *memory_local_from_row(sqlite3_stmt *st, int flags);
+json_t *memory_edge_from_row(sqlite3_stmt *st, int flags);
+json_t *memory_evidence_from_row(sqlite3_stmt *st, int flags);
+
+/* Runs sql with its ?1..?n bound to texts[0..n-1] (borrowed; NULL binds NULL) and
+ * appends fn(row, flags) of every row to a new array, *ret_items (caller owns). */
+int memory_collect(struct store *s, const char *sql, const char *const *texts, int n,
+                   memory_row_fn fn, int flags, json_t **ret_items);
+
+/* Runs sql (a statement returning no rows) with ?1..?n bound to texts; *ret_changes
+ * (may be NULL) gets the number of rows it changed. */
+int memory_exec(struct store *s, const char *sql, const char *const *texts, int n,
+                int *ret_changes);
+
+/* Whether a row exists for sql with ?1..?n bound to texts (*ret_exists). */
+int memory_exists(struct store *s, const char *sql, const char *const *texts, int n,
+                  bool *ret_exists);
+
+/* Inserts one record (a body that passed memory_check_* of mode). In MEMORY_IMPORT its
+ * stats and timestamps are taken from the body when present; otherwise stats are zero
+ * and both timestamps are now. global_id overrides the body's "global" when not NULL.
+ * A primary key clash gives STORE_CONFLICT. Must run inside a transaction. */
+int memory_insert_global(struct store *s, const json_t *g, const char *id,
+                         enum memory_mode mode, const char *now);
+int memory_insert_local(struct store *s, const json_t *l, const char *id,
+                        const char *global_id, enum memory_mode mode, const char *now);
+int memory_insert_edge(struct store *s, const json_t *e, enum memory_mode mode,
+                       const char *now);
+/* Inserts one evidence row of an export document (borrowed); created_at defaults to
+ * now. */
+int memory_insert_evidence(struct store *s, const char *local_id, const json_t *ev,
+                           const char *now);
+
+/* One evidence row from its values (borrowed; task_id, candidate_id, note may be NULL). */
+struct memory_evidence_row {
+  const char *local_id, *task_id, *candidate_id, *outcome, *note, *created_at;
+  double reward;
+};
+int memory_insert_evidence_row(struct store *s, const struct memory_evidence_row *row);
+
+/* Deletes every memory row (evidence, edges, locals, globals). Inside a transaction. */
+int memory_delete_all(struct store *s);
+
+/* Sets memory_meta 'seeded' to now. Inside a transaction. */
+int memory_mark_seeded(struct store *s, const char *now);
+
+/* Fills why (may be NULL) with the problem, the field path and a formatted message. */
+void memory_why(struct memory_invalid *why, enum memory_problem problem, const char *field,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#endif
