@@ -11,6 +11,7 @@ struct metrics;
 struct event_bus;
 struct supervisor_pool;
 struct worker_pool;
+struct search_config;
 
 /* Owned by server/main.c; lives for the whole process. Handlers only borrow it. */
 struct app {
@@ -19,6 +20,7 @@ struct app {
   struct metrics *metrics;
   struct event_bus *bus;
   struct supervisor_pool *supervisors;  /* NULL when the server runs with --gpus none */
+  const struct search_config *search;   /* HTAM and tree constants */
   struct worker_pool *workers;          /* NULL when no evaluator runs */
   atomic_bool shutting_down;
 };

@@ -1,6 +1,9 @@
 /* The route table: every endpoint of the API, matched in order by server/router.c. */
 #include "handlers/handlers.h"
+#include "handlers/candidates.h"
+#include "handlers/devices.h"
 #include "handlers/memory.h"
+#include "handlers/memory_score.h"
 #include "server/router.h"
 
 const struct route opforge_routes[] = {
@@ -10,6 +13,9 @@ const struct route opforge_routes[] = {
   {.method = "DELETE", .pattern = "/v1/tasks/{id}", .handler = handle_task_delete},
   {.method = "POST", .pattern = "/v1/tasks/{id}/cancel", .handler = handle_task_cancel},
   {.method = "GET", .pattern = "/v1/tasks/{id}/events", .handler = handle_task_events},
+  {.method = "GET", .pattern = "/v1/tasks/{id}/candidates", .handler = handle_task_candidates},
+  {.method = "GET", .pattern = "/v1/candidates/{id}", .handler = handle_candidate_get},
+  {.method = "GET", .pattern = "/v1/devices", .handler = handle_devices_list},
   {.method = "GET", .pattern = "/healthz", .handler = handle_healthz},
   {.method = "GET", .pattern = "/readyz", .handler = handle_readyz},
   {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},
@@ -30,6 +36,7 @@ const struct route opforge_routes[] = {
   {.method = "PATCH", .pattern = "/v1/memory/edges/{from}/{to}", .handler = handle_memory_edge_update},
   {.method = "DELETE", .pattern = "/v1/memory/edges/{from}/{to}", .handler = handle_memory_edge_delete},
   {.method = "GET", .pattern = "/v1/memory/export", .handler = handle_memory_export},
+  {.method = "GET", .pattern = "/v1/memory/score", .handler = handle_memory_score},
   {.method = "POST", .pattern = "/v1/memory/import", .handler = handle_memory_import},
   {.method = "POST", .pattern = "/v1/memory/reset", .handler = handle_memory_reset},
   {.method = NULL},

@@ -48,6 +48,7 @@ static struct search_config search_cfg;
 /* Starts the evaluators and one worker per slot (none with --gpus none). */
 static int start_workers(struct app *app, const struct opforge_config *cfg) {
   search_config_defaults(&search_cfg);
+  app->search = &search_cfg;
   app->supervisors = evaluators_start(cfg);
   if (!app->supervisors)
     return 0;

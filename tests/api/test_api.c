@@ -14,6 +14,7 @@
 #include "server/errors.h"
 #include "tests/api/harness.h"
 #include "tests/api/spec_check.h"
+#include "tests/api/test_engine_api.h"
 #include "tests/api/test_memory_api.h"
 
 /* A minimal KernelBench program: what every valid submission carries. */
@@ -1661,21 +1662,24 @@ int main(void) {
     cmocka_unit_test(test_spec_coverage),
   };
   /* The suites of other files run before the coverage check, which stays last. */
-  const struct CMUnitTest *memory = NULL;
+  const struct CMUnitTest *memory = NULL, *engine = NULL;
   size_t n_memory = memory_api_tests(&memory);
+  size_t n_engine = engine_api_tests(&engine);
   size_t n_base = sizeof tests / sizeof tests[0];
-  struct CMUnitTest *all = calloc(n_base + n_memory, sizeof *all);
+  size_t n_all = n_base + n_memory + n_engine;
+  struct CMUnitTest *all = calloc(n_all, sizeof *all);
   if (!all)
     return 1;
   memcpy(all, tests, (n_base - 1) * sizeof *all);
   memcpy(all + n_base - 1, memory, n_memory * sizeof *all);
-  all[n_base + n_memory - 1] = tests[n_base - 1];
+  memcpy(all + n_base - 1 + n_memory, engine, n_engine * sizeof *all);
+  all[n_all - 1] = tests[n_base - 1];
   /* For debugging one test: OPFORGE_API_TEST_FILTER=test_auth (the coverage check then
    * fails, as it should for a partial run). */
   const char *filter = getenv("OPFORGE_API_TEST_FILTER");
   if (filter)
     cmocka_set_test_filter(filter);
-  int rc = _cmocka_run_group_tests("test_api", all, n_base + n_memory, group_setup,
+  int rc = _cmocka_run_group_tests("test_api", all, n_all, group_setup,
                                    group_teardown);
   free(all);
   return rc;
