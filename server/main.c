@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/memory.h"
+#include "cli/profile.h"
 #include "gpu/kernel_cli.h"
 #include "server/log.h"
 #include "server/serve.h"
@@ -20,6 +21,7 @@ static const struct command commands[] = {
   {"serve", serve_main, "run the HTTP service (opforge serve --help)"},
   {"submit", cli_submit_main, "submit a KernelBench program (opforge submit --help)"},
   {"status", cli_status_main, "list tasks or show one (opforge status --help)"},
+  {"profile", cli_profile_main, "profile a KernelBench program (opforge profile --help)"},
   {"memory", cli_memory_main, "export, import, reset or show the HTAM memory"},
   {"kernel", cli_kernel_main, "compile a CUDA file with NVRTC (opforge kernel compile --help)"},
   {NULL, NULL, NULL},

@@ -271,6 +271,17 @@ def test_compare_never_written(ev_module):
     assert "output:1" in msg and "5 of 5" in msg
 
 
+def test_compare_library_poison_counts_as_unwritten(ev_module):
+    # libopforge_gpu fills outputs with 0xff bytes right before the launch: all bits set
+    ref = torch.ones(4)
+    out = torch.full((4,), -1, dtype=torch.int32).view(torch.float32)
+    out[0] = 1.0
+    cmp = ev_module.compare_outputs(out, ref, 1e-4, 1e-4)
+    assert (cmp["unwritten"], cmp["nan"], cmp["mismatches"]) == (3, 0, 3)
+    cls, msg = ev_module.classify_comparison("output:0", cmp)
+    assert cls == "correctness/unwritten_output" and "3 of 4" in msg
+
+
 def test_compare_nan_output(ev_module):
     ref = torch.tensor([1.0, float("nan"), 3.0])
     out = torch.tensor([float("nan"), float("nan"), 3.0])
