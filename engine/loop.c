@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/builtin/propose.h"
 #include "engine/family.h"
 #include "engine/loop_internal.h"
 #include "server/event_bus.h"
@@ -112,6 +113,22 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
   return 0;
 }
 
+/* Ends the task at once when the builtin proposer has no family for it, naming the ops,
+ * rather than spending its budget on steps that cannot propose anything. */
+static int check_supported(struct task_run *run, enum loop_result *ret_result) {
+  if (strcmp(run->proposer.name, "builtin") != 0)
+    return 0;
+  const struct builtin_family *fam;
+  json_t *match = NULL;
+  char why[1024];
+  if (builtin_match(run->profile, &fam, &match, why, sizeof why) == 0) {
+    json_decref(match);
+    return 0;
+  }
+  *ret_result = finish(run, "failed", "unsupported_by_builtin", why, NULL);
+  return -1;
+}
+
 /* Rebuilds the tree from its stored rows, or starts one at the reference. */
 static int restore_tree(struct task_run *run) {
   json_t *rows = NULL;
@@ -156,14 +173,19 @@ static int load_task(struct task_run *run, enum loop_result *ret_result) {
     *ret_result = finish(run, "failed", "unknown_policy", "the task's policy is unknown", NULL);
     return -1;
   }
-  if (!proposer || strcmp(proposer, "test") != 0) {
+  int rc = -1;
+  if (proposer && strcmp(proposer, "test") == 0)
+    rc = proposer_test_new(run->env->fixtures_dir, &run->proposer);
+  else if (proposer && strcmp(proposer, "builtin") == 0)
+    rc = proposer_builtin_new(&run->proposer);
+  else {
     char message[256];
     snprintf(message, sizeof message, "the '%s' proposer is not available in this build; "
-             "use proposer \"test\" with --fixtures", proposer ? proposer : "?");
+             "use \"builtin\", or \"test\" with --fixtures", proposer ? proposer : "?");
     *ret_result = finish(run, "failed", "proposer_unavailable", message, NULL);
     return -1;
   }
-  if (proposer_test_new(run->env->fixtures_dir, &run->proposer) != 0)
+  if (rc != 0)
     return *ret_result = LOOP_STORE_ERROR, -1;
   return 0;
 }
@@ -209,7 +231,8 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   enum loop_result result = LOOP_STORE_ERROR;
   if (env->evaluator->set_current_task)
     env->evaluator->set_current_task(env->evaluator->self, task_id);
-  if (load_task(&run, &result) == 0 && prepare_evaluator(&run, &result) == 0) {
+  if (load_task(&run, &result) == 0 && prepare_evaluator(&run, &result) == 0 &&
+      check_supported(&run, &result) == 0) {
     if (restore_tree(&run) == 0)
       result = run_steps(&run);
     else

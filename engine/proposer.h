@@ -38,6 +38,10 @@ struct proposer {
  * Returns 0 and fills *ret, or -1 when out of memory. */
 int proposer_test_new(const char *fixtures_dir, struct proposer *ret);
 
+/* The builtin proposer (engine/builtin/proposer.c): templates and knobs, no network.
+ * Returns 0 and fills *ret. */
+int proposer_builtin_new(struct proposer *ret);
+
 /* Frees what a proposer owns (calls its free). Accepts a zeroed struct. */
 void proposer_clear(struct proposer *p);
 

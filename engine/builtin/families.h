@@ -1,0 +1,13 @@
+/* Declarations of the builtin family modules and the order the registry tries them in.
+ * A module engine/builtin/<name>.c defines `const struct builtin_family
+ * builtin_family_<name>`; add its extern here and its entry to BUILTIN_FAMILY_LIST. GEMM
+ * comes first (a GEMM with a row tail is one task), pointwise last (it matches any
+ * remaining elementwise chain). */
+#ifndef OPFORGE_BUILTIN_FAMILIES_H
+#define OPFORGE_BUILTIN_FAMILIES_H
+
+#include "engine/builtin/builtin.h"
+
+#define BUILTIN_FAMILY_LIST
+
+#endif
