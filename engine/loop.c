@@ -22,7 +22,7 @@ static void notify(const struct task_run *run) {
 /* Ends the task with status and an error {code, message[, detail]} (NULL for none). */
 static enum loop_result finish(struct task_run *run, const char *status, const char *code,
                                const char *message, json_t *detail) {
-  json_t *error = code ? json_pack("{s:s, s:s, s:O?}", "code", code, "message", message,
+  json_t *error = code ? json_pack("{s:s, s:s, s:O*}", "code", code, "message", message,
                                    "detail", detail)
                        : NULL;
   json_t *summary = json_pack("{s:s, s:i, s:i, s:o?, s:o?, s:s?}", "status", status, "steps",
@@ -89,8 +89,10 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
     return *ret_result = LOOP_STORE_ERROR, -1;
   if (!run->profile) {
     reply = NULL;
-    rc = env->evaluator->request(env->evaluator->self, "profile", json_object(),
+    json_t *no_args = json_object();
+    rc = env->evaluator->request(env->evaluator->self, "profile", no_args,
                                  env->profile_deadline_s, &reply);
+    json_decref(no_args);
     err = rc == 0 ? reply_error(reply) : NULL;
     if (rc != 0 || err) {
       *ret_result = finish(run, "failed", "profile_failed", "profiling the reference failed", err);

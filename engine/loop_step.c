@@ -148,9 +148,11 @@ static int score_step(struct task_run *run, const struct policy_choice *choice,
   enum htam_outcome ho = HTAM_CORRECT;
   if (!o->correct && htam_outcome_from_stage(o->stage, &ho) != 0)
     ho = HTAM_FAIL_INCORRECT;
+  /* The parent's time; a parent without one (failed) is compared as eager would be. */
   const struct tree_node *parent = &run->tree->nodes[choice->node];
-  double t_parent = run->eager_ms > 0 && parent->speedup > 0 ? run->eager_ms / parent->speedup
-                                                             : o->time_ms;
+  double t_parent = parent->result == TREE_CORRECT && parent->speedup > 0 && run->eager_ms > 0
+                        ? run->eager_ms / parent->speedup
+                        : run->eager_ms > 0 ? run->eager_ms : o->time_ms;
   if (htam_reward(run->env->cfg, ho, t_parent, o->time_ms, ret_r) != 0)
     *ret_r = run->env->cfg->penalty_incorrect;
   enum tree_result tr = TREE_CORRECT;

@@ -1,0 +1,229 @@
+/* A scripted evaluator for the engine tests: speaks the evaluator protocol
+ * (notes/gpu_contracts.md A) without a GPU, and evaluates each candidate as its source
+ * text says, so a fixture decides the outcome of its step.
+ *
+ * A candidate's source holds one directive, anywhere in the text:
+ *   "SCRIPT correct <ms>"  correct, median time <ms> (a positive number)
+ *   "SCRIPT compile"       compile failure, class compile/syntax_error
+ *   "SCRIPT wrong"         wrong result, class correctness/mismatch
+ *   "SCRIPT crash"         the process aborts (SIGABRT) without a reply
+ * Anything else gets an ok:false reply of stage "check", class "check/no_script".
+ *
+ * Environment:
+ *   SCRIPTED_EVAL_DELAY_MS=n  sleep n ms before answering every evaluate
+ *   SCRIPTED_EVAL_LOG=path    append "<pid> <op>" for every request (and "<pid> start")
+ *
+ * The ready line reports a device named "scripted" with the index of --device N, capability
+ * 9.0 and 150 GB, like an H200. The profile is fixed: eager 2.0 ms, compile 1.6 ms, floor
+ * 1.0 ms, one torch.softmax node (torch.fft.fft when the task's name starts with
+ * "exotic").
+ * evaluate and profile before a load_task get ok:false (stage "protocol", class
+ * "protocol/no_task"), so a supervisor that forgot to reload a restarted process shows. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static FILE *proto;   /* the protocol stream (the original fd 1) */
+static bool loaded;   /* a task was loaded in this process */
+static bool exotic;   /* the loaded task's name starts with "exotic": an FFT graph */
+
+/* A non-negative integer from the environment, or fallback when unset or malformed. */
+static long env_long(const char *name, long fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return fallback;
+  char *end = NULL;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  return (errno || *end || n < 0) ? fallback : n;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+/* Appends "<pid> <what>\n" to SCRIPTED_EVAL_LOG, when set. */
+static void log_op(const char *what) {
+  const char *path = getenv("SCRIPTED_EVAL_LOG");
+  FILE *f = path ? fopen(path, "a") : NULL;
+  if (!f)
+    return;
+  fprintf(f, "%ld %s\n", (long)getpid(), what);
+  fclose(f);
+}
+
+/* Writes one JSON value as a protocol line; takes over v. */
+static void send_line(json_t *v) {
+  char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+  if (text) {
+    fprintf(proto, "%s\n", text);
+    fflush(proto);
+  }
+  free(text);
+  json_decref(v);
+}
+
+/* An ok:false reply (caller sends it). */
+static json_t *error_reply(json_int_t id, const char *stage, const char *cls, const char *msg) {
+  return json_pack("{s:I, s:b, s:{s:s, s:s, s:s, s:s}, s:b}", "id", id, "ok", 0, "error",
+                   "stage", stage, "class", cls, "message", msg, "traceback", "", "fatal", 0);
+}
+
+/* The device index from --device N (0 for anything else). */
+static long device_index(int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--device") == 0) {
+      char *end = NULL;
+      errno = 0;
+      long n = strtol(argv[i + 1], &end, 10);
+      return (errno || *end || n < 0) ? 0 : n;
+    }
+  return 0;
+}
+
+/* The profile of every task: eager 2.0 ms over one op, torch.softmax, or torch.fft.fft
+ * for an "exotic" task (an op no builtin family covers). */
+static json_t *profile_result(void) {
+  return json_pack(
+      "{s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:s, s:n,"
+      " s:[{s:s, s:s, s:[s], s:{}, s:[i,i], s:s}],"
+      " s:[{s:s, s:s, s:[i,i], s:i}], s:[], s:[{s:s, s:s, s:[i,i], s:i}]}",
+      "eager_ms", 2.0, "compile_ms", 1.6, "floor_ms", 1.0, "impossible_ms", 0.4, "flops", 0,
+      "min_bytes", 1048576, "degenerate", 0, "device", "cuda", "timing_skipped_reason",
+      "graph", "op", "call_function", "target", exotic ? "torch.fft.fft" : "torch.softmax",
+      "args", "input:0", "kwargs",
+      "shape", 256, 512, "dtype", "float32",
+      "inputs", "name", "input:0", "dtype", "float32", "shape", 256, 512, "numel", 131072,
+      "params",
+      "outputs", "name", "output:0", "dtype", "float32", "shape", 256, 512, "numel", 131072);
+}
+
+/* The evaluation result of a failed candidate. */
+static json_t *failed_result(const char *stage, const char *cls, const char *message) {
+  bool compiled = strcmp(stage, "compile") != 0;
+  return json_pack("{s:{s:b, s:f, s:s}, s:b, s:[], s:n, s:n, s:n, s:n,"
+                   " s:{s:s, s:s, s:s}}",
+                   "compile", "ok", compiled, "ms", 12.5, "log",
+                   compiled ? "" : "kernel.cu(3): error: expected a \";\"",
+                   "correct", 0, "trials", "checks", "time", "speedup", "floor_fraction",
+                   "failure", "stage", stage, "class", cls, "message", message);
+}
+
+/* The evaluation result of a correct candidate that runs in ms. */
+static json_t *correct_result(double ms) {
+  return json_pack("{s:{s:b, s:f, s:s}, s:b, s:[{s:i, s:b, s:f, s:f}],"
+                   " s:{s:b, s:b, s:b, s:b}, s:{s:f, s:f, s:i}, s:{s:f, s:f}, s:f, s:n}",
+                   "compile", "ok", 1, "ms", 12.5, "log", "", "correct", 1, "trials", "seed", 1,
+                   "ok", 1, "max_abs", 1e-7, "max_rel", 1e-7, "checks", "inputs_unchanged", 1,
+                   "outputs_written", 1, "repeat_consistent", 1, "above_floor", 1, "time",
+                   "median_ms", ms, "mean_ms", ms, "reps", 50, "speedup", "eager", 2.0 / ms,
+                   "compile", 1.6 / ms, "floor_fraction", 1.0 / ms, "failure");
+}
+
+/* Parses a positive time in ms that ends at whitespace or the end of the text. */
+static bool parse_ms(const char *text, double *ret_ms) {
+  char *end = NULL;
+  errno = 0;
+  double ms = strtod(text, &end);
+  if (errno || end == text || !(ms > 0) || !isfinite(ms) ||
+      (*end && *end != ' ' && *end != '\n' && *end != '\t' && *end != '\r'))
+    return false;
+  *ret_ms = ms;
+  return true;
+}
+
+static bool directive_is(const char *d, const char *word) {
+  size_t n = strlen(word);
+  return strncmp(d, word, n) == 0 && (d[n] == '\0' || d[n] == ' ' || d[n] == '\n' ||
+                                      d[n] == '\t' || d[n] == '\r');
+}
+
+/* The reply to evaluate: the outcome the candidate's SCRIPT directive asks for. */
+static json_t *evaluate(json_t *req, json_int_t id) {
+  if (!loaded)
+    return error_reply(id, "protocol", "protocol/no_task", "evaluate before load_task");
+  sleep_ms(env_long("SCRIPTED_EVAL_DELAY_MS", 0));
+  const char *source =
+      json_string_value(json_object_get(json_object_get(req, "candidate"), "source"));
+  const char *d = source ? strstr(source, "SCRIPT ") : NULL;
+  if (!d)
+    return error_reply(id, "check", "check/no_script", "the source holds no SCRIPT directive");
+  d += strlen("SCRIPT ");
+  double ms = 0;
+  json_t *result = NULL;
+  if (strncmp(d, "correct ", 8) == 0 && parse_ms(d + 8, &ms)) {
+    result = correct_result(ms);
+  } else if (directive_is(d, "compile")) {
+    result = failed_result("compile", "compile/syntax_error",
+                           "kernel.cu(3): error: expected a \";\"");
+  } else if (directive_is(d, "wrong")) {
+    result = failed_result("correctness", "correctness/mismatch",
+                           "output:0 differs from the reference (max_abs 0.5)");
+  } else if (directive_is(d, "crash")) {
+    log_op("abort");
+    signal(SIGABRT, SIG_DFL);  /* a sanitizer build would otherwise turn it into exit 1 */
+    abort();
+  } else {
+    return error_reply(id, "check", "check/no_script", "unknown SCRIPT directive");
+  }
+  return json_pack("{s:I, s:b, s:o}", "id", id, "ok", 1, "result", result);
+}
+
+/* The reply to one request (caller sends it); *ret_bye is set for shutdown. */
+static json_t *answer(json_t *req, bool *ret_bye) {
+  const char *op = json_string_value(json_object_get(req, "op"));
+  json_int_t id = json_integer_value(json_object_get(req, "id"));
+  log_op(op ? op : "?");
+  if (!op)
+    return error_reply(id, "protocol", "protocol/bad_request", "request without an op");
+  if (strcmp(op, "load_task") == 0) {
+    const char *name = json_string_value(json_object_get(req, "name"));
+    loaded = true;
+    exotic = name && strncmp(name, "exotic", 6) == 0;
+    return json_pack("{s:I, s:b, s:{s:b, s:{s:[], s:{}}}}", "id", id, "ok", 1, "result",
+                     "loaded", 1, "init_inputs", "args", "kwargs");
+  }
+  if (strcmp(op, "profile") == 0)
+    return loaded ? json_pack("{s:I, s:b, s:o}", "id", id, "ok", 1, "result", profile_result())
+                  : error_reply(id, "protocol", "protocol/no_task", "profile before load_task");
+  if (strcmp(op, "evaluate") == 0)
+    return evaluate(req, id);
+  if (strcmp(op, "shutdown") == 0) {
+    *ret_bye = true;
+    return json_pack("{s:I, s:b, s:{s:b}}", "id", id, "ok", 1, "result", "bye", 1);
+  }
+  return error_reply(id, "protocol", "protocol/unknown_op", op);
+}
+
+int main(int argc, char **argv) {
+  /* Like the real evaluator: the protocol on a private fd, fd 1 pointed at stderr. */
+  int fd = dup(1);
+  if (fd < 0 || dup2(2, 1) < 0 || !(proto = fdopen(fd, "w")))
+    return 2;
+  log_op("start");
+  send_line(json_pack("{s:s, s:i, s:{s:s, s:I, s:s, s:I}}", "event", "ready", "pid",
+                      (int)getpid(), "device", "name", "scripted", "index",
+                      (json_int_t)device_index(argc, argv), "capability", "9.0",
+                      "memory_bytes", (json_int_t)150000000000LL));
+  char *line = NULL;
+  size_t cap = 0;
+  bool bye = false;
+  while (!bye && getline(&line, &cap, stdin) > 0) {
+    json_t *req = json_loads(line, 0, NULL);
+    send_line(req ? answer(req, &bye)
+                  : error_reply(0, "protocol", "protocol/bad_json", "request is not JSON"));
+    json_decref(req);
+  }
+  free(line);
+  fclose(proto);
+  return 0;
+}

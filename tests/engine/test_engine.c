@@ -1,0 +1,1538 @@
+/* Engine tests: the real opforge server with the scripted evaluator and the test
+ * proposer, driven through the HTTP API (every response checked against the spec).
+ * Fixture candidates (tests/engine/fixtures/TASK/NN.json) script each step's outcome,
+ * so step k of a task always gets file (k-1) mod n and the expected progress, rewards
+ * and memory statistics can be computed by hand (see the tables below). */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* cmocka needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/api/harness.h"
+#include "tests/api/spec_check.h"
+
+#define EAGER_MS 2.0
+#define START_TIMEOUT_MS 20000L
+#define FINAL_TIMEOUT_MS 40000L
+#define MAX_SERVERS 4
+#define EPS 1e-9
+
+/* ------------------------------------------------------------------ fixtures */
+
+/* One fixture file's scripted outcome: the step event's "outcome" and "class", and the
+ * median time of a correct candidate. */
+struct script {
+  const char *outcome;  /* "correct", "compile", "correctness" or "crash" */
+  const char *cls;      /* failure class, NULL when correct */
+  double ms;            /* median time when correct, else 0 */
+};
+
+/* A fixture directory: its files 01.json.. in order (kept in step with the files). */
+struct fixture_set {
+  const char *name;
+  size_t n;
+  struct script steps[8];
+};
+
+#define OK(ms) {"correct", NULL, ms}
+#define COMPILE {"compile", "compile/syntax_error", 0}
+#define WRONG {"correctness", "correctness/mismatch", 0}
+#define CRASH {"crash", "crash/signal_6", 0}
+
+static const struct fixture_set fixture_sets[] = {
+  {"softmax_a", 5, {OK(1.6), COMPILE, OK(1.25), WRONG, OK(0.8)}},
+  {"softmax_b", 4, {WRONG, OK(2.5), OK(1.0), COMPILE}},
+  {"mixed", 6, {OK(1.5), COMPILE, WRONG, OK(0.5), OK(1.0), COMPILE}},
+  {"crashy", 3, {OK(1.6), CRASH, OK(1.0)}},
+  {"allfail", 2, {COMPILE, WRONG}},
+};
+
+static const char REFERENCE[] =
+    "import torch\n\n"
+    "class Model(torch.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n\n"
+    "    def forward(self, x):\n"
+    "        return torch.softmax(x, dim=-1)\n\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(256, 512)]\n\n"
+    "def get_init_inputs():\n"
+    "    return []\n";
+
+/* The table of a fixture directory (static storage); fails the test when unknown. */
+static const struct fixture_set *fixture_set(const char *name) {
+  for (size_t i = 0; i < sizeof fixture_sets / sizeof fixture_sets[0]; i++)
+    if (strcmp(fixture_sets[i].name, name) == 0)
+      return &fixture_sets[i];
+  fail_msg("no fixture table for %s", name);
+  return NULL;
+}
+
+/* The scripted outcome of step (1-based) of a task on set. */
+static const struct script *script_at(const struct fixture_set *set, int step) {
+  return &set->steps[(size_t)(step - 1) % set->n];
+}
+
+static char g_fixtures[PATH_MAX];
+static char g_evaluator[PATH_MAX];
+static size_t g_soft_violations;
+
+/* The fixture file replayed at step (caller owns the result). */
+static json_t *fixture_at(const struct fixture_set *set, int step) {
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/%s/%02zu.json", g_fixtures, set->name,
+           (size_t)(step - 1) % set->n + 1);
+  json_error_t jerr;
+  json_t *doc = json_load_file(path, 0, &jerr);
+  if (!doc)
+    fail_msg("%s: %s", path, jerr.text);
+  return doc;
+}
+
+/* ------------------------------------------------------------------ the server */
+
+struct engine_server {
+  pid_t pid;
+  int out_fd;
+  char dir[PATH_MAX];   /* temp dir: data/, server.log, evaluator.log */
+  char url[64];
+  char gpus[32];
+  long delay_ms;        /* SCRIPTED_EVAL_DELAY_MS */
+};
+
+static struct engine_server *g_live[MAX_SERVERS];
+
+/* Monotonic milliseconds. */
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* Sleeps ms milliseconds, across signals. */
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+/* nftw callback that removes every entry of a temp dir. */
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+/* Writes s->dir/name into out (len bytes). */
+static void path_in(const struct engine_server *s, const char *name, char *out, size_t len) {
+  int n = snprintf(out, len, "%s/%s", s->dir, name);
+  assert_true(n > 0 && (size_t)n < len);
+}
+
+/* Prints the end of the server's log (for failures). */
+static void dump_log(const struct engine_server *s) {
+  char path[PATH_MAX + 16];
+  path_in(s, "server.log", path, sizeof path);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return;
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, size > 6144 ? size - 6144 : 0, SEEK_SET);
+  fprintf(stderr, "---- %s (last 6 KiB) ----\n", path);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    fwrite(buf, 1, n, stderr);
+  fprintf(stderr, "---- end ----\n");
+  fclose(f);
+}
+
+/* The server's environment: ours without OPFORGE_* (the server reads those as option
+ * defaults) and SCRIPTED_EVAL_*, plus the evaluator's delay and log. The caller frees
+ * the array and its last two strings (extra[0..1]). */
+static char **server_env(const struct engine_server *s, char *extra[2]) {
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **envp = calloc(n + 3, sizeof *envp);
+  char log[PATH_MAX + 16], buf[PATH_MAX + 64];
+  path_in(s, "evaluator.log", log, sizeof log);
+  snprintf(buf, sizeof buf, "SCRIPTED_EVAL_DELAY_MS=%ld", s->delay_ms);
+  extra[0] = strdup(buf);
+  snprintf(buf, sizeof buf, "SCRIPTED_EVAL_LOG=%s", log);
+  extra[1] = strdup(buf);
+  assert_non_null(envp);
+  assert_non_null(extra[0]);
+  assert_non_null(extra[1]);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "OPFORGE_", 8) != 0 && strncmp(environ[i], "SCRIPTED_EVAL_", 14) != 0)
+      envp[k++] = environ[i];
+  envp[k++] = extra[0];
+  envp[k++] = extra[1];
+  return envp;
+}
+
+/* Forks and execs the server on s->dir/data; stdout on a pipe, stderr appended to the
+ * log. */
+static void spawn_server(struct engine_server *s) {
+  char data[PATH_MAX + 8], log[PATH_MAX + 16];
+  path_in(s, "data", data, sizeof data);
+  path_in(s, "server.log", log, sizeof log);
+  const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
+                        data, "--gpus", s->gpus, "--evaluator", g_evaluator, "--fixtures",
+                        g_fixtures, "--evaluate-deadline", "30", NULL};
+  int fds[2];
+  assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+  int log_fd = getenv("OPFORGE_TEST_VERBOSE")
+                   ? dup(2)
+                   : open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  assert_true(log_fd >= 0);
+  char *extra[2];
+  char **envp = server_env(s, extra);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(log_fd, 2);
+    execve(argv[0], (char *const *)argv, envp);
+    _exit(127);
+  }
+  free(envp);
+  free(extra[0]);
+  free(extra[1]);
+  close(fds[1]);
+  close(log_fd);
+  assert_true(pid > 0);
+  s->pid = pid;
+  s->out_fd = fds[0];
+}
+
+/* Reads the server's stdout up to its listening line and keeps the URL. */
+static void wait_listening(struct engine_server *s) {
+  char line[256];
+  size_t len = 0;
+  long deadline = now_ms() + START_TIMEOUT_MS;
+  while (now_ms() < deadline) {
+    struct pollfd pfd = {.fd = s->out_fd, .events = POLLIN};
+    if (poll(&pfd, 1, 100) <= 0)
+      continue;
+    char c;
+    if (read(s->out_fd, &c, 1) != 1)
+      break;
+    if (c != '\n') {
+      if (len + 1 < sizeof line)
+        line[len++] = c;
+      continue;
+    }
+    line[len] = '\0';
+    unsigned port = 0;
+    if (sscanf(line, "listening on http://127.0.0.1:%u", &port) == 1 && port > 0) {
+      snprintf(s->url, sizeof s->url, "http://127.0.0.1:%u", port);
+      return;
+    }
+    break;
+  }
+  dump_log(s);
+  fail_msg("the server did not print its listening line");
+}
+
+/* Starts (or restarts, on the same data) the server of s. */
+static void es_launch(struct engine_server *s) {
+  spawn_server(s);
+  wait_listening(s);
+}
+
+/* A server on a new temp dir with --gpus gpus and the evaluator's delay (caller ends it
+ * with es_stop; the teardown kills whatever a failed test left). */
+static struct engine_server *es_start(const char *gpus, long delay_ms) {
+  struct engine_server *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  s->pid = -1;
+  s->out_fd = -1;
+  s->delay_ms = delay_ms;
+  snprintf(s->gpus, sizeof s->gpus, "%s", gpus);
+  snprintf(s->dir, sizeof s->dir, "/tmp/opforge-engine-XXXXXX");
+  assert_non_null(mkdtemp(s->dir));
+  char data[PATH_MAX + 8];
+  path_in(s, "data", data, sizeof data);
+  assert_int_equal(mkdir(data, 0700), 0);
+  for (size_t i = 0; i < MAX_SERVERS; i++)
+    if (!g_live[i]) {
+      g_live[i] = s;
+      break;
+    }
+  es_launch(s);
+  return s;
+}
+
+/* SIGKILLs the server process (its evaluators see EOF and exit on their own). */
+static void es_kill9(struct engine_server *s) {
+  assert_int_equal(kill(s->pid, SIGKILL), 0);
+  int status = 0;
+  assert_int_equal(waitpid(s->pid, &status, 0), s->pid);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  s->pid = -1;
+  close(s->out_fd);
+  s->out_fd = -1;
+}
+
+/* Frees s and its temp dir; kills the process first when it still runs. */
+static void es_free(struct engine_server *s) {
+  if (!s)
+    return;
+  if (s->pid > 0) {
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+  }
+  if (s->out_fd >= 0)
+    close(s->out_fd);
+  for (size_t i = 0; i < MAX_SERVERS; i++)
+    if (g_live[i] == s)
+      g_live[i] = NULL;
+  nftw(s->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  free(s);
+}
+
+/* SIGTERM; the server must exit 0 within 20 s. Frees s. */
+static void es_stop(struct engine_server *s) {
+  kill(s->pid, SIGTERM);
+  int status = -1;
+  long deadline = now_ms() + 20000;
+  while (waitpid(s->pid, &status, WNOHANG) == 0 && now_ms() < deadline)
+    sleep_ms(10);
+  bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!clean)
+    dump_log(s);
+  else
+    s->pid = -1;
+  es_free(s);
+  assert_true(clean);
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+struct body_sink {
+  struct http_response *resp;
+  size_t cap;
+};
+
+/* curl write callback: appends to the response body (owned by the response). */
+static size_t on_body(char *data, size_t size, size_t nmemb, void *user) {
+  struct body_sink *b = user;
+  struct http_response *r = b->resp;
+  size_t n = size * nmemb;
+  if (r->body_len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < r->body_len + n + 1)
+      cap *= 2;
+    char *grown = realloc(r->body, cap);
+    if (!grown)
+      return 0;
+    r->body = grown;
+    b->cap = cap;
+  }
+  memcpy(r->body + r->body_len, data, n);
+  r->body_len += n;
+  r->body[r->body_len] = '\0';
+  return n;
+}
+
+/* Keeps the headers of the final response (a status line starts the list over). */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *user) {
+  struct http_response *r = user;
+  size_t n = size * nmemb;
+  if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+    for (size_t i = 0; i < r->n_headers; i++) {
+      free((char *)r->headers[i].name);
+      free((char *)r->headers[i].value);
+    }
+    r->n_headers = 0;
+    return n;
+  }
+  const char *colon = memchr(data, ':', n);
+  if (!colon)
+    return n;
+  const char *value = colon + 1, *end = data + n;
+  while (value < end && (*value == ' ' || *value == '\t'))
+    value++;
+  while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+    end--;
+  struct spec_header *grown = realloc(r->headers, (r->n_headers + 1) * sizeof *grown);
+  if (!grown)
+    return 0;
+  r->headers = grown;
+  r->headers[r->n_headers].name = strndup(data, (size_t)(colon - data));
+  r->headers[r->n_headers].value = strndup(value, (size_t)(end - value));
+  r->n_headers++;
+  return n;
+}
+
+/* Checks a response against the spec: fatal, or counted under OPFORGE_SPEC_SOFT. */
+static void check_spec(const char *method, const char *path, const struct http_response *r) {
+  struct spec_exchange ex = {.method = method, .target = path, .status = r->status,
+                             .headers = r->headers, .n_headers = r->n_headers,
+                             .body = r->body, .body_len = r->body_len};
+  char err[2048];
+  if (spec_check_response(harness_spec(), &ex, err, sizeof err) == 0)
+    return;
+  if (!getenv("OPFORGE_SPEC_SOFT"))
+    fail_msg("%s %s: spec violation: %s\n  body: %.600s", method, path, err, r->body);
+  g_soft_violations++;
+  print_error("%s %s: spec violation (deferred): %s\n", method, path, err);
+}
+
+/* One request (body: JSON text or NULL). The caller frees the response with
+ * http_response_free. */
+static struct http_response *es_request(struct engine_server *s, const char *method,
+                                        const char *path, const char *body) {
+  struct http_response *r = calloc(1, sizeof *r);
+  CURL *e = curl_easy_init();
+  assert_non_null(r);
+  assert_non_null(e);
+  char url[512];
+  snprintf(url, sizeof url, "%s%s", s->url, path);
+  struct body_sink sink = {.resp = r};
+  struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 30000L);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+  if (body) {
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+  }
+  if (strcmp(method, "GET") != 0 && (!body || strcmp(method, "POST") != 0))
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  CURLcode rc = curl_easy_perform(e);
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(e);
+  if (rc != CURLE_OK)
+    fail_msg("%s %s: %s", method, path, curl_easy_strerror(rc));
+  if (!r->body)
+    r->body = calloc(1, 1);
+  check_spec(method, path, r);
+  return r;
+}
+
+/* A request whose status must be want; returns the JSON body (caller owns). */
+static json_t *es_json(struct engine_server *s, const char *method, const char *path,
+                       const char *body, long want) {
+  struct http_response *r = es_request(s, method, path, body);
+  if (r->status != want)
+    fail_msg("%s %s: status %ld, want %ld; body %.600s", method, path, r->status, want, r->body);
+  json_t *doc = http_json(r);
+  http_response_free(r);
+  return doc;
+}
+
+/* GET path, which must answer 200; returns the JSON body (caller owns). */
+static json_t *es_get(struct engine_server *s, const char *path) {
+  return es_json(s, "GET", path, NULL, 200);
+}
+
+/* ------------------------------------------------------------------ tasks */
+
+/* Submits a task with the test proposer (or proposer); returns its id (caller frees). */
+static char *submit(struct engine_server *s, const char *name, const char *policy,
+                    const char *proposer, int steps, int seconds) {
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i}, s:i}", "name", name, "reference",
+                          REFERENCE, "proposer", proposer, "policy", policy, "budget", "steps",
+                          steps, "seconds", seconds, "seed", 7);
+  char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  struct http_response *r = es_request(s, "POST", "/v1/tasks", text);
+  free(text);
+  if (r->status != 202)
+    fail_msg("POST /v1/tasks: status %ld: %.600s", r->status, r->body);
+  json_t *task = http_json(r);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  char location[128];
+  snprintf(location, sizeof location, "/v1/tasks/%s", id);
+  assert_string_equal(http_header(r, "Location"), location);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "queued");
+  json_decref(task);
+  http_response_free(r);
+  return id;
+}
+
+/* GET /v1/tasks/{id} (caller owns the task). */
+static json_t *get_task(struct engine_server *s, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%s", id);
+  return es_get(s, path);
+}
+
+/* True for succeeded, failed and cancelled. */
+static bool is_final(const char *status) {
+  return strcmp(status, "succeeded") == 0 || strcmp(status, "failed") == 0 ||
+         strcmp(status, "cancelled") == 0;
+}
+
+/* Polls the task until it is final; returns it (caller owns). */
+static json_t *wait_final(struct engine_server *s, const char *id) {
+  long deadline = now_ms() + FINAL_TIMEOUT_MS;
+  for (;;) {
+    json_t *task = get_task(s, id);
+    if (is_final(json_string_value(json_object_get(task, "status"))))
+      return task;
+    json_decref(task);
+    if (now_ms() > deadline) {
+      dump_log(s);
+      fail_msg("task %s not final after %ld ms", id, FINAL_TIMEOUT_MS);
+    }
+    sleep_ms(40);
+  }
+}
+
+/* Polls until the task has committed at least min_step steps; returns the step seen. */
+static int wait_step(struct engine_server *s, const char *id, int min_step) {
+  long deadline = now_ms() + FINAL_TIMEOUT_MS;
+  for (;;) {
+    json_t *task = get_task(s, id);
+    int step = (int)json_integer_value(json_object_get(json_object_get(task, "progress"), "step"));
+    const char *status = json_string_value(json_object_get(task, "status"));
+    bool final = is_final(status);
+    json_decref(task);
+    if (step >= min_step)
+      return step;
+    if (final)
+      fail_msg("task %s ended at step %d before step %d", id, step, min_step);
+    if (now_ms() > deadline)
+      fail_msg("task %s did not reach step %d", id, min_step);
+    sleep_ms(20);
+  }
+}
+
+/* The task's whole event stream (it ends because the task is final), as an array of
+ * {"seq","type","time","data"} (caller owns). */
+static json_t *get_events(struct engine_server *s, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%s/events", id);
+  struct http_response *r = es_request(s, "GET", path, NULL);
+  assert_int_equal(r->status, 200);
+  json_t *events = json_array();
+  for (const char *p = r->body; p && *p;) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    if (len > 6 && strncmp(p, "data: ", 6) == 0) {
+      json_error_t jerr;
+      json_t *ev = json_loadb(p + 6, len - 6, 0, &jerr);
+      if (!ev)
+        fail_msg("event data is not JSON: %s", jerr.text);
+      json_array_append_new(events, ev);
+    }
+    p = eol ? eol + 1 : NULL;
+  }
+  http_response_free(r);
+  return events;
+}
+
+/* Every candidate of the task, following next_cursor with pages of 2 (caller owns). */
+static json_t *get_candidates(struct engine_server *s, const char *id) {
+  json_t *all = json_array();
+  char cursor[64] = "";
+  for (int page = 0; page < 1000; page++) {
+    char path[256];
+    snprintf(path, sizeof path, "/v1/tasks/%s/candidates?limit=2%s%s", id,
+             cursor[0] ? "&cursor=" : "", cursor);
+    json_t *doc = es_get(s, path);
+    json_t *items = json_object_get(doc, "items");
+    assert_true(json_array_size(items) <= 2);
+    json_array_extend(all, items);
+    const char *next = json_string_value(json_object_get(doc, "next_cursor"));
+    snprintf(cursor, sizeof cursor, "%s", next ? next : "");
+    json_decref(doc);
+    if (!next)
+      return all;
+  }
+  fail_msg("candidate pages do not end");
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ expectations */
+
+/* What the fixtures give for steps 1..steps: correct count and best time. */
+struct expected_run {
+  int steps, correct;
+  double best_ms;   /* 0 when no step was correct */
+};
+
+static struct expected_run expect_run(const struct fixture_set *set, int steps) {
+  struct expected_run e = {.steps = steps};
+  for (int k = 1; k <= steps; k++) {
+    const struct script *sc = script_at(set, k);
+    if (strcmp(sc->outcome, "correct") != 0)
+      continue;
+    e.correct++;
+    if (e.best_ms == 0 || sc->ms < e.best_ms)
+      e.best_ms = sc->ms;
+  }
+  return e;
+}
+
+static void assert_near(double got, double want, const char *what) {
+  if (!(fabs(got - want) <= EPS * (1.0 + fabs(want))))
+    fail_msg("%s: got %.17g, want %.17g", what, got, want);
+}
+
+/* Index of the candidate with id among the first n of cands, or -1. */
+static long candidate_index(json_t *cands, size_t n, const char *id) {
+  for (size_t i = 0; id && i < n && i < json_array_size(cands); i++)
+    if (strcmp(json_string_value(json_object_get(json_array_get(cands, i), "id")), id) == 0)
+      return (long)i;
+  return -1;
+}
+
+/* The expected reward r of candidate i (DESIGN 6): ln(t_parent/t_new) when correct, the
+ * parent being the reference (eager) or the node expanded (a failed parent has no time,
+ * and the loop then compares with eager); fixed penalties otherwise. */
+static double expected_reward(const struct fixture_set *set, json_t *cands, size_t i) {
+  const struct script *sc = script_at(set, (int)i + 1);
+  if (strcmp(sc->outcome, "compile") == 0)
+    return -0.5;
+  if (strcmp(sc->outcome, "correctness") == 0)
+    return -0.3;
+  if (strcmp(sc->outcome, "crash") == 0)
+    return -0.7;
+  long p = candidate_index(cands, i, json_string_value(
+                                         json_object_get(json_array_get(cands, i), "parent_id")));
+  double t_parent = EAGER_MS;
+  if (p >= 0) {
+    const struct script *ps = script_at(set, (int)p + 1);
+    t_parent = strcmp(ps->outcome, "correct") == 0 ? EAGER_MS / (EAGER_MS / ps->ms) : EAGER_MS;
+  }
+  return log(t_parent / sc->ms);
+}
+
+/* The greedy chain's parent of step i (0-based): the fastest correct earlier step, the
+ * earliest among equals, when it beats the reference (eager); else -1, the reference. */
+static long greedy_parent(const struct fixture_set *set, size_t i) {
+  long best = -1;
+  double best_ms = EAGER_MS;
+  for (size_t j = 0; j < i; j++) {
+    const struct script *sc = script_at(set, (int)j + 1);
+    if (strcmp(sc->outcome, "correct") == 0 && sc->ms < best_ms) {
+      best = (long)j;
+      best_ms = sc->ms;
+    }
+  }
+  return best;
+}
+
+/* ------------------------------------------------------------------ checks of one run */
+
+/* What a finished task left: its task, events and candidates (all owned). */
+struct run_record {
+  const struct fixture_set *set;
+  json_t *task, *events, *candidates;
+};
+
+/* Releases what r holds and zeroes it. */
+static void run_record_clear(struct run_record *r) {
+  json_decref(r->task);
+  json_decref(r->events);
+  json_decref(r->candidates);
+  memset(r, 0, sizeof *r);
+}
+
+/* The type of event i (borrowed from events). */
+static const char *ev_type(json_t *events, size_t i) {
+  return json_string_value(json_object_get(json_array_get(events, i), "type"));
+}
+
+/* The step events of a run, in order (borrowed references in a new array). */
+static json_t *step_events(json_t *events) {
+  json_t *steps = json_array();
+  size_t i;
+  json_t *ev;
+  json_array_foreach(events, i, ev) if (strcmp(ev_type(events, i), "step") == 0)
+      json_array_append(steps, json_object_get(ev, "data"));
+  return steps;
+}
+
+/* queued, running, profiled, step x steps, final, finished: exactly. */
+static void check_event_types(json_t *events, int steps, const char *final) {
+  size_t n = json_array_size(events);
+  if (n != (size_t)steps + 5) {
+    char *dump = json_dumps(events, JSON_COMPACT);
+    fail_msg("want %d events, got %zu: %.2000s", steps + 5, n, dump);
+  }
+  assert_string_equal(ev_type(events, 0), "queued");
+  assert_string_equal(ev_type(events, 1), "running");
+  assert_string_equal(ev_type(events, 2), "profiled");
+  for (int k = 0; k < steps; k++)
+    assert_string_equal(ev_type(events, 3 + (size_t)k), "step");
+  assert_string_equal(ev_type(events, n - 2), final);
+  assert_string_equal(ev_type(events, n - 1), "finished");
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(events, i), "seq")),
+                     (json_int_t)i + 1);
+}
+
+/* The baselines from the scripted profile. */
+static void check_baselines(json_t *baselines) {
+  assert_true(json_is_object(baselines));
+  assert_near(json_number_value(json_object_get(baselines, "eager_ms")), 2.0, "eager_ms");
+  assert_near(json_number_value(json_object_get(baselines, "compile_ms")), 1.6, "compile_ms");
+  assert_near(json_number_value(json_object_get(baselines, "floor_ms")), 1.0, "floor_ms");
+  assert_string_equal(json_string_value(json_object_get(baselines, "family")), "softmax");
+}
+
+/* progress of the task against the fixtures. */
+static void check_progress(json_t *task, const struct expected_run *e, int budget_steps) {
+  json_t *p = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(p, "step")), e->steps);
+  assert_int_equal(json_integer_value(json_object_get(p, "budget_steps")), budget_steps);
+  assert_int_equal(json_integer_value(json_object_get(p, "candidates")), e->steps);
+  assert_int_equal(json_integer_value(json_object_get(p, "correct")), e->correct);
+  if (e->correct) {
+    assert_near(json_number_value(json_object_get(p, "best_speedup")), EAGER_MS / e->best_ms,
+                "best_speedup");
+    assert_near(json_number_value(json_object_get(p, "best_ms")), e->best_ms, "best_ms");
+  } else {
+    assert_true(json_is_null(json_object_get(p, "best_speedup")));
+    assert_true(json_is_null(json_object_get(p, "best_ms")));
+  }
+  check_baselines(json_object_get(task, "baselines"));
+}
+
+/* One step event against its candidate and the fixtures; *best is the running best. */
+static void check_step_event(json_t *data, json_t *cand, const struct script *sc, int step,
+                             int budget_steps, double *best, double reward) {
+  assert_int_equal(json_integer_value(json_object_get(data, "step")), step);
+  assert_int_equal(json_integer_value(json_object_get(data, "budget_steps")), budget_steps);
+  assert_string_equal(json_string_value(json_object_get(data, "outcome")), sc->outcome);
+  assert_string_equal(json_string_value(json_object_get(data, "candidate")),
+                      json_string_value(json_object_get(cand, "id")));
+  assert_true(json_equal(json_object_get(data, "direction"), json_object_get(cand, "direction")));
+  assert_true(json_equal(json_object_get(data, "strategy"), json_object_get(cand, "strategy")));
+  assert_true(json_equal(json_object_get(data, "kind"), json_object_get(cand, "step_kind")));
+  assert_near(json_number_value(json_object_get(data, "reward")), reward, "step reward");
+  if (sc->cls) {
+    assert_string_equal(json_string_value(json_object_get(data, "class")), sc->cls);
+    assert_true(json_is_null(json_object_get(data, "time_ms")));
+    assert_true(json_is_null(json_object_get(data, "speedup")));
+  } else {
+    assert_true(json_is_null(json_object_get(data, "class")));
+    assert_near(json_number_value(json_object_get(data, "time_ms")), sc->ms, "time_ms");
+    assert_near(json_number_value(json_object_get(data, "speedup")), EAGER_MS / sc->ms, "speedup");
+    if (*best == 0 || EAGER_MS / sc->ms > *best)
+      *best = EAGER_MS / sc->ms;
+  }
+  if (*best > 0)
+    assert_near(json_number_value(json_object_get(data, "best_speedup")), *best, "best_speedup");
+  else
+    assert_true(json_is_null(json_object_get(data, "best_speedup")));
+}
+
+/* Every step event, in order, against the candidates and the fixtures. */
+static void check_step_events(const struct run_record *r, int budget_steps) {
+  json_t *steps = step_events(r->events);
+  assert_int_equal(json_array_size(steps), json_array_size(r->candidates));
+  double best = 0;
+  for (size_t i = 0; i < json_array_size(steps); i++)
+    check_step_event(json_array_get(steps, i), json_array_get(r->candidates, i),
+                     script_at(r->set, (int)i + 1), (int)i + 1, budget_steps, &best,
+                     expected_reward(r->set, r->candidates, i));
+  json_decref(steps);
+}
+
+/* The fixture's SCRIPT directive agrees with the table (a guard for the tables). */
+static void check_directive(const char *source, const struct script *sc) {
+  const char *d = source ? strstr(source, "SCRIPT ") : NULL;
+  assert_non_null(d);
+  d += strlen("SCRIPT ");
+  if (!sc->cls) {
+    assert_int_equal(strncmp(d, "correct ", 8), 0);
+    assert_near(strtod(d + 8, NULL), sc->ms, "fixture time");
+    return;
+  }
+  const char *word = strcmp(sc->outcome, "correctness") == 0 ? "wrong" : sc->outcome;
+  assert_int_equal(strncmp(d, word, strlen(word)), 0);
+}
+
+/* Candidate i's stored record: fixture source, options and plan, the evaluator's
+ * result, its step and task. */
+static void check_candidate_body(json_t *cand, const struct fixture_set *set, size_t i,
+                                 const char *task_id) {
+  const struct script *sc = script_at(set, (int)i + 1);
+  json_t *fixture = fixture_at(set, (int)i + 1);
+  check_directive(json_string_value(json_object_get(fixture, "source")), sc);
+  assert_true(json_equal(json_object_get(cand, "source"), json_object_get(fixture, "source")));
+  assert_true(json_equal(json_object_get(cand, "plan"), json_object_get(fixture, "plan")));
+  assert_true(json_equal(json_object_get(cand, "options"), json_object_get(fixture, "options")));
+  json_decref(fixture);
+  assert_int_equal(json_integer_value(json_object_get(cand, "step")), (json_int_t)i + 1);
+  assert_string_equal(json_string_value(json_object_get(cand, "task_id")), task_id);
+  json_t *result = json_object_get(cand, "result");
+  assert_int_equal(json_is_true(json_object_get(result, "correct")), sc->cls == NULL);
+  json_t *failure = json_object_get(result, "failure");
+  if (sc->cls) {
+    assert_string_equal(json_string_value(json_object_get(failure, "stage")), sc->outcome);
+    assert_string_equal(json_string_value(json_object_get(failure, "class")), sc->cls);
+  } else {
+    assert_true(json_is_null(failure));
+    assert_near(json_number_value(json_object_get(json_object_get(result, "time"), "median_ms")),
+                sc->ms, "median_ms");
+  }
+}
+
+/* True when the memory has a global node id (from GET /v1/memory/global). */
+static bool has_global(json_t *globals, const char *id) {
+  size_t i;
+  json_t *g;
+  json_array_foreach(globals, i, g) if (strcmp(json_string_value(json_object_get(g, "id")), id) == 0)
+      return true;
+  return false;
+}
+
+/* How many of the first n candidates are small steps from parent. */
+static size_t small_children(json_t *cands, size_t n, const char *parent) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++) {
+    json_t *c = json_array_get(cands, i);
+    const char *p = json_string_value(json_object_get(c, "parent_id"));
+    count += p && strcmp(p, parent) == 0 &&
+             strcmp(json_string_value(json_object_get(c, "step_kind")), "small") == 0;
+  }
+  return count;
+}
+
+/* Candidate i's lineage: parent an earlier candidate (the greedy chain's one exactly),
+ * direction a memory direction, strategy one of its local nodes, a small tree step
+ * keeping its parent's direction. */
+static void check_lineage(struct engine_server *s, const struct run_record *r, size_t i,
+                          bool greedy, json_t *globals) {
+  json_t *cand = json_array_get(r->candidates, i);
+  const char *parent = json_string_value(json_object_get(cand, "parent_id"));
+  long p = candidate_index(r->candidates, i, parent);
+  assert_true(parent == NULL || p >= 0);
+  const char *kind = json_string_value(json_object_get(cand, "step_kind"));
+  const char *direction = json_string_value(json_object_get(cand, "direction"));
+  assert_non_null(direction);
+  assert_true(has_global(globals, direction));
+  if (greedy) {
+    assert_int_equal(p, greedy_parent(r->set, i));
+    assert_string_equal(kind, p < 0 ? "large" : "small");
+  } else if (strcmp(kind, "small") == 0) {
+    assert_true(p >= 0);  /* the reference is always expanded by a large step */
+    assert_true(json_equal(json_object_get(json_array_get(r->candidates, (size_t)p), "direction"),
+                           json_object_get(cand, "direction")));
+    assert_true(small_children(r->candidates, i + 1, parent) <= 2);  /* then a large step */
+  } else {
+    assert_string_equal(kind, "large");
+  }
+  const char *strategy = json_string_value(json_object_get(cand, "strategy"));
+  if (strategy) {
+    char path[160];
+    snprintf(path, sizeof path, "/v1/memory/local/%s", strategy);
+    json_t *local = es_get(s, path);
+    assert_string_equal(json_string_value(json_object_get(local, "global")), direction);
+    json_decref(local);
+  }
+}
+
+/* Every candidate: the list against the fixtures and the lineage rules, and each one
+ * through GET /v1/candidates/{id}. */
+static void check_candidates(struct engine_server *s, const struct run_record *r, bool greedy) {
+  json_t *doc = es_get(s, "/v1/memory/global");
+  json_t *globals = json_object_get(doc, "items");
+  const char *task_id = json_string_value(json_object_get(r->task, "id"));
+  for (size_t i = 0; i < json_array_size(r->candidates); i++) {
+    json_t *cand = json_array_get(r->candidates, i);
+    check_candidate_body(cand, r->set, i, task_id);
+    check_lineage(s, r, i, greedy, globals);
+    assert_int_equal(candidate_index(r->candidates, json_array_size(r->candidates),
+                                     json_string_value(json_object_get(cand, "id"))),
+                     (long)i);  /* ids are unique */
+    char path[128];
+    snprintf(path, sizeof path, "/v1/candidates/%s",
+             json_string_value(json_object_get(cand, "id")));
+    json_t *one = es_get(s, path);
+    assert_true(json_equal(one, cand));
+    json_decref(one);
+  }
+  json_decref(doc);
+}
+
+/* The "finished" event's summary. */
+static void check_finished(json_t *events, const struct expected_run *e, const char *status) {
+  json_t *data = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+  assert_string_equal(json_string_value(json_object_get(data, "status")), status);
+  assert_int_equal(json_integer_value(json_object_get(data, "steps")), e->steps);
+  assert_int_equal(json_integer_value(json_object_get(data, "correct")), e->correct);
+  if (e->correct)
+    assert_near(json_number_value(json_object_get(data, "best_speedup")), EAGER_MS / e->best_ms,
+                "finished best_speedup");
+}
+
+/* Waits for the task to end and checks everything about it against the fixtures:
+ * status, progress, baselines, events in order, step events, candidates. Fills *ret. */
+static void check_run(struct engine_server *s, const char *id, const char *fixture,
+                      int budget_steps, int want_steps, const char *want_status, bool greedy,
+                      struct run_record *ret) {
+  struct run_record r = {.set = fixture_set(fixture)};
+  r.task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(r.task, "status")), want_status);
+  r.events = get_events(s, id);
+  r.candidates = get_candidates(s, id);
+  struct expected_run e = expect_run(r.set, want_steps);
+  check_progress(r.task, &e, budget_steps);
+  check_event_types(r.events, want_steps, want_status);
+  check_baselines(json_object_get(json_object_get(json_array_get(r.events, 2), "data"),
+                                  "baselines"));
+  assert_int_equal(json_array_size(r.candidates), want_steps);
+  check_step_events(&r, budget_steps);
+  check_candidates(s, &r, greedy);
+  check_finished(r.events, &e, want_status);
+  if (strcmp(want_status, "succeeded") == 0)
+    assert_true(json_is_null(json_object_get(r.task, "error")));
+  *ret = r;
+}
+
+/* ------------------------------------------------------------------ memory checks */
+
+struct tally {
+  char id[128];        /* direction, strategy or "from>to" */
+  double n, reward, successes, improvements;
+};
+
+struct tallies {
+  struct tally t[256];
+  size_t n;
+};
+
+/* The tally named id in ts, added at zero when new (borrowed from ts). */
+static struct tally *tally_at(struct tallies *ts, const char *id) {
+  for (size_t i = 0; i < ts->n; i++)
+    if (strcmp(ts->t[i].id, id) == 0)
+      return &ts->t[i];
+  assert_true(ts->n < sizeof ts->t / sizeof ts->t[0]);
+  struct tally *t = &ts->t[ts->n++];
+  memset(t, 0, sizeof *t);
+  snprintf(t->id, sizeof t->id, "%s", id);
+  return t;
+}
+
+/* Adds one step's edges: its prefix (the directions from the expanded node up, repeats
+ * collapsed, at most 3, DESIGN 6 and the search defaults), each weighted by
+ * exp(-0.7 i) normalized. */
+static void tally_edges(struct tallies *edges, json_t *cands, size_t i, double r) {
+  const char *prefix[3];
+  size_t n = 0;
+  json_t *cand = json_array_get(cands, i);
+  const char *to = json_string_value(json_object_get(cand, "direction"));
+  long p = candidate_index(cands, i, json_string_value(json_object_get(cand, "parent_id")));
+  while (p >= 0 && n < 3) {
+    json_t *pc = json_array_get(cands, (size_t)p);
+    const char *d = json_string_value(json_object_get(pc, "direction"));
+    if (!(n && strcmp(prefix[n - 1], d) == 0))
+      prefix[n++] = d;
+    p = candidate_index(cands, (size_t)p, json_string_value(json_object_get(pc, "parent_id")));
+  }
+  double alpha[3], total = 0;
+  for (size_t k = 0; k < n; k++)
+    total += alpha[k] = exp(-0.7 * (double)k);
+  for (size_t k = 0; k < n; k++) {
+    char key[128];
+    snprintf(key, sizeof key, "%s>%s", prefix[k], to);
+    struct tally *t = tally_at(edges, key);
+    t->n += alpha[k] / total;
+    t->reward += alpha[k] / total * r;
+  }
+}
+
+/* Expected statistics of directions, strategies and edges from the runs' steps. */
+static void tally_runs(const struct run_record *runs, size_t n_runs, struct tallies *globals,
+                       struct tallies *locals, struct tallies *edges) {
+  for (size_t k = 0; k < n_runs; k++) {
+    json_t *steps = step_events(runs[k].events);
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+      json_t *data = json_array_get(steps, i);
+      double r = json_number_value(json_object_get(data, "reward"));
+      bool correct = strcmp(json_string_value(json_object_get(data, "outcome")), "correct") == 0;
+      struct tally *g = tally_at(globals, json_string_value(json_object_get(data, "direction")));
+      g->n += 1;
+      g->reward += r;
+      g->successes += correct;
+      g->improvements += correct && r > 0;
+      const char *strategy = json_string_value(json_object_get(data, "strategy"));
+      if (strategy) {
+        struct tally *l = tally_at(locals, strategy);
+        l->n += 1;
+        l->reward += r;
+        l->successes += correct;
+      }
+      tally_edges(edges, runs[k].candidates, i, r);
+    }
+    json_decref(steps);
+  }
+}
+
+/* stats.key of a memory record, 0 when absent. */
+static double stat_of(json_t *node, const char *key) {
+  return json_number_value(json_object_get(json_object_get(node, "stats"), key));
+}
+
+/* GET /v1/memory/global: every direction's n, reward sum, successes and improvements
+ * equal the tally (zero when no step took it). Returns the total n. */
+static double check_globals(struct engine_server *s, struct tallies *expect) {
+  json_t *doc = es_get(s, "/v1/memory/global");
+  double total = 0;
+  size_t i, matched = 0;
+  json_t *g;
+  json_array_foreach(json_object_get(doc, "items"), i, g) {
+    const char *id = json_string_value(json_object_get(g, "id"));
+    struct tally none = {.n = 0}, *t = &none;
+    for (size_t k = 0; k < expect->n; k++)
+      if (strcmp(expect->t[k].id, id) == 0)
+        t = &expect->t[k], matched++;
+    char what[160];
+    snprintf(what, sizeof what, "global %s n", id);
+    assert_near(stat_of(g, "n"), t->n, what);
+    assert_near(stat_of(g, "reward_sum"), t->reward, "global reward_sum");
+    assert_near(stat_of(g, "successes"), t->successes, "global successes");
+    assert_near(stat_of(g, "improvements"), t->improvements, "global improvements");
+    total += stat_of(g, "n");
+  }
+  assert_int_equal(matched, expect->n);
+  json_decref(doc);
+  return total;
+}
+
+/* Every local node's n, reward sum and successes equal the tally. */
+static void check_locals(struct engine_server *s, struct tallies *expect) {
+  json_t *doc = es_get(s, "/v1/memory/global");
+  size_t i, j, matched = 0;
+  json_t *g, *l;
+  json_array_foreach(json_object_get(doc, "items"), i, g) {
+    char path[160];
+    snprintf(path, sizeof path, "/v1/memory/global/%s/local",
+             json_string_value(json_object_get(g, "id")));
+    json_t *locals = es_get(s, path);
+    json_array_foreach(json_object_get(locals, "items"), j, l) {
+      const char *id = json_string_value(json_object_get(l, "id"));
+      struct tally none = {.n = 0}, *t = &none;
+      for (size_t k = 0; k < expect->n; k++)
+        if (strcmp(expect->t[k].id, id) == 0)
+          t = &expect->t[k], matched++;
+      char what[160];
+      snprintf(what, sizeof what, "local %s n", id);
+      assert_near(stat_of(l, "n"), t->n, what);
+      assert_near(stat_of(l, "reward_sum"), t->reward, "local reward_sum");
+      assert_near(stat_of(l, "successes"), t->successes, "local successes");
+    }
+    json_decref(locals);
+  }
+  assert_int_equal(matched, expect->n);
+  json_decref(doc);
+}
+
+/* Every edge's weighted n and reward sum equal the tally; edges no step touched stay
+ * at zero. */
+static void check_edges(struct engine_server *s, struct tallies *expect) {
+  json_t *doc = es_get(s, "/v1/memory/edges");
+  size_t i, matched = 0;
+  json_t *e;
+  json_array_foreach(json_object_get(doc, "items"), i, e) {
+    char key[128];
+    snprintf(key, sizeof key, "%s>%s", json_string_value(json_object_get(e, "from")),
+             json_string_value(json_object_get(e, "to")));
+    struct tally none = {.n = 0}, *t = &none;
+    for (size_t k = 0; k < expect->n; k++)
+      if (strcmp(expect->t[k].id, key) == 0)
+        t = &expect->t[k], matched++;
+    char what[200];
+    snprintf(what, sizeof what, "edge %s n", key);
+    assert_near(stat_of(e, "n"), t->n, what);
+    snprintf(what, sizeof what, "edge %s reward_sum", key);
+    assert_near(stat_of(e, "reward_sum"), t->reward, what);
+  }
+  assert_int_equal(matched, expect->n);
+  json_decref(doc);
+}
+
+/* The newest evidence rows of every strategy a step used name this task, the step's
+ * candidate and its outcome. */
+static void check_evidence(struct engine_server *s, const struct run_record *r) {
+  json_t *steps = step_events(r->events);
+  const char *task_id = json_string_value(json_object_get(r->task, "id"));
+  for (size_t i = 0; i < json_array_size(steps); i++) {
+    json_t *data = json_array_get(steps, i);
+    const char *strategy = json_string_value(json_object_get(data, "strategy"));
+    if (!strategy)
+      continue;
+    char path[160];
+    snprintf(path, sizeof path, "/v1/memory/local/%s", strategy);
+    json_t *local = es_get(s, path);
+    const char *cand = json_string_value(json_object_get(data, "candidate"));
+    size_t k;
+    json_t *row, *found = NULL;
+    json_array_foreach(json_object_get(local, "evidence"), k, row) if (
+        strcmp(json_string_value(json_object_get(row, "candidate_id")), cand) == 0) found = row;
+    if (!found)
+      fail_msg("no evidence row for candidate %s under %s", cand, strategy);
+    assert_string_equal(json_string_value(json_object_get(found, "task_id")), task_id);
+    assert_string_equal(json_string_value(json_object_get(found, "outcome")),
+                        json_string_value(json_object_get(data, "outcome")));
+    assert_near(json_number_value(json_object_get(found, "reward")),
+                json_number_value(json_object_get(data, "reward")), "evidence reward");
+    json_decref(local);
+  }
+  json_decref(steps);
+}
+
+/* The memory counts each step of the runs exactly once: directions, strategies (with
+ * evidence rows) and weighted edges; the total n over directions is total_steps. */
+static void check_memory(struct engine_server *s, const struct run_record *runs, size_t n_runs,
+                         int total_steps) {
+  struct tallies *t = calloc(3, sizeof *t);
+  assert_non_null(t);
+  tally_runs(runs, n_runs, &t[0], &t[1], &t[2]);
+  assert_near(check_globals(s, &t[0]), total_steps, "total n over the directions");
+  check_locals(s, &t[1]);
+  check_edges(s, &t[2]);
+  for (size_t k = 0; k < n_runs; k++)
+    check_evidence(s, &runs[k]);
+  free(t);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* One policy end to end on softmax_a with a budget of 5 steps: status, events,
+ * progress, candidates, and the memory counting each step once. softmax_a scripts
+ * 1.6 ms, compile, 1.25 ms, wrong, 0.8 ms, so the task succeeds with 3 correct and a
+ * best speed-up of 2.0/0.8 = 2.5 (single stops after step 1: 2.0/1.6 = 1.25). */
+static void run_policy(const char *policy, bool greedy, int want_steps) {
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "softmax_a", policy, "test", 5, 600);
+  struct run_record r;
+  check_run(s, id, "softmax_a", 5, want_steps, "succeeded", greedy, &r);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(r.task, "options"),
+                                                        "policy")), policy);
+  if (greedy) {
+    /* By hand: r = ln(2/1.6), -0.5, ln(1.6/1.25), -0.3, ln(1.25/0.8); sum ln(2.5) - 0.8. */
+    double sum = 0;
+    json_t *steps = step_events(r.events);
+    for (size_t i = 0; i < json_array_size(steps); i++)
+      sum += json_number_value(json_object_get(json_array_get(steps, i), "reward"));
+    json_decref(steps);
+    assert_near(sum, want_steps == 1 ? log(1.25) : log(2.5) - 0.8, "reward sum");
+  }
+  check_memory(s, &r, 1, want_steps);
+  run_record_clear(&r);
+  free(id);
+  es_stop(s);
+}
+
+static void test_policy_single(void **state) {
+  (void)state;
+  run_policy("single", true, 1);
+}
+
+static void test_policy_refine(void **state) {
+  (void)state;
+  run_policy("refine", true, 5);
+}
+
+static void test_policy_flat(void **state) {
+  (void)state;
+  run_policy("flat", true, 5);
+}
+
+static void test_policy_htam(void **state) {
+  (void)state;
+  run_policy("htam", true, 5);
+}
+
+static void test_policy_tree(void **state) {
+  (void)state;
+  run_policy("tree", false, 5);
+}
+
+static void test_policy_htam_tree(void **state) {
+  (void)state;
+  run_policy("htam+tree", false, 5);
+}
+
+/* Three tasks one after the other on one slot: the memory's total n is 5 + 4 + 6, each
+ * direction, strategy and edge counted once per step, evidence rows for every step. */
+static void test_memory_counts_each_step_once(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  static const struct {
+    const char *name, *policy;
+    int steps;
+    bool greedy;
+  } plan[] = {{"softmax_a", "refine", 5, true}, {"softmax_b", "htam", 4, true},
+              {"mixed", "htam+tree", 6, false}};
+  char *ids[3];
+  for (size_t i = 0; i < 3; i++)
+    ids[i] = submit(s, plan[i].name, plan[i].policy, "test", plan[i].steps, 600);
+  struct run_record runs[3];
+  for (size_t i = 0; i < 3; i++)
+    check_run(s, ids[i], plan[i].name, plan[i].steps, plan[i].steps, "succeeded",
+              plan[i].greedy, &runs[i]);
+  check_memory(s, runs, 3, 15);
+  for (size_t i = 0; i < 3; i++) {
+    run_record_clear(&runs[i]);
+    free(ids[i]);
+  }
+  es_stop(s);
+}
+
+/* budget.steps is exact, also beyond the fixtures (softmax_b's 4 files replay in a
+ * cycle: 7 steps give wrong, 2.5, 1.0, compile, wrong, 2.5, 1.0 -> 4 correct, best 1.0
+ * ms); a task with no correct candidate ends failed with no_correct_candidate. */
+static void test_budget_steps(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *a = submit(s, "softmax_b", "refine", "test", 7, 600);
+  char *b = submit(s, "allfail", "htam+tree", "test", 3, 600);
+  struct run_record ra, rb;
+  check_run(s, a, "softmax_b", 7, 7, "succeeded", true, &ra);
+  check_run(s, b, "allfail", 3, 3, "failed", false, &rb);
+  json_t *error = json_object_get(rb.task, "error");
+  assert_string_equal(json_string_value(json_object_get(error, "code")), "no_correct_candidate");
+  struct run_record runs[2] = {ra, rb};
+  check_memory(s, runs, 2, 10);
+  run_record_clear(&ra);
+  run_record_clear(&rb);
+  free(a);
+  free(b);
+  es_stop(s);
+}
+
+/* budget.seconds 1 with 350 ms evaluations: a step starts only while less than 1 s of
+ * step time was spent, so exactly 3 of the 10 allowed run (0.35+, 0.7+, then 1.05+ s;
+ * the count holds while a step's own overhead stays under 150 ms). softmax_a succeeds
+ * (1.6 and 1.25 ms correct); allfail fails with no_correct_candidate. */
+static void test_budget_seconds(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 350);
+  char *a = submit(s, "softmax_a", "htam+tree", "test", 10, 1);
+  char *b = submit(s, "allfail", "refine", "test", 10, 1);
+  struct run_record ra, rb;
+  check_run(s, a, "softmax_a", 10, 3, "succeeded", false, &ra);
+  check_run(s, b, "allfail", 10, 3, "failed", true, &rb);
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(rb.task, "error"), "code")),
+      "no_correct_candidate");
+  struct run_record runs[2] = {ra, rb};
+  check_memory(s, runs, 2, 6);
+  run_record_clear(&ra);
+  run_record_clear(&rb);
+  free(a);
+  free(b);
+  es_stop(s);
+}
+
+/* Cancel after the first step: the task ends cancelled within one step (at most one
+ * step event after cancel_requested), with fewer steps than its budget, and the memory
+ * counts exactly the steps that ran. */
+static void test_cancel_running_task(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 300);
+  char *id = submit(s, "softmax_a", "htam+tree", "test", 20, 600);
+  wait_step(s, id, 1);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%s/cancel", id);
+  long asked = now_ms();
+  json_t *task = es_json(s, "POST", path, NULL, 200);
+  assert_true(json_is_true(json_object_get(task, "cancel_requested")));
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "running");
+  json_decref(task);
+  task = wait_final(s, id);
+  long took = now_ms() - asked;
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "cancelled");
+  assert_true(took < 2000);  /* one 300 ms step at most, plus polling */
+  json_t *events = get_events(s, id);
+  size_t n = json_array_size(events), cancel_at = 0, steps = 0, after = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(ev_type(events, i), "cancel_requested") == 0)
+      cancel_at = i;
+    if (strcmp(ev_type(events, i), "step") == 0)
+      steps++, after += cancel_at > 0;
+  }
+  assert_true(cancel_at > 0);
+  assert_true(after <= 1);
+  assert_true(steps >= 1 && steps < 20);
+  assert_string_equal(ev_type(events, n - 2), "cancelled");
+  assert_string_equal(ev_type(events, n - 1), "finished");
+  json_t *p = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(p, "step")), steps);
+  json_t *cands = get_candidates(s, id);
+  assert_int_equal(json_array_size(cands), steps);
+  struct run_record r = {.set = fixture_set("softmax_a"), .task = task, .events = events,
+                         .candidates = cands};
+  check_step_events(&r, 20);
+  check_memory(s, &r, 1, (int)steps);
+  run_record_clear(&r);
+  free(id);
+  es_stop(s);
+}
+
+/* Lines of the evaluator log whose operation is op. */
+static int count_log_ops(const struct engine_server *s, const char *op) {
+  char path[PATH_MAX + 32], line[256];
+  path_in(s, "evaluator.log", path, sizeof path);
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    const char *space = strchr(line, ' ');
+    if (space && strncmp(space + 1, op, strlen(op)) == 0 && space[1 + strlen(op)] == '\n')
+      n++;
+  }
+  if (f)
+    fclose(f);
+  return n;
+}
+
+/* kill -9 of the server after at least two committed steps, then a restart on the same
+ * data: the task resumes and ends with exactly budget.steps candidates, steps 1..8 once
+ * each, the usual event sequence (no second running or profiled), and the memory
+ * counting each step once. */
+static void test_resume_after_kill9(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 250);
+  char *id = submit(s, "softmax_a", "htam+tree", "test", 8, 600);
+  int seen = wait_step(s, id, 2);
+  es_kill9(s);
+  es_launch(s);
+  json_t *task = get_task(s, id);
+  int at_restart =
+      (int)json_integer_value(json_object_get(json_object_get(task, "progress"), "step"));
+  assert_true(at_restart >= seen && at_restart < 8);
+  json_decref(task);
+  struct run_record r;
+  check_run(s, id, "softmax_a", 8, 8, "succeeded", false, &r);
+  check_memory(s, &r, 1, 8);
+  /* One evaluator per server run, the task loaded by each, profiled once (the profile
+   * is stored), and every step evaluated (the one in flight at the kill again). */
+  assert_int_equal(count_log_ops(s, "start"), 2);
+  assert_int_equal(count_log_ops(s, "load_task"), 2);
+  assert_int_equal(count_log_ops(s, "profile"), 1);
+  assert_true(count_log_ops(s, "evaluate") >= 8);
+  run_record_clear(&r);
+  free(id);
+  es_stop(s);
+}
+
+/* The earliest and latest step-event times of a run (RFC 3339 UTC with ms, which sort
+ * as text). */
+static void step_span(json_t *events, const char **ret_first, const char **ret_last) {
+  *ret_first = *ret_last = NULL;
+  for (size_t i = 0; i < json_array_size(events); i++)
+    if (strcmp(ev_type(events, i), "step") == 0) {
+      const char *t = json_string_value(json_object_get(json_array_get(events, i), "time"));
+      if (!*ret_first)
+        *ret_first = t;
+      *ret_last = t;
+    }
+  assert_non_null(*ret_first);
+}
+
+/* Two tasks on two slots at the same time: their steps overlap in time, and the memory
+ * ends with exactly the sum of both tasks' steps, every direction, strategy and edge
+ * weight accounted for (no lost update). */
+static void test_concurrent_memory_updates(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0,1", 25);
+  char *a = submit(s, "mixed", "htam+tree", "test", 24, 600);
+  char *b = submit(s, "softmax_a", "refine", "test", 20, 600);
+  struct run_record runs[2];
+  check_run(s, a, "mixed", 24, 24, "succeeded", false, &runs[0]);
+  check_run(s, b, "softmax_a", 20, 20, "succeeded", true, &runs[1]);
+  const char *a0, *a1, *b0, *b1;
+  step_span(runs[0].events, &a0, &a1);
+  step_span(runs[1].events, &b0, &b1);
+  if (!(strcmp(a0, b1) < 0 && strcmp(b0, a1) < 0))
+    fail_msg("the tasks did not run at the same time: %s..%s and %s..%s", a0, a1, b0, b1);
+  json_t *devices = es_get(s, "/v1/devices");
+  assert_int_equal(json_array_size(json_object_get(devices, "devices")), 2);
+  json_decref(devices);
+  check_memory(s, runs, 2, 44);
+  run_record_clear(&runs[0]);
+  run_record_clear(&runs[1]);
+  free(a);
+  free(b);
+  es_stop(s);
+}
+
+/* The evaluator aborts in step 2 (crashy: 1.6 ms, crash, 1.0 ms): the step is recorded
+ * as a crash failure (stage crash, class crash/signal_6, reward -0.7), the supervisor
+ * restarts the evaluator and reloads the task, and step 3 succeeds (best 2.0/1.0). */
+static void test_evaluator_crash_mid_task(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "crashy", "refine", "test", 3, 600);
+  struct run_record r;
+  check_run(s, id, "crashy", 3, 3, "succeeded", true, &r);
+  json_t *devices = es_get(s, "/v1/devices");
+  json_t *dev = json_array_get(json_object_get(devices, "devices"), 0);
+  assert_int_equal(json_integer_value(json_object_get(dev, "restarts")), 1);
+  assert_string_equal(json_string_value(json_object_get(dev, "state")), "ready");
+  json_decref(devices);
+  assert_int_equal(count_log_ops(s, "start"), 2);
+  assert_int_equal(count_log_ops(s, "abort"), 1);
+  assert_int_equal(count_log_ops(s, "load_task"), 2);  /* replayed after the restart */
+  assert_int_equal(count_log_ops(s, "profile"), 1);
+  assert_int_equal(count_log_ops(s, "evaluate"), 3);
+  check_memory(s, &r, 1, 3);
+  run_record_clear(&r);
+  free(id);
+  es_stop(s);
+}
+
+/* A task that fails before any step: status failed with error code want_code, the
+ * events queued, running, [profiled,] failed, finished, no step and no candidate.
+ * Returns the error message (caller frees). */
+static char *check_failed_early(struct engine_server *s, const char *id, const char *want_code,
+                                bool profiled) {
+  json_t *task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "failed");
+  json_t *error = json_object_get(task, "error");
+  assert_string_equal(json_string_value(json_object_get(error, "code")), want_code);
+  char *message = strdup(json_string_value(json_object_get(error, "message")));
+  json_t *p = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(p, "step")), 0);
+  assert_int_equal(json_integer_value(json_object_get(p, "candidates")), 0);
+  assert_true(profiled ? json_is_object(json_object_get(task, "baselines"))
+                       : json_is_null(json_object_get(task, "baselines")));
+  json_t *events = get_events(s, id);
+  static const char *const with_profile[] = {"queued", "running", "profiled", "failed",
+                                             "finished"};
+  static const char *const without[] = {"queued", "running", "failed", "finished"};
+  const char *const *want = profiled ? with_profile : without;
+  size_t n = profiled ? 5 : 4;
+  assert_int_equal(json_array_size(events), n);
+  for (size_t i = 0; i < n; i++)
+    assert_string_equal(ev_type(events, i), want[i]);
+  json_t *data = json_object_get(json_array_get(events, n - 2), "data");
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(data, "error"), "code")), want_code);
+  json_t *cands = get_candidates(s, id);
+  assert_int_equal(json_array_size(cands), 0);
+  json_decref(cands);
+  json_decref(events);
+  json_decref(task);
+  return message;
+}
+
+/* No LLM proposer in this build: the task fails at once (before profiling) with
+ * proposer_unavailable. */
+static void test_llm_proposer_unavailable(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "softmax_a", "htam+tree", "llm", 5, 600);
+  char *message = check_failed_early(s, id, "proposer_unavailable", false);
+  assert_non_null(strstr(message, "'llm'"));
+  assert_int_equal(count_log_ops(s, "profile"), 0);
+  free(message);
+  free(id);
+  es_stop(s);
+}
+
+/* The builtin proposer covers no FFT: the task is profiled, then fails with
+ * unsupported_by_builtin instead of spending its budget. */
+static void test_builtin_proposer_unsupported_task(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "exotic_fft", "htam+tree", "builtin", 5, 600);
+  char *message = check_failed_early(s, id, "unsupported_by_builtin", true);
+  assert_int_equal(strncmp(message, "no builtin family matches this task", 35), 0);
+  assert_int_equal(count_log_ops(s, "profile"), 1);
+  assert_int_equal(count_log_ops(s, "evaluate"), 0);
+  free(message);
+  free(id);
+  es_stop(s);
+}
+
+/* Under OPFORGE_SPEC_SOFT, the spec violations met along the way fail here. */
+static void test_no_deferred_spec_violations(void **state) {
+  (void)state;
+  if (g_soft_violations)
+    fail_msg("%zu spec violation(s) were deferred by OPFORGE_SPEC_SOFT", g_soft_violations);
+}
+
+/* Kills whatever server a failed test left behind, after showing its log. */
+static int teardown(void **state) {
+  (void)state;
+  for (size_t i = 0; i < MAX_SERVERS; i++)
+    if (g_live[i]) {
+      dump_log(g_live[i]);
+      es_free(g_live[i]);
+    }
+  return 0;
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  const char *bin = getenv("OPFORGE_BIN"), *eval = getenv("OPFORGE_SCRIPTED_EVALUATOR");
+  const char *fixtures = getenv("OPFORGE_ENGINE_FIXTURES");
+  const char *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!bin || !eval || (!fixtures && !root)) {
+    fprintf(stderr, "set OPFORGE_BIN, OPFORGE_SCRIPTED_EVALUATOR and OPFORGE_SOURCE_ROOT "
+                    "(meson test does)\n");
+    return -1;
+  }
+  snprintf(g_evaluator, sizeof g_evaluator, "%s", eval);
+  if (fixtures)
+    snprintf(g_fixtures, sizeof g_fixtures, "%s", fixtures);
+  else
+    snprintf(g_fixtures, sizeof g_fixtures, "%s/tests/engine/fixtures", root);
+  return harness_init();
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  harness_cleanup();
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_teardown(test_policy_single, teardown),
+    cmocka_unit_test_teardown(test_policy_refine, teardown),
+    cmocka_unit_test_teardown(test_policy_flat, teardown),
+    cmocka_unit_test_teardown(test_policy_htam, teardown),
+    cmocka_unit_test_teardown(test_policy_tree, teardown),
+    cmocka_unit_test_teardown(test_policy_htam_tree, teardown),
+    cmocka_unit_test_teardown(test_memory_counts_each_step_once, teardown),
+    cmocka_unit_test_teardown(test_budget_steps, teardown),
+    cmocka_unit_test_teardown(test_budget_seconds, teardown),
+    cmocka_unit_test_teardown(test_cancel_running_task, teardown),
+    cmocka_unit_test_teardown(test_resume_after_kill9, teardown),
+    cmocka_unit_test_teardown(test_concurrent_memory_updates, teardown),
+    cmocka_unit_test_teardown(test_evaluator_crash_mid_task, teardown),
+    cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
+    cmocka_unit_test_teardown(test_builtin_proposer_unsupported_task, teardown),
+    cmocka_unit_test(test_no_deferred_spec_violations),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
