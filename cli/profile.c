@@ -206,16 +206,28 @@ static void on_interrupt(int sig) {
   raise(sig);
 }
 
+static const int interrupt_signals[] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction saved_actions[3];
+static bool handlers_installed;
+
+/* Points the handler at sv's current process group (installing it the first time), or
+ * with NULL puts the previous handlers back. */
 static void watch_interrupts(struct supervisor *sv) {
   long pid = sv ? supervisor_pid(sv) : -1;
   evaluator_pgid = pid > 0 ? (sig_atomic_t)pid : 0;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = sv ? on_interrupt : SIG_DFL;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  if (sv && !handlers_installed) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++)
+      sigaction(interrupt_signals[i], &sa, &saved_actions[i]);
+    handlers_installed = true;
+  } else if (!sv && handlers_installed) {
+    for (int i = 0; i < 3; i++)
+      sigaction(interrupt_signals[i], &saved_actions[i], NULL);
+    handlers_installed = false;
+  }
 }
 
 /* Sends one request; returns the result object (new reference) or NULL after printing

@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -377,7 +377,8 @@ static int sv_spawn(struct supervisor *sv, char *err, size_t errlen) {
   sv->from_child = out_pipe[0];
   /* A helper process that inherited the pipes would hide the evaluator's death from
    * EOF; the pidfd reports it anyway. */
-  sv->pidfd = pidfd_open(pid, 0);  /* close-on-exec by default */
+  /* The raw syscall: glibc's pidfd_open wrapper would require glibc 2.36 at run time. */
+  sv->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);  /* close-on-exec by default */
   sv->len = sv->scanned = sv->line_end = 0;
   sv_set_pid(sv, pid);
   return 0;
@@ -496,12 +497,19 @@ static enum io_result sv_read_line(struct supervisor *sv, double deadline, char 
   }
 }
 
+/* Drops the line sv_read_line returned. A buffer grown for one huge reply is released
+ * once empty, so an idle slot does not keep max_line_bytes. */
 static void sv_consume_line(struct supervisor *sv) {
   size_t rest = sv->len - sv->line_end;
   memmove(sv->buf, sv->buf + sv->line_end, rest);
   sv->len = rest;
   sv->scanned = 0;
   sv->line_end = 0;
+  if (rest == 0 && sv->cap > (1u << 20)) {
+    free(sv->buf);
+    sv->buf = NULL;
+    sv->cap = 0;
+  }
 }
 
 /* The parsed reply when line answers request id; NULL with the reason otherwise. */
@@ -669,7 +677,9 @@ static int sv_launch(struct supervisor *sv, char *err, size_t errlen) {
   return 0;
 }
 
-static char *copy_config(struct supervisor *sv, const struct supervisor_config *cfg) {
+/* Copies cfg into sv, strings included (sv->cfg's pointers then name the copies).
+ * False when out of memory. */
+static bool copy_config(struct supervisor *sv, const struct supervisor_config *cfg) {
   sv->cfg = *cfg;
   sv->python = (cfg->python && cfg->python[0]) ? strdup(cfg->python) : NULL;
   sv->evaluator_path = dup_or_null(cfg->evaluator_path);
@@ -677,9 +687,22 @@ static char *copy_config(struct supervisor *sv, const struct supervisor_config *
   sv->cache_dir = dup_or_null(cfg->cache_dir);
   sv->device = strdup(cfg->device ? cfg->device : "cpu");
   sv->stderr_path = dup_or_null(cfg->stderr_path);
+  sv->cfg.python = sv->python;
+  sv->cfg.evaluator_path = sv->evaluator_path;
+  sv->cfg.gpu_lib_path = sv->gpu_lib_path;
+  sv->cfg.cache_dir = sv->cache_dir;
+  sv->cfg.device = sv->device;
+  sv->cfg.stderr_path = sv->stderr_path;
+  return sv->device && (sv->python || !cfg->python || !cfg->python[0]) &&
+         (sv->evaluator_path || !cfg->evaluator_path) &&
+         (sv->gpu_lib_path || !cfg->gpu_lib_path) && (sv->cache_dir || !cfg->cache_dir) &&
+         (sv->stderr_path || !cfg->stderr_path);
+}
+
+/* Replaces the numbers of c left at zero (or negative) by the defaults. */
+static void apply_defaults(struct supervisor_config *c) {
   struct supervisor_config d;
   supervisor_config_defaults(&d);
-  struct supervisor_config *c = &sv->cfg;
   if (c->compile_eval_deadline_s <= 0)
     c->compile_eval_deadline_s = d.compile_eval_deadline_s;
   if (c->profile_deadline_s <= 0)
@@ -698,10 +721,9 @@ static char *copy_config(struct supervisor *sv, const struct supervisor_config *
     c->restart_limit = MAX_RESTART_LIMIT;
   if (c->restart_window_s <= 0)
     c->restart_window_s = d.restart_window_s;
-  return sv->device;
 }
 
-/* Allocates a supervisor with no process. */
+/* Allocates a supervisor with no process (caller owns; NULL when out of memory). */
 static struct supervisor *sv_alloc(const struct supervisor_config *cfg) {
   struct supervisor *sv = calloc(1, sizeof *sv);
   if (!sv)
@@ -713,12 +735,11 @@ static struct supervisor *sv_alloc(const struct supervisor_config *cfg) {
   sv->to_child = sv->from_child = sv->pidfd = -1;
   sv->next_id = 1;
   sv->state = SUPERVISOR_STARTING;
-  if (!copy_config(sv, cfg) || (cfg->python && cfg->python[0] && !sv->python) ||
-      (cfg->evaluator_path && !sv->evaluator_path) || (cfg->gpu_lib_path && !sv->gpu_lib_path) ||
-      (cfg->cache_dir && !sv->cache_dir) || (cfg->stderr_path && !sv->stderr_path)) {
+  if (!copy_config(sv, cfg)) {
     supervisor_free(sv);
     return NULL;
   }
+  apply_defaults(&sv->cfg);
   return sv;
 }
 
@@ -756,6 +777,8 @@ int supervisor_start(const struct supervisor_config *cfg, struct supervisor **re
 
 int supervisor_new_disabled(const struct supervisor_config *cfg, const char *reason,
                             struct supervisor **ret_sv) {
+  if (!cfg || !ret_sv)
+    return -EINVAL;
   struct supervisor *sv = sv_alloc(cfg);
   if (!sv)
     return -ENOMEM;
@@ -1177,6 +1200,7 @@ void supervisor_free(struct supervisor *sv) {
     sv_log(sv, "%zu killed evaluator processes could not be reaped", sv->n_pending);
   close_fd(&sv->to_child);
   close_fd(&sv->from_child);
+  close_fd(&sv->pidfd);
   free(sv->buf);
   json_decref(sv->last_load);
   json_decref(sv->device_info);

@@ -56,7 +56,7 @@ int supervisor_start(const struct supervisor_config *cfg, struct supervisor **re
 /* A supervisor with no process, in state "disabled", so that a slot whose evaluator
  * cannot run still shows up in /v1/devices with the reason. Its requests fail fast with
  * stage "crash", class "crash/disabled". Returns 0 and sets *ret_sv (caller owns), or
- * -ENOMEM. */
+ * -EINVAL / -ENOMEM. */
 int supervisor_new_disabled(const struct supervisor_config *cfg, const char *reason,
                             struct supervisor **ret_sv);
 
@@ -71,7 +71,13 @@ int supervisor_new_disabled(const struct supervisor_config *cfg, const char *rea
  *    "class":"timeout/<op>"|"crash/signal_<N>"|"crash/exit_<N>"|"crash/garbage_output",
  *    "message"},"fatal":false,"restarted":bool,"reloaded":bool}, after the process group
  *    was killed, reaped and restarted, and the last loaded task replayed;
- *  - in state failed or disabled, at once, class "crash/restart_limit" or "crash/disabled".
+ *  - in state failed or disabled, at once, class "crash/restart_limit" or "crash/disabled";
+ *  - stage "crash", class "crash/start_failed" when the process was down (an earlier
+ *    restart or replay failed, or no_restart is set) and could not be brought back.
+ * Before sending, a process that died or wrote stray output since its last reply is
+ * restarted (counted, logged, last_error set) so that this request is not blamed.
+ * Restarts follow the storm guard: restart_limit restarts inside restart_window_s with no
+ * normal reply in between (a successful task replay counts as one) mark the slot failed.
  * A successful load_task is remembered (deep copy) for replay after restarts.
  * Returns 0, or -EINVAL (bad arguments) / -ENOMEM without a reply. Only one thread may
  * call it (or supervisor_free) on a given supervisor at a time. */

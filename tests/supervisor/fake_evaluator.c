@@ -7,7 +7,9 @@
  *   FAKE_READY_DELAY_MS=n  sleep before the ready line
  *   FAKE_BEFORE_READY=exit|garbage|hang   exit 3 / write a non-ready line / never answer
  *   FAKE_MODE=hang|segv|abort|exit7|garbage|wrong_id|fatal|huge|extra|slow|close_stdout
- *                          (extra: answer, then write a stray line; slow: answer late)
+ *                          (extra: answer, then write a stray line; slow: answer late;
+ *                          fail: ok:false with FAKE_FAIL_STAGE / FAKE_FAIL_CLASS, default
+ *                          "load" / "load/ValueError", and a two-line traceback)
  *   FAKE_OP=op             the request op that triggers FAKE_MODE (required with it)
  *   FAKE_ONCE=path         trigger only while path does not exist; create it on trigger
  *   FAKE_AFTER=n           let the first n matching requests of each process pass
@@ -17,6 +19,7 @@
  *   FAKE_IGNORE_TERM=1     ignore SIGTERM
  *   FAKE_HUGE_BYTES=n      size of the "huge" line (default 4 MiB)
  *   FAKE_SLOW_MS=n         delay of "slow" before answering (default 500)
+ *   FAKE_HELLO=1           print "fake evaluator <pid> starting" on fd 1 (= stderr)
  * Normal replies: load_task -> {"loaded":true,"name":<name>}; profile -> {"task":<name of
  * the task loaded in this process>,"pid":N} or ok:false stage "profile" when none is
  * loaded; evaluate -> {"correct":true}; echo -> the request; shutdown -> {"bye":true},
@@ -147,7 +150,8 @@ static int triggered(const char *op) {
   return 1;
 }
 
-static void misbehave(const char *mode, json_int_t id) {
+/* Acts out mode for request id; returns 1 when that already answered the request. */
+static int misbehave(const char *mode, json_int_t id) {
   if (strcmp(mode, "hang") == 0)
     hang();
   /* Default dispositions first: a sanitizer build would catch the signal and exit 1. */
@@ -183,6 +187,16 @@ static void misbehave(const char *mode, json_int_t id) {
     fflush(proto);
     hang();
   }
+  if (strcmp(mode, "fail") == 0) {
+    const char *stage = getenv("FAKE_FAIL_STAGE");
+    const char *cls = getenv("FAKE_FAIL_CLASS");
+    send_line(json_pack("{s:I,s:b,s:{s:s,s:s,s:s,s:s},s:b}", "id", id, "ok", 0, "error",
+                        "stage", stage ? stage : "load", "class",
+                        cls ? cls : "load/ValueError", "message", "ValueError: boom",
+                        "traceback", "Traceback (most recent call last):\nValueError: boom\n",
+                        "fatal", 0));
+    return 1;
+  }
   if (strcmp(mode, "fatal") == 0) {
     send_line(json_pack("{s:I,s:b,s:{s:s,s:s,s:s,s:s},s:b}", "id", id, "ok", 0, "error",
                         "stage", "launch", "class", "cuda/CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -190,6 +204,7 @@ static void misbehave(const char *mode, json_int_t id) {
                         "traceback", "", "fatal", 1));
     exit(0);
   }
+  return 0;
 }
 
 /* The reply of a well-behaved evaluator (caller sends it). */
@@ -233,9 +248,10 @@ static void serve(void) {
     const char *mode = triggered(op) ? getenv("FAKE_MODE") : "";
     if (strcmp(mode, "slow") == 0)
       sleep_ms(env_long("FAKE_SLOW_MS", 500));
-    misbehave(mode, id);
+    int answered = misbehave(mode, id);
     int bye = strcmp(op, "shutdown") == 0;
-    send_line(normal_reply(op, req, id));
+    if (!answered)
+      send_line(normal_reply(op, req, id));
     if (strcmp(mode, "extra") == 0) {
       fprintf(proto, "stray line\n");
       fflush(proto);
@@ -257,6 +273,10 @@ int main(int argc, char **argv) {
   if (env_long("FAKE_IGNORE_TERM", 0))
     signal(SIGTERM, SIG_IGN);
   record_start(argc, argv);
+  if (env_long("FAKE_HELLO", 0)) {
+    printf("fake evaluator %ld starting\n", (long)getpid());  /* fd 1 is stderr now */
+    fflush(stdout);
+  }
   spawn_grandchild();
   ready();
   serve();

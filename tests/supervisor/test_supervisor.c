@@ -22,6 +22,7 @@
 #include <cmocka.h>
 #include <dlfcn.h>
 
+#include "cli/profile.h"
 #include "gpu/supervisor.h"
 
 static const char *fake_path;
@@ -33,7 +34,7 @@ static char grandchild_path[PATH_MAX];
 static const char *const fake_vars[] = {
     "FAKE_RECORD", "FAKE_READY_DELAY_MS", "FAKE_BEFORE_READY", "FAKE_MODE", "FAKE_OP",
     "FAKE_ONCE", "FAKE_GRANDCHILD", "FAKE_IGNORE_TERM", "FAKE_HUGE_BYTES", "FAKE_SLOW_MS",
-    "FAKE_AFTER", "FAKE_FROM_START"};
+    "FAKE_AFTER", "FAKE_FROM_START", "FAKE_HELLO", "FAKE_FAIL_STAGE", "FAKE_FAIL_CLASS"};
 
 /* ---- helpers ---- */
 
@@ -67,7 +68,8 @@ static int setup(void **state) {
  * every child the supervisor made was reaped, every orphan adopted by us was reaped). */
 static int teardown(void **state) {
   (void)state;
-  const char *names[] = {"record.txt", "once", "grandchild.pid", "stderr.log"};
+  const char *names[] = {"record.txt", "once", "grandchild.pid", "stderr.log", "run.sh",
+                         "my_task.py", "out.txt", "err.txt"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char p[PATH_MAX];
     path_in_tmp(p, names[i]);
@@ -279,6 +281,35 @@ static void test_bad_arguments(void **state) {
   json_decref(arr);
   supervisor_free(sv);
   supervisor_free(NULL);
+}
+
+/* A request and a reply far larger than a pipe's buffer go through whole (partial
+ * writes wait for POLLOUT, partial reads accumulate), and the next exchange still works. */
+static void test_large_messages(void **state) {
+  (void)state;
+  struct supervisor_config cfg;
+  base_config(&cfg);
+  struct supervisor *sv = start_ok(&cfg);
+  size_t n = 3u << 20;
+  char *big = malloc(n + 1);
+  assert_non_null(big);
+  for (size_t i = 0; i < n; i++)
+    big[i] = (char)('a' + i % 26);
+  big[n] = '\0';
+  json_t *args = json_pack("{s:s}", "blob", big);
+  json_t *reply = request(sv, "echo", args, 0);
+  const char *back = json_string_value(json_object_get(json_object_get(reply, "result"),
+                                                       "blob"));
+  assert_non_null(back);
+  assert_int_equal(strlen(back), n);
+  assert_int_equal(memcmp(back, big, n), 0);
+  json_decref(reply);
+  json_decref(args);
+  free(big);
+  load_task(sv, "after-big");
+  assert_profile_of(sv, "after-big");
+  assert_int_equal(supervisor_restarts(sv), 0);
+  supervisor_free(sv);
 }
 
 /* ---- timeouts ---- */
@@ -655,7 +686,7 @@ static void test_python_runs_script(void **state) {
   (void)state;
   /* With a python set, argv is python SCRIPT --device ...: use sh as the "python". */
   char script[PATH_MAX];
-  path_in_tmp(script, "stderr.log");  /* reused name so teardown removes it */
+  path_in_tmp(script, "run.sh");
   FILE *f = fopen(script, "w");
   assert_non_null(f);
   fprintf(f, "exec \"%s\" \"$@\"\n", fake_path);
@@ -679,6 +710,28 @@ static void test_python_runs_script(void **state) {
   char *rec = slurp(record_path);
   assert_int_equal(strncmp(rec, expected, strlen(expected)), 0);
   free(rec);
+}
+
+static void test_stderr_to_log(void **state) {
+  (void)state;
+  char log_path[PATH_MAX];
+  path_in_tmp(log_path, "stderr.log");
+  struct supervisor_config cfg;
+  base_config(&cfg);
+  cfg.stderr_path = log_path;
+  setenv("FAKE_HELLO", "1", 1);
+  struct supervisor *sv = start_ok(&cfg);
+  long pid = supervisor_pid(sv);
+  supervisor_free(sv);
+  sv = start_ok(&cfg);  /* appends */
+  long pid2 = supervisor_pid(sv);
+  supervisor_free(sv);
+  char expected[128];
+  snprintf(expected, sizeof expected, "fake evaluator %ld starting\nfake evaluator %ld "
+           "starting\n", pid, pid2);
+  char *text = slurp(log_path);
+  assert_string_equal(text, expected);
+  free(text);
 }
 
 /* ---- restart storm ---- */
@@ -966,6 +1019,150 @@ static void test_default_paths(void **state) {
   unsetenv("OPFORGE_GPU_LIB");
 }
 
+/* ---- opforge profile ---- */
+
+/* Runs cli_profile_main with stdout and stderr captured into *ret_out / *ret_err (caller
+ * frees). args end with NULL; "FAKE" is replaced by the fake's path. */
+static int run_profile_cli(char **ret_out, char **ret_err, ...) {
+  char *argv[32];
+  int argc = 0;
+  argv[argc++] = (char *)"profile";
+  va_list ap;
+  va_start(ap, ret_err);
+  for (const char *a = va_arg(ap, const char *); a && argc < 31; a = va_arg(ap, const char *))
+    argv[argc++] = (char *)(strcmp(a, "FAKE") == 0 ? fake_path : a);
+  va_end(ap);
+  argv[argc] = NULL;
+  char out_path[PATH_MAX], err_path[PATH_MAX];
+  path_in_tmp(out_path, "out.txt");
+  path_in_tmp(err_path, "err.txt");
+  fflush(stdout);
+  fflush(stderr);
+  int saved_out = dup(1), saved_err = dup(2);
+  FILE *out = fopen(out_path, "w"), *err = fopen(err_path, "w");
+  assert_non_null(out);
+  assert_non_null(err);
+  dup2(fileno(out), 1);
+  dup2(fileno(err), 2);
+  int rc = cli_profile_main(argc, argv);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_out, 1);
+  dup2(saved_err, 2);
+  close(saved_out);
+  close(saved_err);
+  fclose(out);
+  fclose(err);
+  *ret_out = slurp(out_path);
+  *ret_err = slurp(err_path);
+  return rc;
+}
+
+static void write_task_file(char *path) {
+  path_in_tmp(path, "my_task.py");
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("import torch\n", f);
+  fclose(f);
+}
+
+static void test_cli_profile_prints_profile(void **state) {
+  (void)state;
+  char task[PATH_MAX];
+  write_task_file(task);
+  char *out, *err;
+  int rc = run_profile_cli(&out, &err, "--python", "", "--evaluator", "FAKE", "--device", "0",
+                           "--lib", "/x/lib.so", "--seed", "7", "--precision", "bf16", task,
+                           NULL);
+  assert_int_equal(rc, 0);
+  char *rec = slurp(record_path);
+  long pid = 0;
+  assert_int_equal(sscanf(rec, "start %ld", &pid), 1);
+  char expected[256];
+  snprintf(expected, sizeof expected, "{\n  \"task\": \"my_task\",\n  \"pid\": %ld\n}\n", pid);
+  assert_string_equal(out, expected);
+  assert_string_equal(err, "");
+  assert_non_null(strstr(rec, "--device 0 --lib /x/lib.so\n"));
+  assert_non_null(strstr(rec, "{\"id\":1,\"op\":\"load_task\",\"source\":\"import torch\\n\","
+                              "\"seed\":7,\"precision\":\"bf16\",\"tolerance\":{\"atol\":0.01,"
+                              "\"rtol\":0.01},\"trials\":5,\"name\":\"my_task\"}\n"
+                              "{\"id\":2,\"op\":\"profile\"}\n{\"id\":3,\"op\":\"shutdown\"}\n"));
+  assert_true(pid_gone(pid));
+  free(rec);
+  free(out);
+  free(err);
+}
+
+static void test_cli_profile_failures(void **state) {
+  (void)state;
+  char task[PATH_MAX];
+  write_task_file(task);
+  char *out, *err;
+  setenv("FAKE_MODE", "fail", 1);
+  setenv("FAKE_OP", "load_task", 1);
+  int rc = run_profile_cli(&out, &err, "--python", "", "--evaluator", "FAKE", "--device",
+                           "cpu", task, NULL);
+  assert_int_equal(rc, 1);
+  assert_string_equal(out, "");
+  assert_string_equal(err, "error: load/ValueError: ValueError: boom\n"
+                           "Traceback (most recent call last):\nValueError: boom\n");
+  free(out);
+  free(err);
+
+  setenv("FAKE_OP", "profile", 1);
+  setenv("FAKE_FAIL_STAGE", "profile", 1);
+  setenv("FAKE_FAIL_CLASS", "RuntimeError", 1);
+  rc = run_profile_cli(&out, &err, "--python", "", "--evaluator", "FAKE", "--device", "cpu",
+                       task, NULL);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(err, "error: profile/RuntimeError: ValueError: boom\n"));
+  free(out);
+  free(err);
+
+  setenv("FAKE_MODE", "segv", 1);
+  rc = run_profile_cli(&out, &err, "--python", "", "--evaluator", "FAKE", "--device", "cpu",
+                       task, NULL);
+  assert_int_equal(rc, 1);
+  assert_string_equal(err, "error: crash/signal_11: evaluator died during profile; evaluator "
+                           "stopped (restarts disabled)\n");
+  free(out);
+  free(err);
+
+  setenv("FAKE_BEFORE_READY", "exit", 1);
+  rc = run_profile_cli(&out, &err, "--python", "", "--evaluator", "FAKE", "--device", "cpu",
+                       task, NULL);
+  assert_int_equal(rc, 1);
+  assert_string_equal(err, "error: start: the evaluator did not start: evaluator ended before "
+                           "its ready line (crash/exit_3); see its stderr\n");
+  free(out);
+  free(err);
+}
+
+static void test_cli_profile_usage(void **state) {
+  (void)state;
+  char *out, *err;
+  assert_int_equal(run_profile_cli(&out, &err, NULL), 2);
+  assert_non_null(strstr(err, "error: missing FILE.py\nusage: opforge profile FILE.py"));
+  free(out);
+  free(err);
+  assert_int_equal(run_profile_cli(&out, &err, "--device", "gpu0", "x.py", NULL), 2);
+  assert_string_equal(err, "error: --device expects cpu, meta or a GPU index, got 'gpu0'\n");
+  free(out);
+  free(err);
+  assert_int_equal(run_profile_cli(&out, &err, "--precision", "fp16", "x.py", NULL), 2);
+  assert_string_equal(err, "error: --precision expects fp32, tf32 or bf16, got 'fp16'\n");
+  free(out);
+  free(err);
+  assert_int_equal(run_profile_cli(&out, &err, "/nonexistent/t.py", NULL), 2);
+  assert_string_equal(err, "error: cannot read /nonexistent/t.py: No such file or directory\n");
+  free(out);
+  free(err);
+  assert_int_equal(run_profile_cli(&out, &err, "--help", NULL), 0);
+  assert_non_null(strstr(out, "usage: opforge profile FILE.py [options]\n"));
+  free(out);
+  free(err);
+}
+
 /* ---- the real evaluator (CPU torch), when it and its Python exist ---- */
 
 static void test_real_evaluator_cpu(void **state) {
@@ -1034,6 +1231,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_normal_exchange, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_large_messages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hang_times_out_restarts_and_reloads, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_timeout_kills_grandchild, setup, teardown),
@@ -1057,6 +1255,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_missing_program, setup, teardown),
       cmocka_unit_test_setup_teardown(test_slow_ready_within_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_python_runs_script, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stderr_to_log, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restart_storm_fails_fast, setup, teardown),
       cmocka_unit_test_setup_teardown(test_crashing_candidates_do_not_trip_guard, setup,
                                       teardown),
@@ -1067,6 +1266,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_count_gpus, setup, teardown),
       cmocka_unit_test_setup_teardown(test_default_paths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cli_profile_prints_profile, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cli_profile_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cli_profile_usage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_real_evaluator_cpu, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
