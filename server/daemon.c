@@ -157,10 +157,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   struct request *req = *req_cls;
   if (!req)
     return;
-  double seconds = (double)(monotonic_ns() - req->started_ns) / 1e9;
+  (void)d;
+  request_observe(req);  /* requests that ended without a response are counted here */
   const char *route = req->route ? req->route->pattern : "unmatched";
-  if (req->method)
-    metrics_observe_request(d->app->metrics, route, req->method, req->status, seconds);
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status < 400)
     log_debug("%s %s ended early (%d)", req->method ? req->method : "?", route, (int)toe);
   request_free(req);

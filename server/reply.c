@@ -13,6 +13,7 @@ enum MHD_Result reply_response(struct request *req, unsigned status,
   req->answered = true;
   enum MHD_Result ret = MHD_queue_response(req->conn, status, response);
   MHD_destroy_response(response);
+  request_observe(req);
   return ret;
 }
 

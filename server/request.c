@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "server/app.h"
+#include "server/metrics.h"
+#include "server/router.h"
+
 void request_free(struct request *req) {
   if (!req)
     return;
@@ -21,6 +25,15 @@ const char *request_query(struct request *req, const char *key) {
 
 const char *request_header(struct request *req, const char *name) {
   return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+void request_observe(struct request *req) {
+  if (req->observed || !req->method || !req->app)
+    return;
+  req->observed = true;
+  double seconds = (double)(monotonic_ns() - req->started_ns) / 1e9;
+  metrics_observe_request(req->app->metrics, req->route ? req->route->pattern : "unmatched",
+                          req->method, req->status, seconds);
 }
 
 uint64_t monotonic_ns(void) {

@@ -34,6 +34,7 @@ struct request {
   unsigned status;               /* status queued, for metrics and logs */
   uint64_t started_ns;           /* monotonic, for the latency histogram */
   bool answered;
+  bool observed;                 /* counted in the metrics (when its response was queued) */
 
   void *handler_state;
   void (*handler_state_free)(void *state);
@@ -50,6 +51,11 @@ const char *request_query(struct request *req, const char *key);
 
 /* Value of a request header (borrowed from MHD), or NULL. */
 const char *request_header(struct request *req, const char *name);
+
+/* Counts the request in the metrics once (route, method, status, time to the response;
+ * a response still streaming is counted when it was queued, so a client that has the
+ * response also finds it counted). Later calls do nothing. */
+void request_observe(struct request *req);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t monotonic_ns(void);

@@ -4,6 +4,7 @@
 #include "handlers/devices.h"
 #include "handlers/memory.h"
 #include "handlers/memory_score.h"
+#include "handlers/task_best.h"
 #include "server/router.h"
 
 const struct route opforge_routes[] = {
@@ -39,5 +40,6 @@ const struct route opforge_routes[] = {
   {.method = "GET", .pattern = "/v1/memory/score", .handler = handle_memory_score},
   {.method = "POST", .pattern = "/v1/memory/import", .handler = handle_memory_import},
   {.method = "POST", .pattern = "/v1/memory/reset", .handler = handle_memory_reset},
+  {.method = "GET", .pattern = "/v1/tasks/{id}/best", .handler = handle_task_best},
   {.method = NULL},
 };

@@ -14,6 +14,7 @@
 #include "server/errors.h"
 #include "tests/api/harness.h"
 #include "tests/api/spec_check.h"
+#include "tests/api/test_best_api.h"
 #include "tests/api/test_engine_api.h"
 #include "tests/api/test_memory_api.h"
 
@@ -1662,17 +1663,19 @@ int main(void) {
     cmocka_unit_test(test_spec_coverage),
   };
   /* The suites of other files run before the coverage check, which stays last. */
-  const struct CMUnitTest *memory = NULL, *engine = NULL;
+  const struct CMUnitTest *memory = NULL, *engine = NULL, *best = NULL;
   size_t n_memory = memory_api_tests(&memory);
   size_t n_engine = engine_api_tests(&engine);
+  size_t n_best = best_api_tests(&best);
   size_t n_base = sizeof tests / sizeof tests[0];
-  size_t n_all = n_base + n_memory + n_engine;
+  size_t n_all = n_base + n_memory + n_engine + n_best;
   struct CMUnitTest *all = calloc(n_all, sizeof *all);
   if (!all)
     return 1;
   memcpy(all, tests, (n_base - 1) * sizeof *all);
   memcpy(all + n_base - 1, memory, n_memory * sizeof *all);
   memcpy(all + n_base - 1 + n_memory, engine, n_engine * sizeof *all);
+  memcpy(all + n_base - 1 + n_memory + n_engine, best, n_best * sizeof *all);
   all[n_all - 1] = tests[n_base - 1];
   /* For debugging one test: OPFORGE_API_TEST_FILTER=test_auth (the coverage check then
    * fails, as it should for a partial run). */

@@ -1,0 +1,153 @@
+/* GET /v1/tasks/{id}/best: the best correct candidate of a task, as its CUDA source and
+ * launch plan (format=cuda) or as a KernelBench file defining ModelNew (format=kernelbench). */
+#include "handlers/task_best.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/export_kernelbench.h"
+#include "handlers/handlers.h"
+#include "server/app.h"
+#include "server/log.h"
+#include "server/reply.h"
+#include "store/search.h"
+#include "store/store.h"
+
+#define PYTHON_CONTENT_TYPE "text/x-python; charset=utf-8"
+
+enum best_format { FORMAT_CUDA, FORMAT_KERNELBENCH };
+
+/* Reads ?format=; queues 400 invalid_query and returns -1 when it is neither format. */
+static int parse_format(struct request *req, enum best_format *ret_format,
+                        enum MHD_Result *ret_result) {
+  const char *text = request_query(req, "format");
+  if (!text || strcmp(text, "cuda") == 0) {
+    *ret_format = FORMAT_CUDA;
+    return 0;
+  }
+  if (strcmp(text, "kernelbench") == 0) {
+    *ret_format = FORMAT_KERNELBENCH;
+    return 0;
+  }
+  *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "format",
+                            "format must be cuda or kernelbench");
+  return -1;
+}
+
+/* Loads the task (with its reference when asked) and its best candidate, both owned by
+ * the caller on success. Otherwise queues the answer (404, 409, 5xx) and returns -1. */
+static int load_best(struct request *req, const char *id, bool with_reference,
+                     json_t **ret_task, json_t **ret_candidate, enum MHD_Result *ret_result) {
+  json_t *task = NULL, *candidate = NULL;
+  int rc = store_task_get(req->app->store, id, with_reference, &task);
+  if (rc != STORE_OK) {
+    *ret_result = reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
+    return -1;
+  }
+  const json_t *progress = json_object_get(task, "progress");
+  const char *best = json_string_value(json_object_get(progress, "best_candidate"));
+  if (!best || json_integer_value(json_object_get(progress, "correct")) < 1) {
+    json_decref(task);
+    *ret_result = reply_error(req, API_ERR_NO_CORRECT_CANDIDATE, NULL,
+                              "task %s has no correct candidate yet", id);
+    return -1;
+  }
+  rc = store_candidate_get(req->app->store, best, &candidate);
+  if (rc != STORE_OK) {
+    /* Candidates go only with their task: a missing best one is a broken record. */
+    if (rc == STORE_NOT_FOUND)
+      log_error("task %s: best candidate %s is not stored", id, best);
+    json_decref(task);
+    *ret_result = reply_store_failure(req, rc == STORE_NOT_FOUND ? STORE_ERROR : rc,
+                                      API_ERR_TASK_NOT_FOUND);
+    return -1;
+  }
+  *ret_task = task;
+  *ret_candidate = candidate;
+  return 0;
+}
+
+/* A positive number from progress, else JSON null (a new reference). */
+static json_t *positive_or_null(const json_t *progress, const char *key) {
+  const json_t *v = json_object_get(progress, key);
+  return json_is_number(v) && json_number_value(v) > 0 ? json_real(json_number_value(v))
+                                                       : json_null();
+}
+
+/* Answers the candidate as JSON. Takes over task and candidate. */
+static enum MHD_Result reply_cuda(struct request *req, json_t *task, json_t *candidate) {
+  const json_t *progress = json_object_get(task, "progress");
+  const json_t *options = json_object_get(candidate, "options");
+  json_t *body = json_pack(
+      "{s:O, s:O, s:o, s:o, s:O, s:o, s:O}", "task_id", json_object_get(task, "id"),
+      "candidate_id", json_object_get(candidate, "id"), "speedup",
+      positive_or_null(progress, "best_speedup"), "time_ms", positive_or_null(progress, "best_ms"),
+      "source", json_object_get(candidate, "source"), "options",
+      json_is_array(options) ? json_incref((json_t *)options) : json_array(), "plan",
+      json_object_get(candidate, "plan"));
+  json_decref(task);
+  json_decref(candidate);
+  if (!body)
+    return reply_error(req, API_ERR_INTERNAL, NULL, "out of memory");
+  return reply_json(req, 200, body);
+}
+
+/* Queues text (taken over) as the Python file <task name>_opforge.py. */
+static enum MHD_Result reply_python(struct request *req, const char *name, char *text) {
+  char disposition[192];
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer_with_free_callback(strlen(text), text, free);
+  if (!resp) {
+    free(text);
+    return reply_error(req, API_ERR_INTERNAL, NULL, "out of memory");
+  }
+  /* Task names are [A-Za-z0-9_.-], safe inside the quoted filename. */
+  snprintf(disposition, sizeof disposition, "attachment; filename=\"%s_opforge.py\"",
+           name ? name : "task");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, PYTHON_CONTENT_TYPE);
+  MHD_add_response_header(resp, "Content-Disposition", disposition);
+  return reply_response(req, 200, resp);
+}
+
+/* Answers the KernelBench file. Takes over task and candidate. */
+static enum MHD_Result reply_kernelbench(struct request *req, const char *id, json_t *task,
+                                         json_t *candidate) {
+  json_t *profile = NULL;
+  char *text = NULL, err[256] = "";
+  enum MHD_Result result;
+  int rc = store_task_profile_get(req->app->store, id, &profile);
+  if (rc != STORE_OK) {
+    result = reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
+  } else if (!profile) {
+    log_error("task %s has a correct candidate but no profile", id);
+    result = reply_error(req, API_ERR_INTERNAL, NULL, "task %s has no profile to export from",
+                         id);
+  } else if (export_kernelbench(json_string_value(json_object_get(task, "reference")), profile,
+                                candidate, &text, err, sizeof err) != 0) {
+    log_error("task %s: export of candidate %s failed: %s", id,
+              json_string_value(json_object_get(candidate, "id")), err);
+    result = reply_error(req, API_ERR_INTERNAL, NULL, "cannot export the candidate: %s", err);
+  } else {
+    result = reply_python(req, json_string_value(json_object_get(task, "name")), text);
+  }
+  json_decref(profile);
+  json_decref(task);
+  json_decref(candidate);
+  return result;
+}
+
+enum MHD_Result handle_task_best(struct request *req) {
+  enum MHD_Result result;
+  enum best_format format;
+  const char *id = require_id_param(req, 0, "id", &result);
+  if (!id || parse_format(req, &format, &result) != 0)
+    return result;
+  json_t *task = NULL, *candidate = NULL;
+  if (load_best(req, id, format == FORMAT_KERNELBENCH, &task, &candidate, &result) != 0)
+    return result;
+  if (format == FORMAT_CUDA)
+    return reply_cuda(req, task, candidate);
+  return reply_kernelbench(req, id, task, candidate);
+}
