@@ -1,5 +1,6 @@
 /* `opforge bench`'s arithmetic and output: per-task figures, the summary, the table, JSON. */
 #include "cli/bench_report.h"
+#include "cli/client.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -99,25 +100,7 @@ double bench_floor_fraction(const struct bench_result *r) {
   return over_best(r, r->floor_ms);
 }
 
-void bench_task_name(const char *path, char *out) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  size_t len = strlen(base);
-  if (len >= 3 && strcmp(base + len - 3, ".py") == 0)
-    len -= 3;
-  size_t n = 0;
-  for (size_t i = 0; i < len && n < BENCH_NAME_MAX; i++) {
-    unsigned char ch = (unsigned char)base[i];
-    if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-        ch == '_' || ch == '.' || ch == '-')
-      out[n++] = (char)ch;
-    else if ((ch & 0xC0) != 0x80) /* continuation bytes belong to the '_' already written */
-      out[n++] = '_';
-  }
-  out[n] = '\0';
-  if (n == 0)
-    snprintf(out, BENCH_NAME_MAX + 1, "task");
-}
+void bench_task_name(const char *path, char *out) { cli_task_name(path, out); }
 
 /* Reads n decimal digits at s into *ret; false when one is not a digit. */
 static bool digits(const char *s, int n, int *ret) {

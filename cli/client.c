@@ -721,3 +721,23 @@ int cli_sse_follow(struct cli_client *client, const char *path, char *last_id,
   curl_easy_cleanup(easy);
   return ret;
 }
+
+void cli_task_name(const char *path, char *out) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t len = strlen(base);
+  if (len >= 3 && strcmp(base + len - 3, ".py") == 0)
+    len -= 3;
+  size_t n = 0;
+  for (size_t i = 0; i < len && n < CLI_TASK_NAME_MAX; i++) {
+    unsigned char ch = (unsigned char)base[i];
+    if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+        ch == '_' || ch == '.' || ch == '-')
+      out[n++] = (char)ch;
+    else if ((ch & 0xC0) != 0x80) /* continuation bytes belong to the '_' already written */
+      out[n++] = '_';
+  }
+  out[n] = '\0';
+  if (n == 0)
+    snprintf(out, CLI_TASK_NAME_MAX + 1, "task");
+}

@@ -128,4 +128,12 @@ enum {
 int cli_sse_follow(struct cli_client *client, const char *path, char *last_id,
                    cli_sse_fn fn, void *user);
 
+/* Longest task name the server accepts. */
+#define CLI_TASK_NAME_MAX 128
+
+/* Writes the default task name for path into out (CLI_TASK_NAME_MAX + 1 bytes): the base
+ * name without .py, with each character outside [A-Za-z0-9_.-] replaced by one '_';
+ * "task" when nothing is left. */
+void cli_task_name(const char *path, char *out);
+
 #endif

@@ -166,29 +166,6 @@ static int read_reference(const char *path, char **ret_data, size_t *ret_len) {
   return 0;
 }
 
-/* Writes the default task name for path into out (NAME_MAX_LEN + 1 bytes): the base name
- * without .py, with each run of bytes outside [A-Za-z0-9_.-] that forms one character
- * replaced by '_'; "task" when nothing is left. */
-static void default_name(const char *path, char *out) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  size_t len = strlen(base);
-  if (len >= 3 && strcmp(base + len - 3, ".py") == 0)
-    len -= 3;
-  size_t n = 0;
-  for (size_t i = 0; i < len && n < NAME_MAX_LEN; i++) {
-    unsigned char ch = (unsigned char)base[i];
-    if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-        ch == '_' || ch == '.' || ch == '-')
-      out[n++] = (char)ch;
-    else if ((ch & 0xC0) != 0x80) /* continuation bytes belong to the '_' already written */
-      out[n++] = '_';
-  }
-  out[n] = '\0';
-  if (n == 0)
-    snprintf(out, NAME_MAX_LEN + 1, "task");
-}
-
 /* Adds key = value to obj (value's reference is taken). -1 when out of memory. */
 static int put(json_t *obj, const char *key, json_t *value) {
   return value ? json_object_set_new(obj, key, value) : -1;
@@ -205,7 +182,7 @@ static json_t *build_body(const struct submit_opts *o, const char *reference, si
     return NULL;
   }
   char name[NAME_MAX_LEN + 1];
-  default_name(o->file, name);
+  cli_task_name(o->file, name);
   int rc = body ? 0 : -1;
   rc |= put(body, "reference", ref);
   rc |= put(body, "name", json_string(o->name ? o->name : name));

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench.h"
 #include "cli/best.h"
 #include "cli/cli.h"
 #include "cli/memory.h"
@@ -23,6 +24,7 @@ static const struct command commands[] = {
   {"submit", cli_submit_main, "submit a KernelBench program (opforge submit --help)"},
   {"status", cli_status_main, "list tasks or show one (opforge status --help)"},
   {"profile", cli_profile_main, "profile a KernelBench program (opforge profile --help)"},
+  {"bench", cli_bench_main, "benchmark KernelBench programs (opforge bench --help)"},
   {"best", cli_best_main, "fetch a task's best kernel as JSON or a KernelBench file (opforge best --help)"},
   {"memory", cli_memory_main, "export, import, reset or show the HTAM memory"},
   {"kernel", cli_kernel_main, "compile a CUDA file with NVRTC (opforge kernel compile --help)"},
