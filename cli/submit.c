@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #define REFERENCE_MAX 262144 /* the server's limit on the reference source */
-#define NAME_MAX_LEN 128
 #define MAX_FOLLOW_ROUNDS 5 /* streams that end while the task is not final */
 
 /* What the command line asked for. Strings point into argv. */
@@ -181,7 +180,7 @@ static json_t *build_body(const struct submit_opts *o, const char *reference, si
     json_decref(body);
     return NULL;
   }
-  char name[NAME_MAX_LEN + 1];
+  char name[CLI_TASK_NAME_MAX + 1];
   cli_task_name(o->file, name);
   int rc = body ? 0 : -1;
   rc |= put(body, "reference", ref);

@@ -8,6 +8,11 @@
 
 #include "engine/builtin/builtin.h"
 
-#define BUILTIN_FAMILY_LIST
+extern const struct builtin_family builtin_family_gemm;
+extern const struct builtin_family builtin_family_pointwise;
+
+#define BUILTIN_FAMILY_LIST \
+  &builtin_family_gemm, \
+  &builtin_family_pointwise,
 
 #endif
