@@ -1,6 +1,7 @@
 /* GET /metrics: Prometheus text with request counters, latency, limits and task counts. */
 #include <stdlib.h>
 
+#include "gpu/supervisor.h"
 #include "handlers/handlers.h"
 #include "server/app.h"
 #include "server/metrics.h"
@@ -25,12 +26,29 @@ static int render_task_counts(struct request *req, char **buf, size_t *len, size
   return rc;
 }
 
+/* Appends the evaluator restarts (0 without evaluators). */
+static int render_restarts(struct request *req, char **buf, size_t *len, size_t *cap) {
+  unsigned long restarts =
+      req->app->supervisors ? supervisor_pool_restarts(req->app->supervisors) : 0;
+  return metrics_appendf(buf, len, cap,
+                         "# HELP opforge_evaluator_restarts_total Evaluator processes restarted "
+                         "after a timeout, crash or sticky CUDA error.
+"
+                         "# TYPE opforge_evaluator_restarts_total counter
+"
+                         "opforge_evaluator_restarts_total %lu
+",
+                         restarts);
+}
+
 enum MHD_Result handle_metrics(struct request *req) {
   char *buf = NULL;
   size_t len = 0, cap = 0;
   int rc = metrics_render(req->app->metrics, &buf, &len, &cap);
   if (rc == 0)
     rc = render_task_counts(req, &buf, &len, &cap);
+  if (rc == 0)
+    rc = render_restarts(req, &buf, &len, &cap);
   if (rc != 0) {
     free(buf);
     return reply_error(req, API_ERR_INTERNAL, NULL, "cannot render metrics");

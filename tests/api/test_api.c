@@ -1564,6 +1564,8 @@ static void test_metrics(void **state) {
                               "status=\"202\"}") == 3);
   assert_true(metric_value(m, "opforge_tasks{status=\"queued\"}") == 2);
   assert_true(metric_value(m, "opforge_tasks{status=\"cancelled\"}") == 1);
+  /* --gpus none: no evaluator, so nothing was ever restarted */
+  assert_true(metric_value(m, "opforge_evaluator_restarts_total") == 0);
   assert_non_null(strstr(m, "# TYPE opforge_http_requests_total counter\n"));
   assert_non_null(strstr(m, "# TYPE opforge_http_request_duration_seconds histogram\n"));
   /* The histogram has buckets ending in +Inf, and the +Inf bucket equals the count. */
