@@ -32,12 +32,9 @@ static int render_restarts(struct request *req, char **buf, size_t *len, size_t 
       req->app->supervisors ? supervisor_pool_restarts(req->app->supervisors) : 0;
   return metrics_appendf(buf, len, cap,
                          "# HELP opforge_evaluator_restarts_total Evaluator processes restarted "
-                         "after a timeout, crash or sticky CUDA error.
-"
-                         "# TYPE opforge_evaluator_restarts_total counter
-"
-                         "opforge_evaluator_restarts_total %lu
-",
+                         "after a timeout, crash or sticky CUDA error.\n"
+                         "# TYPE opforge_evaluator_restarts_total counter\n"
+                         "opforge_evaluator_restarts_total %lu\n",
                          restarts);
 }
 
