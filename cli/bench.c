@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/bench_report.h"
 #include "cli/client.h"
 
-#define REFERENCE_MAX 262144     /* the server's limit on the reference source */
 #define MAX_EXCLUDE 16           /* --exclude options kept */
 #define MAX_FILES 10000          /* programs one run takes */
 #define STEPS_MAX 1000           /* the server's limits on a budget */
@@ -110,8 +110,10 @@ static int add_exclude(struct bench_opts *o, const char *pattern) {
   return 0;
 }
 
-/* Stores one parsed option. Returns 0, or -1 after printing why. */
-static int apply_opt(struct bench_opts *o, int c, const char *arg) {
+/* Stores one parsed option in opts (a struct bench_opts). Returns 0, or -1 after
+ * printing why. */
+static int apply_opt(void *opts, int c, const char *arg) {
+  struct bench_opts *o = opts;
   switch (c) {
   case OPT_SERVER: o->server = arg; return 0;
   case OPT_TOKEN_FILE: o->token_file = arg; return 0;
@@ -172,29 +174,17 @@ static int check_opts(const struct bench_opts *o) {
   return CLI_EXIT_USAGE;
 }
 
+static const struct cli_options bench_options = {
+    .shortopts = ":", .longopts = long_opts, .help = OPT_HELP, .usage = usage,
+    .apply = apply_opt,
+};
+
 /* Parses argv. Returns -1 to go on, else the exit status to return at once. */
 static int parse_args(int argc, char **argv, struct bench_opts *o) {
-  opterr = 0;
-  optind = 0; /* glibc: start afresh, whatever parsed argv before us */
   o->seconds = DEFAULT_SECONDS;
-  int c;
-  while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-    if (c == OPT_HELP) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    }
-    if (c == ':') {
-      fprintf(stderr, "error: %s needs a value\n", argv[optind - 1]);
-      return CLI_EXIT_USAGE;
-    }
-    if (c == '?') {
-      fprintf(stderr, "error: unknown option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-    if (apply_opt(o, c, optarg) != 0)
-      return CLI_EXIT_USAGE;
-  }
+  int rc = cli_parse_options(argc, argv, &bench_options, o);
+  if (rc >= 0)
+    return rc;
   /* getopt_long moved the operands to the end. */
   o->inputs = argv + optind;
   o->n_inputs = (size_t)(argc - optind);
@@ -313,61 +303,23 @@ static int expand_inputs(const struct bench_opts *o, struct file_list *l) {
   return 0;
 }
 
-/* Reads a whole program into a malloc'ed buffer (the caller frees *ret_data). Prints why
- * and returns -1 when it cannot be read, is empty, or exceeds REFERENCE_MAX. */
-static int read_source(const char *path, char **ret_data, size_t *ret_len) {
-  FILE *f = fopen(path, "rb");
-  char *data = f ? malloc(REFERENCE_MAX + 1) : NULL;
-  size_t len = data ? fread(data, 1, REFERENCE_MAX + 1, f) : 0;
-  const char *why = !f ? strerror(errno) : !data ? "out of memory" : ferror(f) ? "read error"
-                                                                                : NULL;
-  if (f)
-    fclose(f);
-  if (why)
-    fprintf(stderr, "error: cannot read %s: %s\n", path, why);
-  else if (len > REFERENCE_MAX)
-    fprintf(stderr, "error: %s is larger than %d bytes (256 KiB), the limit for a reference\n",
-            path, REFERENCE_MAX);
-  else if (len == 0)
-    fprintf(stderr, "error: %s is empty\n", path);
-  if (why || len > REFERENCE_MAX || len == 0) {
-    free(data);
-    return -1;
-  }
-  *ret_data = data;
-  *ret_len = len;
-  return 0;
-}
-
-/* Sets obj[key] = value (stolen); -1 when value is NULL or out of memory. */
-static int put(json_t *obj, const char *key, json_t *value) {
-  return value ? json_object_set_new(obj, key, value) : -1;
-}
-
 /* Builds the submission of one program. Returns a new reference the caller releases, or
  * NULL after printing why. */
 static json_t *make_body(const struct bench_opts *o, const char *file, const char *name) {
-  char *src = NULL;
-  size_t len = 0;
-  if (read_source(file, &src, &len) != 0)
+  json_t *ref = NULL;
+  if (cli_read_program(file, CLI_REFERENCE_MAX, "a reference", &ref) != 0)
     return NULL;
-  json_t *ref = json_stringn(src, len);
-  free(src);
-  if (!ref) {
-    fprintf(stderr, "error: %s is not valid UTF-8 text\n", file);
-    return NULL;
-  }
   json_t *body = json_object();
   json_t *budget = json_object();
-  int rc = put(budget, "steps", json_integer(o->steps));
-  rc |= put(budget, "seconds", json_integer(o->seconds));
-  rc |= put(body, "budget", budget); /* budget is not used after this */
-  rc |= put(body, "reference", ref);
-  rc |= put(body, "name", json_string(name));
+  int rc = cli_json_put(budget, "steps", json_integer(o->steps));
+  rc |= cli_json_put(budget, "seconds", json_integer(o->seconds));
+  rc |= cli_json_put(body, "budget", budget); /* budget is not used after this */
+  rc |= cli_json_put(body, "reference", ref);
+  rc |= cli_json_put(body, "name", json_string(name));
   if (o->policy)
-    rc |= put(body, "policy", json_string(o->policy));
+    rc |= cli_json_put(body, "policy", json_string(o->policy));
   if (o->proposer)
-    rc |= put(body, "proposer", json_string(o->proposer));
+    rc |= cli_json_put(body, "proposer", json_string(o->proposer));
   if (rc != 0 || !body) {
     fprintf(stderr, "error: out of memory\n");
     json_decref(body);

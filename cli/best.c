@@ -1,5 +1,6 @@
 /* `opforge best`: a task's best correct candidate as JSON, or as a KernelBench file. */
 #include "cli/best.h"
+#include "cli/args.h"
 #include "cli/client.h"
 
 #include <errno.h>
@@ -47,26 +48,28 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Stores one parsed option in opts (a struct best_opts). Returns 0, or -1 for a code it
+ * does not know. */
+static int apply_opt(void *opts, int c, const char *arg) {
+  struct best_opts *o = opts;
+  switch (c) {
+  case OPT_FORMAT: o->format = arg; return 0;
+  case OPT_SERVER: o->server = arg; return 0;
+  case 'o': o->output = arg; return 0;
+  default: return -1;
+  }
+}
+
+static const struct cli_options best_options = {
+    .shortopts = ":o:", .longopts = long_opts, .help = OPT_HELP, .usage = usage,
+    .apply = apply_opt,
+};
+
 /* Parses argv. Returns -1 to go on, else the exit status to return at once. */
 static int parse_args(int argc, char **argv, struct best_opts *o) {
-  opterr = 0;
-  optind = 0; /* glibc: start afresh, whatever parsed argv before us */
-  int c;
-  while ((c = getopt_long(argc, argv, ":o:", long_opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_HELP: usage(stdout); return CLI_EXIT_OK;
-    case OPT_FORMAT: o->format = optarg; break;
-    case OPT_SERVER: o->server = optarg; break;
-    case 'o': o->output = optarg; break;
-    case ':':
-      fprintf(stderr, "error: %s needs a value\n", argv[optind - 1]);
-      return CLI_EXIT_USAGE;
-    default:
-      fprintf(stderr, "error: unknown option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-  }
+  int rc = cli_parse_options(argc, argv, &best_options, o);
+  if (rc >= 0)
+    return rc;
   if (optind != argc - 1) {
     fprintf(stderr, "error: expected one task ID\n");
     usage(stderr);

@@ -1,5 +1,6 @@
 /* `opforge memory`: export, import, reset and browse the HTAM memory of a server. */
 #include "cli/memory.h"
+#include "cli/args.h"
 #include "cli/client.h"
 
 #include <errno.h>
@@ -73,6 +74,23 @@ static int check_positional(int argc, char **argv, struct memory_opts *o) {
   return -1;
 }
 
+/* Stores one parsed option in opts (a struct memory_opts). Returns 0, or -1 for a code
+ * it does not know. */
+static int apply_opt(void *opts, int c, const char *arg) {
+  struct memory_opts *o = opts;
+  switch (c) {
+  case 'o': o->output = arg; return 0;
+  case OPT_SERVER: o->server = arg; return 0;
+  case OPT_TOKEN_FILE: o->token_file = arg; return 0;
+  default: return -1;
+  }
+}
+
+static const struct cli_options memory_options = {
+    .shortopts = ":o:", .longopts = long_opts, .help = OPT_HELP, .usage = usage,
+    .apply = apply_opt,
+};
+
 /* Parses argv (argv[0] is "memory", argv[1] the command). Returns -1 to go on, else the
  * exit status to return at once. */
 static int parse_args(int argc, char **argv, struct memory_opts *o) {
@@ -81,24 +99,10 @@ static int parse_args(int argc, char **argv, struct memory_opts *o) {
     return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
   }
   o->command = argv[1];
-  opterr = 0;
-  optind = 0; /* glibc: start afresh, whatever parsed argv before us */
-  int c;
-  while ((c = getopt_long(argc - 1, argv + 1, ":o:", long_opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_HELP: usage(stdout); return CLI_EXIT_OK;
-    case 'o': o->output = optarg; break;
-    case OPT_SERVER: o->server = optarg; break;
-    case OPT_TOKEN_FILE: o->token_file = optarg; break;
-    case ':':
-      fprintf(stderr, "error: %s needs a value\n", argv[optind]);
-      return CLI_EXIT_USAGE;
-    default:
-      fprintf(stderr, "error: unknown option '%s'\n", argv[optind]);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-  }
+  /* The option loop sees the command word as its argv[0]. */
+  int rc = cli_parse_options(argc - 1, argv + 1, &memory_options, o);
+  if (rc >= 0)
+    return rc;
   optind++; /* back to argv's numbering */
   return check_positional(argc, argv, o);
 }

@@ -1,18 +1,17 @@
 /* `opforge profile`: runs load_task and profile in one supervised evaluator process and
  * prints the profile (DESIGN 2.2) as JSON. */
 #include "cli/profile.h"
+#include "cli/args.h"
 #include "cli/client.h"
 #include "gpu/supervisor.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define SOURCE_MAX (4u << 20) /* a KernelBench program is a few KiB */
@@ -75,8 +74,10 @@ static bool device_ok(const char *d) {
          d[0] != '+';
 }
 
-/* Stores one parsed option. Returns 0, or -1 after printing why. */
-static int apply_opt(struct profile_opts *o, int c, const char *arg) {
+/* Stores one parsed option in opts (a struct profile_opts). Returns 0, or -1 after
+ * printing why. */
+static int apply_opt(void *opts, int c, const char *arg) {
+  struct profile_opts *o = opts;
   switch (c) {
   case OPT_DEVICE:
     o->device = arg;
@@ -105,64 +106,10 @@ static int apply_opt(struct profile_opts *o, int c, const char *arg) {
   }
 }
 
-/* Parses argv. Returns -1 to go on, else the exit status to return at once. */
-static int parse_args(int argc, char **argv, struct profile_opts *o) {
-  opterr = 0;
-  optind = 0; /* glibc: start afresh, whatever parsed argv before us */
-  int c;
-  while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-    if (c == OPT_HELP) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    }
-    if (c == ':') {
-      fprintf(stderr, "error: %s needs a value\n", argv[optind - 1]);
-      return CLI_EXIT_USAGE;
-    }
-    if (c == '?') {
-      fprintf(stderr, "error: unknown option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-    if (apply_opt(o, c, optarg) != 0)
-      return CLI_EXIT_USAGE;
-  }
-  if (optind != argc - 1) {
-    fprintf(stderr, "error: %s\n", optind >= argc ? "missing FILE.py" : "expected one FILE.py");
-    usage(stderr);
-    return CLI_EXIT_USAGE;
-  }
-  o->file = argv[optind];
-  return -1;
-}
-
-/* Reads path as a JSON string (UTF-8, at most SOURCE_MAX bytes). Returns a new reference,
- * or NULL after printing why. */
-static json_t *read_source(const char *path) {
-  FILE *f = fopen(path, "re");
-  struct stat st;
-  if (!f || fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "error: cannot read %s: %s\n", path, f ? strerror(EISDIR) : strerror(errno));
-    if (f)
-      fclose(f);
-    return NULL;
-  }
-  char *data = malloc(SOURCE_MAX + 1);
-  size_t len = data ? fread(data, 1, SOURCE_MAX + 1, f) : 0;
-  bool failed = !data || ferror(f);
-  fclose(f);
-  json_t *text = NULL;
-  if (failed)
-    fprintf(stderr, "error: cannot read %s\n", path);
-  else if (len > SOURCE_MAX)
-    fprintf(stderr, "error: %s is larger than %u bytes\n", path, SOURCE_MAX);
-  else if (len == 0)
-    fprintf(stderr, "error: %s is empty\n", path);
-  else if (!(text = json_stringn(data, len)))
-    fprintf(stderr, "error: %s is not valid UTF-8 text\n", path);
-  free(data);
-  return text;
-}
+static const struct cli_options profile_options = {
+    .shortopts = ":", .longopts = long_opts, .help = OPT_HELP, .usage = usage,
+    .apply = apply_opt,
+};
 
 /* The task name: the file's base name without ".py". */
 static void task_name(const char *path, char *out, size_t outlen) {
@@ -289,11 +236,11 @@ static int make_config(const struct profile_opts *o, struct supervisor_config *c
 
 int cli_profile_main(int argc, char **argv) {
   struct profile_opts o = {.precision = "fp32", .seed = 42};
-  int rc = parse_args(argc, argv, &o);
+  int rc = cli_parse_file_args(argc, argv, &profile_options, &o, &o.file);
   if (rc >= 0)
     return rc;
-  json_t *source = read_source(o.file);
-  if (!source)
+  json_t *source = NULL;
+  if (cli_read_program(o.file, SOURCE_MAX, NULL, &source) != 0)
     return CLI_EXIT_USAGE;
   json_t *args = load_args(&o, source);
   struct supervisor_config cfg;

@@ -1,4 +1,5 @@
 /* `opforge status`: a table of tasks, or the details of one task. */
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/client.h"
 
@@ -65,32 +66,28 @@ static int check_args(int argc, char **argv, struct status_opts *o) {
   return -1;
 }
 
+/* Stores one parsed option in opts (a struct status_opts). Returns 0, or -1 after
+ * printing why. */
+static int apply_opt(void *opts, int c, const char *arg) {
+  struct status_opts *o = opts;
+  switch (c) {
+  case OPT_SERVER: o->server = arg; return 0;
+  case OPT_TOKEN_FILE: o->token_file = arg; return 0;
+  case OPT_STATUS: o->status = arg; return 0;
+  case OPT_LIMIT: o->has_limit = true; return cli_parse_int("--limit", arg, &o->limit);
+  default: return -1;
+  }
+}
+
+static const struct cli_options status_options = {
+    .shortopts = ":", .longopts = long_opts, .help = OPT_HELP, .usage = usage,
+    .apply = apply_opt,
+};
+
 /* Parses argv. Returns -1 to go on, else the exit status to return at once. */
 static int parse_args(int argc, char **argv, struct status_opts *o) {
-  opterr = 0;
-  optind = 0; /* glibc: start afresh, whatever parsed argv before us */
-  int c;
-  while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_HELP: usage(stdout); return CLI_EXIT_OK;
-    case OPT_SERVER: o->server = optarg; break;
-    case OPT_TOKEN_FILE: o->token_file = optarg; break;
-    case OPT_STATUS: o->status = optarg; break;
-    case OPT_LIMIT:
-      o->has_limit = true;
-      if (cli_parse_int("--limit", optarg, &o->limit) != 0)
-        return CLI_EXIT_USAGE;
-      break;
-    case ':':
-      fprintf(stderr, "error: %s needs a value\n", argv[optind - 1]);
-      return CLI_EXIT_USAGE;
-    default:
-      fprintf(stderr, "error: unknown option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-  }
-  return check_args(argc, argv, o);
+  int rc = cli_parse_options(argc, argv, &status_options, o);
+  return rc >= 0 ? rc : check_args(argc, argv, o);
 }
 
 /* A string member, or "-" when it is absent or not a string. */

@@ -1,19 +1,16 @@
 /* `opforge submit`: sends a KernelBench reference program and optionally follows the task. */
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/client.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define REFERENCE_MAX 262144 /* the server's limit on the reference source */
 #define MAX_FOLLOW_ROUNDS 5 /* streams that end while the task is not final */
 
 /* What the command line asked for. Strings point into argv. */
@@ -70,8 +67,10 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Stores one parsed option. Returns 0, or -1 after printing why. */
-static int apply_opt(struct submit_opts *o, int c, const char *arg) {
+/* Stores one parsed option in opts (a struct submit_opts). Returns 0, or -1 after
+ * printing why. */
+static int apply_opt(void *opts, int c, const char *arg) {
+  struct submit_opts *o = opts;
   switch (c) {
   case OPT_SERVER: o->server = arg; return 0;
   case OPT_TOKEN_FILE: o->token_file = arg; return 0;
@@ -88,120 +87,37 @@ static int apply_opt(struct submit_opts *o, int c, const char *arg) {
   }
 }
 
-/* Parses argv. Returns -1 to go on, else the exit status to return at once. */
-static int parse_args(int argc, char **argv, struct submit_opts *o) {
-  opterr = 0;
-  optind = 0; /* glibc: start afresh, whatever parsed argv before us */
-  int c;
-  while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-    if (c == OPT_HELP) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    }
-    if (c == ':') {
-      fprintf(stderr, "error: %s needs a value\n", argv[optind - 1]);
-      return CLI_EXIT_USAGE;
-    }
-    if (c == '?') {
-      fprintf(stderr, "error: unknown option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-    if (apply_opt(o, c, optarg) != 0)
-      return CLI_EXIT_USAGE;
-  }
-  if (optind != argc - 1) {
-    fprintf(stderr, "error: %s\n", optind >= argc ? "missing FILE.py" : "expected one FILE.py");
-    usage(stderr);
-    return CLI_EXIT_USAGE;
-  }
-  o->file = argv[optind];
-  return -1;
-}
+static const struct cli_options submit_options = {
+    .shortopts = ":", .longopts = long_opts, .help = OPT_HELP, .usage = usage,
+    .apply = apply_opt,
+};
 
-/* Reads the whole file into a malloc'ed buffer (the caller frees *ret_data). Prints why
- * and returns -1 when it cannot be read, is empty, or exceeds REFERENCE_MAX. */
-static int read_reference(const char *path, char **ret_data, size_t *ret_len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    fprintf(stderr, "error: cannot read %s: %s\n", path, strerror(errno));
-    if (fd >= 0)
-      close(fd);
-    return -1;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "error: cannot read %s: %s\n", path, strerror(EISDIR));
-    close(fd);
-    return -1;
-  }
-  char *data = malloc(REFERENCE_MAX + 1);
-  size_t len = 0;
-  ssize_t n = 1;
-  /* Read one byte past the limit so a pipe or a growing file is caught too. */
-  while (data && len <= REFERENCE_MAX && (n = read(fd, data + len, REFERENCE_MAX + 1 - len)) != 0) {
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      break;
-    len += (size_t)n;
-  }
-  int err = errno;
-  close(fd);
-  const char *why = !data ? "out of memory" : n < 0 ? strerror(err) : NULL;
-  if (why)
-    fprintf(stderr, "error: cannot read %s: %s\n", path, why);
-  else if (len > REFERENCE_MAX)
-    fprintf(stderr, "error: %s is larger than %d bytes (256 KiB), the limit for a reference\n",
-            path, REFERENCE_MAX);
-  else if (len == 0)
-    fprintf(stderr, "error: %s is empty\n", path);
-  if (why || len > REFERENCE_MAX || len == 0) {
-    free(data);
-    return -1;
-  }
-  *ret_data = data;
-  *ret_len = len;
-  return 0;
-}
-
-/* Adds key = value to obj (value's reference is taken). -1 when out of memory. */
-static int put(json_t *obj, const char *key, json_t *value) {
-  return value ? json_object_set_new(obj, key, value) : -1;
-}
-
-/* Builds the submission. reference must be UTF-8 (checked here). Returns a new
+/* Builds the submission around reference (a JSON string, taken over). Returns a new
  * reference the caller releases, or NULL after printing why. */
-static json_t *build_body(const struct submit_opts *o, const char *reference, size_t len) {
+static json_t *build_body(const struct submit_opts *o, json_t *reference) {
   json_t *body = json_object();
-  json_t *ref = json_stringn(reference, len);
-  if (!ref) {
-    fprintf(stderr, "error: %s is not valid UTF-8 text\n", o->file);
-    json_decref(body);
-    return NULL;
-  }
   char name[CLI_TASK_NAME_MAX + 1];
   cli_task_name(o->file, name);
   int rc = body ? 0 : -1;
-  rc |= put(body, "reference", ref);
-  rc |= put(body, "name", json_string(o->name ? o->name : name));
+  rc |= cli_json_put(body, "reference", reference);
+  rc |= cli_json_put(body, "name", json_string(o->name ? o->name : name));
   if (o->policy)
-    rc |= put(body, "policy", json_string(o->policy));
+    rc |= cli_json_put(body, "policy", json_string(o->policy));
   if (o->proposer)
-    rc |= put(body, "proposer", json_string(o->proposer));
+    rc |= cli_json_put(body, "proposer", json_string(o->proposer));
   if (o->precision)
-    rc |= put(body, "precision", json_string(o->precision));
+    rc |= cli_json_put(body, "precision", json_string(o->precision));
   if (o->has_trials)
-    rc |= put(body, "trials", json_integer(o->trials));
+    rc |= cli_json_put(body, "trials", json_integer(o->trials));
   if (o->has_seed)
-    rc |= put(body, "seed", json_integer(o->seed));
+    rc |= cli_json_put(body, "seed", json_integer(o->seed));
   if (o->has_steps || o->has_seconds) {
     json_t *budget = json_object();
-    rc |= put(body, "budget", budget);
     if (o->has_steps)
-      rc |= put(budget, "steps", json_integer(o->steps));
+      rc |= cli_json_put(budget, "steps", json_integer(o->steps));
     if (o->has_seconds)
-      rc |= put(budget, "seconds", json_integer(o->seconds));
+      rc |= cli_json_put(budget, "seconds", json_integer(o->seconds));
+    rc |= cli_json_put(body, "budget", budget); /* filled first: body takes it over */
   }
   if (rc != 0) {
     fprintf(stderr, "error: out of memory (or a --name that is not UTF-8)\n");
@@ -360,15 +276,13 @@ static int post_task(struct cli_client *client, const json_t *body, char **ret_i
 
 int cli_submit_main(int argc, char **argv) {
   struct submit_opts o = {0};
-  int ret = parse_args(argc, argv, &o);
+  int ret = cli_parse_file_args(argc, argv, &submit_options, &o, &o.file);
   if (ret >= 0)
     return ret;
-  char *reference = NULL;
-  size_t len = 0;
-  if (read_reference(o.file, &reference, &len) != 0)
+  json_t *reference = NULL;
+  if (cli_read_program(o.file, CLI_REFERENCE_MAX, "a reference", &reference) != 0)
     return CLI_EXIT_USAGE;
-  json_t *body = build_body(&o, reference, len);
-  free(reference);
+  json_t *body = build_body(&o, reference);
   if (!body)
     return CLI_EXIT_USAGE;
   struct cli_client *client = NULL;

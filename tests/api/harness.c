@@ -110,29 +110,154 @@ const char *harness_openapi_path(void) {
   return g_openapi_path;
 }
 
-/* ---------------------------------------------------------------- server */
+/* ---------------------------------------------------------------- child processes */
 
+/* nftw callback: removes one entry (children first, by FTW_DEPTH). */
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
   return remove(path);
 }
 
-/* Prints the last few KiB of the server's stderr log, for failed starts and stops. */
-static void dump_log(const struct server *server) {
-  char path[PATH_MAX + 16];
-  snprintf(path, sizeof path, "%s/server.log", server->dir);
+void harness_remove_tree(const char *dir) {
+  nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void harness_dump_log(const char *path, long max_bytes) {
   FILE *f = fopen(path, "r");
   if (!f)
     return;
   fseek(f, 0, SEEK_END);
   long size = ftell(f);
-  fseek(f, size > 8192 ? size - 8192 : 0, SEEK_SET);
-  fprintf(stderr, "---- server log (%s, last 8 KiB) ----\n", path);
+  fseek(f, size > max_bytes ? size - max_bytes : 0, SEEK_SET);
+  fprintf(stderr, "---- %s (last %ld KiB) ----\n", path, max_bytes / 1024);
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0)
     fwrite(buf, 1, n, stderr);
-  fprintf(stderr, "---- end of server log ----\n");
+  fprintf(stderr, "---- end of %s ----\n", path);
   fclose(f);
+}
+
+/* True when the variable name=value starts with one of the NULL-terminated prefixes. */
+static bool has_prefix(const char *var, const char *const *prefixes) {
+  for (size_t i = 0; prefixes && prefixes[i]; i++)
+    if (strncmp(var, prefixes[i], strlen(prefixes[i])) == 0)
+      return true;
+  return false;
+}
+
+char **harness_environment(const char *const *drop, char *const *extra) {
+  size_t n = 0, n_extra = 0;
+  while (environ[n])
+    n++;
+  while (extra && extra[n_extra])
+    n_extra++;
+  char **envp = calloc(n + n_extra + 1, sizeof *envp);
+  if (!envp)
+    return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!has_prefix(environ[i], drop))
+      envp[k++] = environ[i];
+  for (size_t i = 0; i < n_extra; i++)
+    envp[k++] = extra[i];
+  return envp;
+}
+
+int harness_spawn(const char *const *argv, char *const *envp, const char *log_path,
+                  pid_t *ret_pid, int *ret_stdout_fd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    perror("pipe2");
+    return -1;
+  }
+  int log_fd = getenv("OPFORGE_TEST_VERBOSE")
+                   ? dup(2)
+                   : open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) {
+    perror(log_path);
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(log_fd, 2);
+    execve(argv[0], (char *const *)argv, envp ? envp : environ);
+    static const char msg[] = "harness: exec of the child failed\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  close(fds[1]);
+  close(log_fd);
+  if (pid < 0) {
+    perror("fork");
+    close(fds[0]);
+    return -1;
+  }
+  *ret_pid = pid;
+  *ret_stdout_fd = fds[0];
+  return 0;
+}
+
+int harness_wait_listening(int stdout_fd, long timeout_ms, char *url, size_t url_len) {
+  char line[256];
+  size_t len = 0;
+  long deadline = now_ms() + timeout_ms;
+  while (now_ms() < deadline) {
+    struct pollfd pfd = {.fd = stdout_fd, .events = POLLIN};
+    if (poll(&pfd, 1, 100) <= 0)
+      continue;
+    char c;
+    ssize_t n = read(stdout_fd, &c, 1);
+    if (n <= 0) {
+      fprintf(stderr, "harness: server stdout closed before the listening line\n");
+      return -1;
+    }
+    if (c != '\n') {
+      if (len + 1 < sizeof line)
+        line[len++] = c;
+      continue;
+    }
+    line[len] = '\0';
+    unsigned port = 0;
+    char rest = 0;
+    if (sscanf(line, "listening on http://127.0.0.1:%u%c", &port, &rest) != 1 || port == 0 ||
+        port > 65535) {
+      fprintf(stderr, "harness: unexpected stdout line from the server: '%s'\n", line);
+      return -1;
+    }
+    snprintf(url, url_len, "http://127.0.0.1:%u", port);
+    return 0;
+  }
+  fprintf(stderr, "harness: no listening line within %ld ms\n", timeout_ms);
+  return -1;
+}
+
+int harness_wait_exit(pid_t pid, long timeout_ms) {
+  long deadline = now_ms() + timeout_ms;
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid)
+      return status;
+    if (r < 0 || now_ms() > deadline)
+      return -1;
+    usleep(10000);
+  }
+}
+
+/* ---------------------------------------------------------------- server */
+
+/* Prints the last few KiB of the server's stderr log, for failed starts and stops. */
+static void dump_log(const struct server *server) {
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/server.log", server->dir);
+  harness_dump_log(path, 8192);
 }
 
 /* Builds argv for the child; the strings are borrowed from the caller and opts. */
@@ -153,94 +278,21 @@ static void build_argv(const char *bin, const char *data,
   argv[n] = NULL;
 }
 
-/* The environment without OPFORGE_* variables, which the server reads as option
- * defaults, so that only the arguments the test passes configure it. Built before fork
- * because the child may only call async-signal-safe functions. Caller frees the array
- * (the strings are borrowed from environ). */
-static char **environment_for_server(void) {
-  size_t n = 0;
-  while (environ[n])
-    n++;
-  char **envp = calloc(n + 1, sizeof *envp);
-  if (!envp)
-    return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "OPFORGE_", 8) != 0)
-      envp[k++] = environ[i];
-  return envp;
-}
-
-/* Forks and execs the server with stdout on a pipe and stderr in the log. */
+/* Starts the child with stdout on a pipe and stderr in the log, in an environment without
+ * OPFORGE_* variables: the server reads those as option defaults, and only the arguments
+ * the test passes may configure it. */
 static int spawn(struct server *server, const char *const *argv) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    perror("pipe2");
+  static const char *const drop[] = {"OPFORGE_", NULL};
+  char **envp = harness_environment(drop, NULL);
+  if (!envp) {
+    fprintf(stderr, "harness: out of memory\n");
     return -1;
   }
   char log[PATH_MAX + 16];
   snprintf(log, sizeof log, "%s/server.log", server->dir);
-  int log_fd = getenv("OPFORGE_TEST_VERBOSE")
-                   ? dup(2)
-                   : open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  char **envp = environment_for_server();
-  pid_t pid = envp ? fork() : -1;
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(log_fd, 2);
-    execve(argv[0], (char *const *)argv, envp);
-    static const char msg[] = "harness: exec of the server failed\n";
-    ssize_t ignored = write(2, msg, sizeof msg - 1);
-    (void)ignored;
-    _exit(127);
-  }
+  int rc = harness_spawn(argv, envp, log, &server->pid, &server->stdout_fd);
   free(envp);
-  close(fds[1]);
-  close(log_fd);
-  if (pid < 0) {
-    perror("fork");
-    close(fds[0]);
-    return -1;
-  }
-  server->pid = pid;
-  server->stdout_fd = fds[0];
-  return 0;
-}
-
-/* Reads the child's stdout until the listening line; stores the URL. Anything else on
- * stdout before it is a contract violation. */
-static int wait_listening(struct server *server) {
-  char line[256];
-  size_t len = 0;
-  long deadline = now_ms() + START_TIMEOUT_MS;
-  while (now_ms() < deadline) {
-    struct pollfd pfd = {.fd = server->stdout_fd, .events = POLLIN};
-    if (poll(&pfd, 1, 100) <= 0)
-      continue;
-    char c;
-    ssize_t n = read(server->stdout_fd, &c, 1);
-    if (n <= 0) {
-      fprintf(stderr, "harness: server stdout closed before the listening line\n");
-      return -1;
-    }
-    if (c != '\n') {
-      if (len + 1 < sizeof line)
-        line[len++] = c;
-      continue;
-    }
-    line[len] = '\0';
-    unsigned port = 0;
-    char rest = 0;
-    if (sscanf(line, "listening on http://127.0.0.1:%u%c", &port, &rest) != 1 || port == 0 ||
-        port > 65535) {
-      fprintf(stderr, "harness: unexpected stdout line from the server: '%s'\n", line);
-      return -1;
-    }
-    snprintf(server->url, sizeof server->url, "http://127.0.0.1:%u", port);
-    return 0;
-  }
-  fprintf(stderr, "harness: no listening line within %ld ms\n", START_TIMEOUT_MS);
-  return -1;
+  return rc;
 }
 
 /* Creates the temp dir, its data dir and the token file. */
@@ -286,7 +338,8 @@ int server_start(const struct server_opts *opts, struct server **ret_server) {
              sizeof argv / sizeof argv[0]);
   if (spawn(server, argv) != 0)
     goto fail;
-  if (wait_listening(server) != 0) {
+  if (harness_wait_listening(server->stdout_fd, START_TIMEOUT_MS, server->url,
+                             sizeof server->url) != 0) {
     dump_log(server);
     goto fail;
   }
@@ -302,27 +355,13 @@ fail:
   return -1;
 }
 
-/* Waits for the child until the deadline; returns its wait status or -1. */
-static int wait_exit(pid_t pid, long timeout_ms) {
-  long deadline = now_ms() + timeout_ms;
-  int status = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid)
-      return status;
-    if (r < 0 || now_ms() > deadline)
-      return -1;
-    usleep(10000);
-  }
-}
-
 int server_stop(struct server *server) {
   if (!server)
     return 0;
   int rc = 0;
   if (server->pid > 0) {
     kill(server->pid, SIGTERM);
-    int status = wait_exit(server->pid, STOP_TIMEOUT_MS);
+    int status = harness_wait_exit(server->pid, STOP_TIMEOUT_MS);
     if (status == -1) {
       fprintf(stderr, "harness: server did not exit within %ld ms of SIGTERM\n",
               STOP_TIMEOUT_MS);
@@ -351,7 +390,7 @@ int server_stop(struct server *server) {
   if (rc != 0)
     dump_log(server);
   if (server->dir[0])
-    nftw(server->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    harness_remove_tree(server->dir);
   free(server);
   return rc;
 }
@@ -477,8 +516,8 @@ static void setup_body(struct transfer *t, const struct http_request *req) {
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
 }
 
-/* Prepares t for req against server. The caller performs it and calls transfer_end. */
-static void transfer_begin(struct transfer *t, struct server *server,
+/* Prepares t for req against the server at base_url. The caller performs it and calls transfer_end. */
+static void transfer_begin(struct transfer *t, const char *base_url,
                            const struct http_request *req) {
   memset(t, 0, sizeof *t);
   t->method = req->method;
@@ -487,11 +526,11 @@ static void transfer_begin(struct transfer *t, struct server *server,
   t->easy = curl_easy_init();
   if (!t->resp || !t->easy)
     die("out of memory");
-  size_t url_len = strlen(server->url) + strlen(req->path) + 1;
+  size_t url_len = strlen(base_url) + strlen(req->path) + 1;
   char *url = malloc(url_len);
   if (!url)
     die("out of memory");
-  snprintf(url, url_len, "%s%s", server->url, req->path);
+  snprintf(url, url_len, "%s%s", base_url, req->path);
   CURL *e = t->easy;
   curl_easy_setopt(e, CURLOPT_URL, url);
   free(url); /* curl keeps its own copy */
@@ -543,19 +582,23 @@ static struct http_response *transfer_end(struct transfer *t, CURLcode result) {
   char err[2048];
   if (spec_check_response(g_spec, &ex, err, sizeof err) != 0) {
     if (!getenv("OPFORGE_SPEC_SOFT"))
-      die("spec violation: %s\n  body: %.600s", err, r->body);
+      die("%s %.200s: spec violation: %s\n  body: %.600s", t->method, t->path, err, r->body);
     g_soft_violations++;
-    print_error("spec violation (deferred by OPFORGE_SPEC_SOFT): %s\n  body: %.600s\n", err,
-                r->body);
+    print_error("%s %.200s: spec violation (deferred by OPFORGE_SPEC_SOFT): %s\n  body: %.600s\n",
+                t->method, t->path, err, r->body);
   }
   return r;
 }
 
-struct http_response *http_do(struct server *server, const struct http_request *req) {
+struct http_response *http_do_url(const char *base_url, const struct http_request *req) {
   struct transfer t;
-  transfer_begin(&t, server, req);
+  transfer_begin(&t, base_url, req);
   CURLcode rc = curl_easy_perform(t.easy);
   return transfer_end(&t, rc);
+}
+
+struct http_response *http_do(struct server *server, const struct http_request *req) {
+  return http_do_url(server->url, req);
 }
 
 struct http_response *http_get(struct server *server, const char *path) {
@@ -607,7 +650,7 @@ struct http_response **http_do_all(struct server *server, const struct http_requ
   curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)n);
   long timeout = 0;
   for (size_t i = 0; i < n; i++) {
-    transfer_begin(&ts[i], server, &reqs[i]);
+    transfer_begin(&ts[i], server->url, &reqs[i]);
     /* All at once: one fresh connection per request, none reused. */
     curl_easy_setopt(ts[i].easy, CURLOPT_FRESH_CONNECT, 1L);
     curl_multi_add_handle(multi, ts[i].easy);
@@ -639,7 +682,7 @@ struct http_stream *http_stream_open(struct server *server, const struct http_re
   struct http_stream *s = calloc(1, sizeof *s);
   if (!s || !(s->multi = curl_multi_init()))
     die("out of memory");
-  transfer_begin(&s->t, server, req);
+  transfer_begin(&s->t, server->url, req);
   curl_multi_add_handle(s->multi, s->t.easy);
   return s;
 }

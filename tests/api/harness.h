@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "tests/api/spec_check.h"
 
@@ -72,10 +73,51 @@ int server_stop(struct server *server);
 /* "http://127.0.0.1:<port>" (owned by the server). */
 const char *server_url(const struct server *server);
 
+/* ---- Child processes. These need no harness_init: tests that start the server (or
+ * the CLI) their own way use them too. ---- */
+
+/* Forks and execs argv[0] with argv (NULL-terminated) and envp (NULL: this process's
+ * environment), stdout on a new pipe and stderr appended to the file log_path (this
+ * process's stderr instead when $OPFORGE_TEST_VERBOSE is set). Everything passed stays the
+ * caller's. Returns 0 and sets *ret_pid and *ret_stdout_fd (the pipe's read end, which the
+ * caller closes; close-on-exec), or -1 after printing why. */
+int harness_spawn(const char *const *argv, char *const *envp, const char *log_path,
+                  pid_t *ret_pid, int *ret_stdout_fd);
+
+/* Reads stdout_fd up to the server's first line, which must be `listening on
+ * http://127.0.0.1:<port>`, and writes "http://127.0.0.1:<port>" into url (url_len
+ * bytes). Returns 0, or -1 after printing why (another line, the end of the output, or no
+ * line within timeout_ms). */
+int harness_wait_listening(int stdout_fd, long timeout_ms, char *url, size_t url_len);
+
+/* Waits up to timeout_ms for the child pid to exit. Returns its wait status, or -1 when it
+ * still runs at the deadline or waitpid fails. */
+int harness_wait_exit(pid_t pid, long timeout_ms);
+
+/* Prints the last max_bytes of the file at path to stderr between two marker lines;
+ * nothing when it cannot be opened. */
+void harness_dump_log(const char *path, long max_bytes);
+
+/* This process's environment without the variables whose names start with one of the
+ * prefixes in drop (NULL-terminated; NULL drops none), followed by extra (NULL-terminated
+ * "NAME=value" strings, or NULL). Built before fork because the child may only call
+ * async-signal-safe functions. Returns a calloc'ed array of borrowed strings (the caller
+ * frees the array alone, after the fork), or NULL when out of memory. */
+char **harness_environment(const char *const *drop, char *const *extra);
+
+/* Removes dir and everything below it (a test's temp dir); errors are ignored. */
+void harness_remove_tree(const char *dir);
+
+/* ---- Requests ---- */
+
 /* Performs one request and checks the response against the spec. Fails the running
  * cmocka test on a transport error or a spec violation (see harness_deferred_violations). The caller frees the result
  * with http_response_free. */
 struct http_response *http_do(struct server *server, const struct http_request *req);
+
+/* http_do against the server at base_url ("http://127.0.0.1:<port>"), for a server the
+ * test started itself. */
+struct http_response *http_do_url(const char *base_url, const struct http_request *req);
 
 /* Shorthands for http_do: a GET, and a request with a NUL-terminated JSON body (or
  * NULL) and optional NULL-terminated extra headers. */

@@ -13,68 +13,24 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
+
+#include "tests/common/child.h"
 
 #define WAIT_MS 60000 /* the longest any one child may take */
 
-static const char reference_ok[] =
-    "import torch\n"
-    "import torch.nn as nn\n"
-    "\n"
-    "class Model(nn.Module):\n"
-    "    def __init__(self):\n"
-    "        super().__init__()\n"
-    "\n"
-    "    def forward(self, x):\n"
-    "        return torch.relu(x)\n"
-    "\n"
-    "def get_inputs():\n"
-    "    return [torch.randn(16, 1024)]\n"
-    "\n"
-    "def get_init_inputs():\n"
-    "    return []\n";
-
 static const char reference_bad[] = "print('no model here')\n";
-
-/* ---- growing text buffers ---- */
-
-struct text {
-  char *s;
-  size_t len, cap;
-};
-
-static void text_add(struct text *t, const char *p, size_t n) {
-  if (t->len + n + 1 > t->cap) {
-    t->cap = (t->len + n + 1) * 2;
-    t->s = realloc(t->s, t->cap);
-    assert_non_null(t->s);
-  }
-  memcpy(t->s + t->len, p, n);
-  t->len += n;
-  t->s[t->len] = '\0';
-}
-
-static const char *text_str(const struct text *t) {
-  return t->s ? t->s : "";
-}
 
 /* ---- the servers under test ---- */
 
@@ -88,59 +44,11 @@ static struct {
   bool have_bin;
 } g;
 
-/* Starts `opforge serve` on data dir data with extra options (NULL-terminated, may be
- * NULL); writes its base URL into base (64 bytes). Returns the pid, or -1. */
+/* Starts a server (see child_server_start) and notes it for the teardown. Returns the
+ * pid, or -1. */
 static pid_t server_start(const char *data, const char *const *extra, char *base) {
-  int fds[2];
-  if (mkdir(data, 0700) != 0 && errno != EEXIST)
-    return -1;
-  if (pipe(fds) != 0)
-    return -1;
-  char log_path[PATH_MAX + 16];
-  snprintf(log_path, sizeof log_path, "%s/server.log", data);
-  pid_t pid = fork();
-  if (pid == 0) {
-    const char *argv[24] = {g.bin, "serve", "--listen", "127.0.0.1:0", "--data", data};
-    int n = 6;
-    for (int i = 0; extra && extra[i] && n < 23; i++)
-      argv[n++] = extra[i];
-    argv[n] = NULL;
-    int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fds[1], STDOUT_FILENO);
-    if (log_fd >= 0)
-      dup2(log_fd, STDERR_FILENO);
-    close(fds[0]);
-    execv(g.bin, (char *const *)argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  struct text out = {0};
-  const char *prefix = "listening on http://127.0.0.1:";
-  for (int waited = 0; waited < WAIT_MS && !strchr(text_str(&out), '\n');) {
-    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-    if (poll(&pfd, 1, 100) == 0) {
-      waited += 100;
-      continue;
-    }
-    char buf[256];
-    ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n <= 0)
-      break;
-    text_add(&out, buf, (size_t)n);
-  }
-  close(fds[0]);
-  int port = 0;
-  if (strncmp(text_str(&out), prefix, strlen(prefix)) == 0)
-    port = (int)strtol(text_str(&out) + strlen(prefix), NULL, 10);
-  free(out.s);
-  if (port <= 0) {
-    print_error("server did not start; its log is %s\n", log_path);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-  }
-  snprintf(base, 64, "http://127.0.0.1:%d", port);
-  for (size_t i = 0; i < sizeof g.extra_pids / sizeof g.extra_pids[0]; i++)
+  pid_t pid = child_server_start(g.bin, data, extra, base, WAIT_MS);
+  for (size_t i = 0; pid > 0 && i < sizeof g.extra_pids / sizeof g.extra_pids[0]; i++)
     if (g.extra_pids[i] == 0) {
       g.extra_pids[i] = pid;
       break;
@@ -153,21 +61,7 @@ static int server_stop(pid_t pid) {
   for (size_t i = 0; i < sizeof g.extra_pids / sizeof g.extra_pids[0]; i++)
     if (g.extra_pids[i] == pid)
       g.extra_pids[i] = 0;
-  kill(pid, SIGTERM);
-  for (int i = 0; i < 200; i++) {
-    int st;
-    if (waitpid(pid, &st, WNOHANG) == pid)
-      return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    usleep(50000);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  return -1;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
+  return child_server_stop(pid);
 }
 
 /* Whether the binary has the bench command (server/main.c wires it). */
@@ -191,12 +85,7 @@ static bool knows_bench(const char *bin) {
 
 static int group_setup(void **state) {
   (void)state;
-  unsetenv("OPFORGE_SERVER");
-  unsetenv("OPFORGE_TOKEN");
-  unsetenv("OPFORGE_TOKEN_FILE");
-  setenv("NO_PROXY", "*", 1);
-  signal(SIGPIPE, SIG_IGN);
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  child_isolate();
   const char *bin = getenv("OPFORGE_BIN");
   const char *eval = getenv("OPFORGE_SCRIPTED_EVALUATOR");
   g.have_bin = bin && access(bin, X_OK) == 0 && knows_bench(bin);
@@ -217,17 +106,10 @@ static int group_setup(void **state) {
 
 static int group_teardown(void **state) {
   (void)state;
-  int rc = 0;
   for (size_t i = 0; i < sizeof g.extra_pids / sizeof g.extra_pids[0]; i++)
     if (g.extra_pids[i] > 0 && g.extra_pids[i] != g.pid) /* left by a failed test */
       server_stop(g.extra_pids[i]);
-  if (g.pid > 0 && server_stop(g.pid) != 0) {
-    print_error("the server did not exit 0 on SIGTERM\n");
-    rc = -1;
-  }
-  nftw(g.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  curl_global_cleanup();
-  return rc;
+  return child_group_teardown(g.pid, g.dir);
 }
 
 #define NEED_SERVER()                                                                      \
@@ -240,87 +122,10 @@ static int group_teardown(void **state) {
 
 /* ---- running the CLI ---- */
 
-struct proc {
-  pid_t pid;
-  int out_fd, err_fd;
-  struct text out, err;
-};
-
-/* Starts {bin, args...} (args NULL-terminated) with stdout and stderr on pipes. */
-static void proc_start(struct proc *p, const char *const *args) {
-  const char *argv[48] = {g.bin};
-  int n = 1;
-  for (; args[n - 1] && n < 47; n++)
-    argv[n] = args[n - 1];
-  argv[n] = NULL;
-  memset(p, 0, sizeof *p);
-  int out[2], err[2];
-  assert_int_equal(pipe(out), 0);
-  assert_int_equal(pipe(err), 0);
-  p->pid = fork();
-  assert_true(p->pid >= 0);
-  if (p->pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
-    close(out[0]), close(err[0]), close(out[1]), close(err[1]);
-    execv(g.bin, (char *const *)argv);
-    _exit(127);
-  }
-  close(out[1]), close(err[1]);
-  p->out_fd = out[0];
-  p->err_fd = err[0];
-}
-
-/* Reads what the child writes until both streams end or the time runs out. Returns
- * whether they ended. */
-static bool proc_pump(struct proc *p, int timeout_ms) {
-  for (int waited = 0; waited < timeout_ms;) {
-    if (p->out_fd < 0 && p->err_fd < 0)
-      return true;
-    struct pollfd pfd[2] = {{.fd = p->out_fd, .events = POLLIN},
-                            {.fd = p->err_fd, .events = POLLIN}};
-    int ready = poll(pfd, 2, 100);
-    if (ready == 0)
-      waited += 100;
-    for (int i = 0; i < 2 && ready > 0; i++) {
-      if (!pfd[i].revents)
-        continue;
-      char buf[4096];
-      ssize_t n = read(pfd[i].fd, buf, sizeof buf);
-      int *fd = i == 0 ? &p->out_fd : &p->err_fd;
-      if (n > 0) {
-        text_add(i == 0 ? &p->out : &p->err, buf, (size_t)n);
-      } else if (n == 0 || errno != EINTR) {
-        close(*fd);
-        *fd = -1;
-      }
-    }
-  }
-  return false;
-}
-
-/* Collects the rest of the output and the exit status (-1 when killed for time). */
-static int proc_finish(struct proc *p) {
-  bool done = proc_pump(p, WAIT_MS);
-  if (!done)
-    kill(p->pid, SIGKILL);
-  int st = 0;
-  waitpid(p->pid, &st, 0);
-  if (p->out_fd >= 0)
-    close(p->out_fd);
-  if (p->err_fd >= 0)
-    close(p->err_fd);
-  return done && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void proc_clear(struct proc *p) {
-  free(p->out.s);
-  free(p->err.s);
-}
-
+/* Runs {bin, args...} to the end; returns the exit status and fills p's out and err. */
 static int run_cli(struct proc *p, const char *const *args) {
-  proc_start(p, args);
-  return proc_finish(p);
+  proc_start(p, g.bin, args, NULL, false);
+  return proc_finish(p, WAIT_MS);
 }
 
 static double now_s(void) {
@@ -362,36 +167,10 @@ static json_t *load_json(const char *path) {
 
 /* ---- talking to a server directly ---- */
 
-static size_t sink_cb(char *ptr, size_t size, size_t nmemb, void *user) {
-  text_add(user, ptr, size * nmemb);
-  return size * nmemb;
-}
-
-/* One request to base+path; returns the status and the parsed body (or NULL). */
-static long http(const char *base, const char *method, const char *path, json_t **ret_body) {
-  char url[512];
-  snprintf(url, sizeof url, "%s%s", base, path);
-  struct text body = {0};
-  CURL *easy = curl_easy_init();
-  assert_non_null(easy);
-  curl_easy_setopt(easy, CURLOPT_URL, url);
-  curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, sink_cb);
-  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(easy, CURLOPT_TIMEOUT, 30L);
-  assert_int_equal(curl_easy_perform(easy), CURLE_OK);
-  long status = 0;
-  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(easy);
-  *ret_body = body.len ? json_loadb(body.s, body.len, 0, NULL) : NULL;
-  free(body.s);
-  return status;
-}
-
 /* How many tasks the shared server holds. */
 static size_t task_count(void) {
   json_t *list = NULL;
-  assert_int_equal(http(g.base, "GET", "/v1/tasks?limit=500", &list), 200);
+  assert_int_equal(child_http(g.base, "GET", "/v1/tasks?limit=500", &list), 200);
   size_t n = json_array_size(json_object_get(list, "items"));
   json_decref(list);
   return n;
@@ -419,17 +198,6 @@ static double jnum(const json_t *obj, const char *key) {
     print_error("member %s is not a number\n", key);
   assert_true(json_is_number(v));
   return json_number_value(v);
-}
-
-static bool is_uuid_v4(const char *s) {
-  if (strlen(s) != 36)
-    return false;
-  for (size_t i = 0; i < 36; i++) {
-    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
-      return false;
-  }
-  return s[14] == '4' && strchr("89ab", s[19]);
 }
 
 /* ---- usage errors ---- */
@@ -520,12 +288,12 @@ static void test_usage_errors(void **state) {
   NEED_SERVER();
   struct usage_paths u;
   char ignored[PATH_MAX];
-  scratch_file("usage/prog.py", reference_ok, u.file, sizeof u.file);
+  scratch_file("usage/prog.py", child_reference_ok, u.file, sizeof u.file);
   snprintf(u.out, sizeof u.out, "%s/usage/out.json", g.dir);
   snprintf(u.none, sizeof u.none, "%s/usage/absent.py", g.dir);
   scratch_dir("usage/empty", u.empty_dir, sizeof u.empty_dir);
   scratch_file("usage/empty/notes.txt", "not a program\n", ignored, sizeof ignored);
-  scratch_file("usage/excl/only.py", reference_ok, ignored, sizeof ignored);
+  scratch_file("usage/excl/only.py", child_reference_ok, ignored, sizeof ignored);
   snprintf(u.excl_dir, sizeof u.excl_dir, "%s/usage/excl", g.dir);
   scratch_file("usage/zero.py", "", u.empty, sizeof u.empty);
   snprintf(u.bad_out, sizeof u.bad_out, "%s/usage/missing/out.json", g.dir);
@@ -566,26 +334,14 @@ static void test_usage_errors(void **state) {
 
 /* ---- an unreachable server ---- */
 
-/* A loopback port nobody listens on (bound, then released). */
-static int dead_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof sa;
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
 /* Nothing is submitted, nothing printed on stdout; the results file says so. */
 static void test_unreachable_server(void **state) {
   (void)state;
   NEED_SERVER();
   char url[64], prefix[128], file[PATH_MAX], out[PATH_MAX];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d", dead_port());
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", child_dead_port());
   snprintf(prefix, sizeof prefix, "error: cannot reach %s: ", url);
-  scratch_file("unreach/prog.py", reference_ok, file, sizeof file);
+  scratch_file("unreach/prog.py", child_reference_ok, file, sizeof file);
   snprintf(out, sizeof out, "%s/unreach/out.json", g.dir);
   struct proc p;
   const char *args[] = {"bench", file, "--steps", "3", "--out", out, "--server", url, NULL};
@@ -614,11 +370,11 @@ static void test_unreachable_server(void **state) {
  * not programs. Returns the directory in out. */
 static void queued_programs(char *out, size_t outlen) {
   char path[PATH_MAX];
-  scratch_file("queued/10_b.py", reference_ok, path, sizeof path);
-  scratch_file("queued/2_a.py", reference_ok, path, sizeof path);
-  scratch_file("queued/skip_me.py", reference_ok, path, sizeof path);
-  scratch_file("queued/notes.txt", reference_ok, path, sizeof path);
-  scratch_file("queued/.hidden.py", reference_ok, path, sizeof path);
+  scratch_file("queued/10_b.py", child_reference_ok, path, sizeof path);
+  scratch_file("queued/2_a.py", child_reference_ok, path, sizeof path);
+  scratch_file("queued/skip_me.py", child_reference_ok, path, sizeof path);
+  scratch_file("queued/notes.txt", child_reference_ok, path, sizeof path);
+  scratch_file("queued/.hidden.py", child_reference_ok, path, sizeof path);
   scratch_dir("queued/sub.py", path, sizeof path);
   snprintf(out, outlen, "%s/queued", g.dir);
 }
@@ -646,10 +402,10 @@ static void check_server_task(const json_t *t, const char *name) {
   char path[128];
   snprintf(path, sizeof path, "/v1/tasks/%s", jstr(t, "id"));
   json_t *task = NULL;
-  assert_int_equal(http(g.base, "GET", path, &task), 200);
+  assert_int_equal(child_http(g.base, "GET", path, &task), 200);
   assert_string_equal(jstr(task, "name"), name);
   assert_string_equal(jstr(task, "status"), "queued");
-  assert_string_equal(jstr(task, "reference"), reference_ok);
+  assert_string_equal(jstr(task, "reference"), child_reference_ok);
   assert_string_equal(jstr(task, "created_at"), jstr(t, "created_at"));
   json_t *o = json_object_get(task, "options");
   assert_string_equal(jstr(o, "policy"), "flat");
@@ -665,7 +421,8 @@ static void check_queued_task(const json_t *t, const char *dir, const char *name
   snprintf(file, sizeof file, "%s/%s.py", dir, name);
   assert_string_equal(jstr(t, "name"), name);
   assert_string_equal(jstr(t, "file"), file);
-  assert_true(is_uuid_v4(jstr(t, "id")));
+  const char *id = jstr(t, "id");
+  assert_true(child_is_uuid_v4(id, strlen(id)));
   assert_string_equal(jstr(t, "status"), "queued");
   assert_true(json_is_false(json_object_get(t, "finished")));
   assert_true(json_is_false(json_object_get(t, "correct")));
@@ -756,7 +513,7 @@ static void test_default_concurrency_one_at_a_time(void **state) {
 /* The id of the queued task named name on the shared server, or NULL (malloc'ed). */
 static char *find_queued(const char *name) {
   json_t *list = NULL;
-  assert_int_equal(http(g.base, "GET", "/v1/tasks?status=queued&limit=500", &list), 200);
+  assert_int_equal(child_http(g.base, "GET", "/v1/tasks?status=queued&limit=500", &list), 200);
   char *id = NULL;
   size_t i;
   json_t *t;
@@ -774,13 +531,13 @@ static void test_cancelled_task_ends_the_run(void **state) {
   (void)state;
   NEED_SERVER();
   char file[PATH_MAX], out[PATH_MAX];
-  scratch_file("cancel/cancel_me.py", reference_ok, file, sizeof file);
+  scratch_file("cancel/cancel_me.py", child_reference_ok, file, sizeof file);
   snprintf(out, sizeof out, "%s/cancel-out.json", g.dir);
   const char *args[] = {"bench", file, "--steps", "3", "--wait-limit", "40", "--out", out,
                         "--server", g.base, NULL};
   struct proc p;
   double started = now_s();
-  proc_start(&p, args);
+  proc_start(&p, g.bin, args, NULL, false);
   char *id = NULL;
   for (int i = 0; i < 200 && !id; i++) {
     id = find_queued("cancel_me");
@@ -791,9 +548,9 @@ static void test_cancelled_task_ends_the_run(void **state) {
   char path[128];
   snprintf(path, sizeof path, "/v1/tasks/%s/cancel", id);
   json_t *reply = NULL;
-  assert_int_equal(http(g.base, "POST", path, &reply), 200);
+  assert_int_equal(child_http(g.base, "POST", path, &reply), 200);
   json_decref(reply);
-  assert_int_equal(proc_finish(&p), 0);
+  assert_int_equal(proc_finish(&p, WAIT_MS), 0);
   assert_true(now_s() - started < 20.0);
   const char *want = "[1/1] cancel_me cancelled: no correct candidate, step 0/3, ";
   const char *err = text_str(&p.err);
@@ -824,7 +581,7 @@ static void test_refused_program(void **state) {
   NEED_SERVER();
   char bad[PATH_MAX], good[PATH_MAX], out[PATH_MAX], dir[PATH_MAX];
   scratch_file("refuse/bad.py", reference_bad, bad, sizeof bad);
-  scratch_file("refuse/good.py", reference_ok, good, sizeof good);
+  scratch_file("refuse/good.py", child_reference_ok, good, sizeof good);
   snprintf(dir, sizeof dir, "%s/refuse", g.dir);
   snprintf(out, sizeof out, "%s/refuse-out.json", g.dir);
   const char *args[] = {"bench", dir, "--steps", "3", "--concurrency", "2", "--wait-limit", "1",
@@ -854,8 +611,8 @@ static void test_token(void **state) {
   NEED_SERVER();
   char data[PATH_MAX], tokfile[PATH_MAX], base[64], a[PATH_MAX], b[PATH_MAX], out[PATH_MAX];
   scratch_file("tok/token", "bench-test-token-0123456789\n", tokfile, sizeof tokfile);
-  scratch_file("tok/progs/a.py", reference_ok, a, sizeof a);
-  scratch_file("tok/progs/b.py", reference_ok, b, sizeof b);
+  scratch_file("tok/progs/a.py", child_reference_ok, a, sizeof a);
+  scratch_file("tok/progs/b.py", child_reference_ok, b, sizeof b);
   snprintf(data, sizeof data, "%s/tokdata", g.dir);
   snprintf(out, sizeof out, "%s/tok/out.json", g.dir);
   const char *extra[] = {"--gpus", "none", "--token-file", tokfile, NULL};
@@ -988,7 +745,8 @@ static void check_scripted_task(const json_t *t, const char *name, const char *s
   assert_float_equal(jnum(t, "speedup_vs_compile"), 1.6 / best, 1e-12);
   assert_float_equal(jnum(t, "floor_fraction"), 1.0 / best, 1e-12);
   assert_int_equal(jint(t, "steps_to_best"), to_best);
-  assert_true(is_uuid_v4(jstr(t, "best_candidate")));
+  const char *best_candidate = jstr(t, "best_candidate");
+  assert_true(child_is_uuid_v4(best_candidate, strlen(best_candidate)));
 }
 
 /* The stdout of the scripted run up to the WALL_S column (whose width the times set),
@@ -1054,7 +812,7 @@ static void scripted_setup(void) {
   for (size_t i = 0; i < 3; i++) {
     char rel[64], path[PATH_MAX];
     snprintf(rel, sizeof rel, "scripted/progs/%s.py", names[i]);
-    scratch_file(rel, reference_ok, path, sizeof path);
+    scratch_file(rel, child_reference_ok, path, sizeof path);
   }
 }
 

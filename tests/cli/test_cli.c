@@ -8,72 +8,25 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
-#include <pty.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "cli/client.h"
-
-extern char **environ;
+#include "tests/common/child.h"
 
 #define WAIT_MS 30000 /* the longest any one child may take */
-
-static const char reference_ok[] =
-    "import torch\n"
-    "import torch.nn as nn\n"
-    "\n"
-    "class Model(nn.Module):\n"
-    "    def __init__(self):\n"
-    "        super().__init__()\n"
-    "\n"
-    "    def forward(self, x):\n"
-    "        return torch.relu(x)\n"
-    "\n"
-    "def get_inputs():\n"
-    "    return [torch.randn(16, 1024)]\n"
-    "\n"
-    "def get_init_inputs():\n"
-    "    return []\n";
-
-/* ---- growing text buffers ---- */
-
-struct text {
-  char *s;
-  size_t len, cap;
-};
-
-static void text_add(struct text *t, const char *p, size_t n) {
-  if (t->len + n + 1 > t->cap) {
-    t->cap = (t->len + n + 1) * 2;
-    t->s = realloc(t->s, t->cap);
-    assert_non_null(t->s);
-  }
-  memcpy(t->s + t->len, p, n);
-  t->len += n;
-  t->s[t->len] = '\0';
-}
-
-static const char *text_str(const struct text *t) {
-  return t->s ? t->s : "";
-}
 
 /* ---- the server under test ---- */
 
@@ -85,89 +38,9 @@ static struct {
   bool have_bin;
 } g;
 
-/* Starts `opforge serve` with extra options (NULL-terminated, may be NULL) on data dir
- * data; writes its base URL into base (64 bytes). Returns the pid, or -1. */
-static pid_t server_start(const char *data, const char *const *extra, char *base) {
-  int fds[2];
-  if (pipe(fds) != 0)
-    return -1;
-  char log_path[PATH_MAX + 16];
-  snprintf(log_path, sizeof log_path, "%s/server.log", data);
-  pid_t pid = fork();
-  if (pid == 0) {
-    const char *argv[16] = {g.bin, "serve", "--listen", "127.0.0.1:0", "--data", data,
-                            "--gpus", "none"};
-    int n = 8;
-    for (int i = 0; extra && extra[i] && n < 15; i++)
-      argv[n++] = extra[i];
-    argv[n] = NULL;
-    int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fds[1], STDOUT_FILENO);
-    if (log_fd >= 0)
-      dup2(log_fd, STDERR_FILENO);
-    close(fds[0]);
-    execv(g.bin, (char *const *)argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  struct text out = {0};
-  const char *prefix = "listening on http://127.0.0.1:";
-  for (int waited = 0; waited < WAIT_MS && !strchr(text_str(&out), '\n');) {
-    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-    if (poll(&pfd, 1, 100) == 0) {
-      waited += 100;
-      continue;
-    }
-    char buf[256];
-    ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n <= 0)
-      break;
-    text_add(&out, buf, (size_t)n);
-  }
-  close(fds[0]); /* the server prints nothing more on stdout */
-  int port = 0;
-  if (strncmp(text_str(&out), prefix, strlen(prefix)) == 0)
-    port = (int)strtol(text_str(&out) + strlen(prefix), NULL, 10);
-  free(out.s);
-  if (port <= 0) {
-    print_error("server did not start; its log is %s\n", log_path);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-  }
-  snprintf(base, 64, "http://127.0.0.1:%d", port);
-  return pid;
-}
-
-/* Stops the server with SIGTERM; returns its exit status (or -1 when it had to be
- * killed). */
-static int server_stop(pid_t pid) {
-  kill(pid, SIGTERM);
-  for (int i = 0; i < 200; i++) {
-    int st;
-    if (waitpid(pid, &st, WNOHANG) == pid)
-      return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    usleep(50000);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  return -1;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
 static int group_setup(void **state) {
   (void)state;
-  /* The children must not pick up a developer's settings or a proxy. */
-  unsetenv("OPFORGE_SERVER");
-  unsetenv("OPFORGE_TOKEN");
-  unsetenv("OPFORGE_TOKEN_FILE");
-  setenv("NO_PROXY", "*", 1);
-  signal(SIGPIPE, SIG_IGN);
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  child_isolate();
   const char *bin = getenv("OPFORGE_BIN");
   g.have_bin = bin && access(bin, X_OK) == 0;
   snprintf(g.dir, sizeof g.dir, "/tmp/opforge-cli-XXXXXX");
@@ -176,20 +49,14 @@ static int group_setup(void **state) {
   if (!g.have_bin)
     return 0;
   snprintf(g.bin, sizeof g.bin, "%s", bin);
-  g.pid = server_start(g.dir, NULL, g.base);
+  const char *extra[] = {"--gpus", "none", NULL};
+  g.pid = child_server_start(g.bin, g.dir, extra, g.base, WAIT_MS);
   return g.pid > 0 ? 0 : -1;
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  int rc = 0;
-  if (g.pid > 0 && server_stop(g.pid) != 0) {
-    print_error("the server did not exit 0 on SIGTERM\n");
-    rc = -1;
-  }
-  nftw(g.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  curl_global_cleanup();
-  return rc;
+  return child_group_teardown(g.pid, g.dir);
 }
 
 #define NEED_SERVER()                                                                      \
@@ -202,102 +69,10 @@ static int group_teardown(void **state) {
 
 /* ---- running the CLI ---- */
 
-struct proc {
-  pid_t pid;
-  int out_fd, err_fd; /* err_fd is -1 under a pty: both streams come through out_fd */
-  struct text out, err;
-};
-
-/* Builds argv {bin, args...} from a NULL-terminated list. */
-static void proc_start(struct proc *p, const char *const *args, const char *const *env,
-                       bool pty) {
-  const char *argv[32] = {g.bin};
-  int n = 1;
-  for (; args[n - 1] && n < 31; n++)
-    argv[n] = args[n - 1];
-  argv[n] = NULL;
-  memset(p, 0, sizeof *p);
-  int out[2], err[2];
-  if (pty) {
-    p->pid = forkpty(&p->out_fd, NULL, NULL, NULL);
-    p->err_fd = -1;
-  } else {
-    assert_int_equal(pipe(out), 0);
-    assert_int_equal(pipe(err), 0);
-    p->pid = fork();
-  }
-  assert_true(p->pid >= 0);
-  if (p->pid == 0) {
-    if (!pty) {
-      dup2(out[1], STDOUT_FILENO);
-      dup2(err[1], STDERR_FILENO);
-      close(out[0]), close(err[0]), close(out[1]), close(err[1]);
-    }
-    for (int i = 0; env && env[i]; i += 2)
-      setenv(env[i], env[i + 1], 1);
-    execv(g.bin, (char *const *)argv);
-    _exit(127);
-  }
-  if (!pty) {
-    close(out[1]), close(err[1]);
-    p->out_fd = out[0];
-    p->err_fd = err[0];
-  }
-}
-
-/* Reads what the child wrote until needle shows up on its stdout (NULL: until both streams
- * end) or the time runs out. Returns whether the needle (or the end) came. */
-static bool proc_pump(struct proc *p, const char *needle, int timeout_ms) {
-  for (int waited = 0; waited < timeout_ms;) {
-    if (needle && strstr(text_str(&p->out), needle))
-      return true;
-    if (p->out_fd < 0 && p->err_fd < 0)
-      return needle == NULL;
-    struct pollfd pfd[2] = {{.fd = p->out_fd, .events = POLLIN},
-                            {.fd = p->err_fd, .events = POLLIN}};
-    int ready = poll(pfd, 2, 100);
-    if (ready == 0)
-      waited += 100;
-    for (int i = 0; i < 2 && ready > 0; i++) {
-      if (!pfd[i].revents)
-        continue;
-      char buf[4096];
-      ssize_t n = read(pfd[i].fd, buf, sizeof buf);
-      int *fd = i == 0 ? &p->out_fd : &p->err_fd;
-      if (n > 0) {
-        text_add(i == 0 ? &p->out : &p->err, buf, (size_t)n);
-      } else if (n == 0 || errno != EINTR) { /* a pty master reads EIO at the end */
-        close(*fd);
-        *fd = -1;
-      }
-    }
-  }
-  return false;
-}
-
-/* Collects the rest of the output and the exit status (-1 when killed for time). */
-static int proc_finish(struct proc *p) {
-  bool done = proc_pump(p, NULL, WAIT_MS);
-  if (!done)
-    kill(p->pid, SIGKILL);
-  int st = 0;
-  waitpid(p->pid, &st, 0);
-  if (p->out_fd >= 0)
-    close(p->out_fd);
-  if (p->err_fd >= 0)
-    close(p->err_fd);
-  return done && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void proc_clear(struct proc *p) {
-  free(p->out.s);
-  free(p->err.s);
-}
-
 /* Runs the CLI to the end; returns the exit status and fills p's out and err. */
 static int run_cli(struct proc *p, const char *const *args, const char *const *env) {
-  proc_start(p, args, env, false);
-  return proc_finish(p);
+  proc_start(p, g.bin, args, env, false);
+  return proc_finish(p, WAIT_MS);
 }
 
 /* Writes a file under the scratch directory; returns its path (static storage, reused). */
@@ -313,44 +88,12 @@ static const char *scratch_file(const char *name, const char *content, size_t le
 
 /* ---- talking to the server directly ---- */
 
-static size_t sink_cb(char *ptr, size_t size, size_t nmemb, void *user) {
-  text_add(user, ptr, size * nmemb);
-  return size * nmemb;
-}
-
 /* One request to the server under test; returns the status and the parsed body (or NULL). */
 static long http(const char *method, const char *path, json_t **ret_body) {
-  char url[512];
-  snprintf(url, sizeof url, "%s%s", g.base, path);
-  struct text body = {0};
-  CURL *easy = curl_easy_init();
-  assert_non_null(easy);
-  curl_easy_setopt(easy, CURLOPT_URL, url);
-  curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, sink_cb);
-  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(easy, CURLOPT_TIMEOUT, 30L);
-  assert_int_equal(curl_easy_perform(easy), CURLE_OK);
-  long status = 0;
-  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(easy);
-  *ret_body = body.len ? json_loadb(body.s, body.len, 0, NULL) : NULL;
-  free(body.s);
-  return status;
+  return child_http(g.base, method, path, ret_body);
 }
 
 /* ---- shape checks ---- */
-
-static bool is_uuid_v4(const char *s, size_t len) {
-  if (len != 36)
-    return false;
-  for (size_t i = 0; i < 36; i++) {
-    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
-      return false;
-  }
-  return s[14] == '4' && strchr("89ab", s[19]);
-}
 
 /* True when s starts with an RFC 3339 UTC time with milliseconds and then a space. */
 static bool starts_with_time(const char *s) {
@@ -361,9 +104,9 @@ static bool starts_with_time(const char *s) {
   return true;
 }
 
-/* Submits reference_ok (written to file name) with extra args; returns the id (malloc'ed). */
+/* Submits child_reference_ok (written to file name) with extra args; returns the id (malloc'ed). */
 static char *submit_ok(const char *name, const char *const *extra) {
-  const char *path = scratch_file(name, reference_ok, strlen(reference_ok));
+  const char *path = scratch_file(name, child_reference_ok, strlen(child_reference_ok));
   const char *args[24] = {"submit", path, "--server", g.base};
   int n = 4;
   for (int i = 0; extra && extra[i]; i++)
@@ -376,7 +119,7 @@ static char *submit_ok(const char *name, const char *const *extra) {
   assert_int_equal(rc, 0);
   assert_string_equal(text_str(&p.err), "");
   assert_int_equal(p.out.len, 37);
-  assert_true(is_uuid_v4(p.out.s, 36));
+  assert_true(child_is_uuid_v4(p.out.s, 36));
   assert_int_equal(p.out.s[36], '\n');
   char *id = strndup(p.out.s, 36);
   proc_clear(&p);
@@ -442,7 +185,7 @@ static void test_submit_prints_id_and_task_exists(void **state) {
   assert_string_equal(jstr(task, "id"), id);
   assert_string_equal(jstr(task, "name"), "relu_small");
   assert_string_equal(jstr(task, "status"), "queued");
-  assert_string_equal(jstr(task, "reference"), reference_ok);
+  assert_string_equal(jstr(task, "reference"), child_reference_ok);
   json_decref(task);
   free(id);
 }
@@ -529,8 +272,8 @@ static void test_submit_missing_file(void **state) {
 static char *padded_reference(size_t size) {
   char *buf = malloc(size);
   assert_non_null(buf);
-  size_t head = strlen(reference_ok);
-  memcpy(buf, reference_ok, head);
+  size_t head = strlen(child_reference_ok);
+  memcpy(buf, child_reference_ok, head);
   buf[head] = '#';
   memset(buf + head + 1, 'x', size - head - 2);
   buf[size - 1] = '\n';
@@ -545,7 +288,7 @@ static void test_submit_size_limit(void **state) {
   struct proc p;
   const char *args[] = {"submit", path, "--server", g.base, NULL};
   assert_int_equal(run_cli(&p, args, NULL), 0);
-  assert_true(is_uuid_v4(text_str(&p.out), p.out.len - 1));
+  assert_true(child_is_uuid_v4(text_str(&p.out), p.out.len - 1));
   proc_clear(&p);
   free(at_limit);
 
@@ -579,7 +322,7 @@ static void test_submit_invalid_reference(void **state) {
 static void test_submit_bad_options(void **state) {
   (void)state;
   NEED_SERVER();
-  const char *path = scratch_file("opts_bad.py", reference_ok, strlen(reference_ok));
+  const char *path = scratch_file("opts_bad.py", child_reference_ok, strlen(child_reference_ok));
   struct proc p;
   const char *not_int[] = {"submit", path, "--server", g.base, "--steps", "abc", NULL};
   assert_int_equal(run_cli(&p, not_int, NULL), 2);
@@ -717,7 +460,7 @@ static void test_status_one_task(void **state) {
   assert_non_null(strstr(out, "\nbudget steps:     20\n"));
   assert_non_null(strstr(out, "\natol:             0.0001\n"));
   char bytes[64];
-  snprintf(bytes, sizeof bytes, "\nreference bytes:  %zu\n", strlen(reference_ok));
+  snprintf(bytes, sizeof bytes, "\nreference bytes:  %zu\n", strlen(child_reference_ok));
   assert_non_null(strstr(out, bytes));
   proc_clear(&p);
   free(id);
@@ -776,12 +519,12 @@ static void event_type(const char *line, char *out, size_t outlen) {
 /* Starts submit --wait, cancels the task delay_ms after its id is out, and returns the
  * exit status with p holding the output; *ret_id gets the id (malloc'ed). */
 static int submit_wait_and_cancel(struct proc *p, bool pty, int delay_ms, char **ret_id) {
-  const char *path = scratch_file("wait_me.py", reference_ok, strlen(reference_ok));
+  const char *path = scratch_file("wait_me.py", child_reference_ok, strlen(child_reference_ok));
   const char *args[] = {"submit", path, "--server", g.base, "--wait", NULL};
-  proc_start(p, args, NULL, pty);
+  proc_start(p, g.bin, args, NULL, pty);
   assert_true(proc_pump(p, "\n", WAIT_MS));
   assert_true(p->out.len >= 37);
-  assert_true(is_uuid_v4(p->out.s, 36));
+  assert_true(child_is_uuid_v4(p->out.s, 36));
   char *id = strndup(p->out.s, 36);
   usleep((useconds_t)delay_ms * 1000);
   char path_cancel[128];
@@ -790,7 +533,7 @@ static int submit_wait_and_cancel(struct proc *p, bool pty, int delay_ms, char *
   assert_int_equal(http("POST", path_cancel, &body), 200);
   json_decref(body);
   *ret_id = id;
-  return proc_finish(p);
+  return proc_finish(p, WAIT_MS);
 }
 
 static void test_wait_plain_lines(void **state) {
@@ -837,25 +580,13 @@ static void test_wait_terminal_progress_line(void **state) {
 
 /* ---- unreachable servers ---- */
 
-/* A loopback port nobody listens on (bound, then released). */
-static int dead_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof sa;
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
 static void test_unreachable_server(void **state) {
   (void)state;
   NEED_SERVER();
   char url[64], prefix[128];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d", dead_port());
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", child_dead_port());
   snprintf(prefix, sizeof prefix, "error: cannot reach %s: ", url);
-  const char *path = scratch_file("unreach.py", reference_ok, strlen(reference_ok));
+  const char *path = scratch_file("unreach.py", child_reference_ok, strlen(child_reference_ok));
   struct proc p;
   const char *submit[] = {"submit", path, "--server", url, NULL};
   assert_int_equal(run_cli(&p, submit, NULL), 1);
@@ -884,10 +615,10 @@ static void test_tokens(void **state) {
   assert_non_null(f);
   fprintf(f, "# the test's token\n\n%s\n", token);
   fclose(f);
-  const char *extra[] = {"--token-file", tokfile, NULL};
-  pid_t pid = server_start(data, extra, base);
+  const char *extra[] = {"--gpus", "none", "--token-file", tokfile, NULL};
+  pid_t pid = child_server_start(g.bin, data, extra, base, WAIT_MS);
   assert_true(pid > 0);
-  const char *path = scratch_file("tok.py", reference_ok, strlen(reference_ok));
+  const char *path = scratch_file("tok.py", child_reference_ok, strlen(child_reference_ok));
   struct proc p;
   const char *plain[] = {"submit", path, "--server", base, NULL};
   assert_int_equal(run_cli(&p, plain, NULL), 1);
@@ -916,7 +647,7 @@ static void test_tokens(void **state) {
   assert_string_equal(text_str(&p.err),
                       "error: cannot read token file /nonexistent/t: No such file or directory\n");
   proc_clear(&p);
-  assert_int_equal(server_stop(pid), 0);
+  assert_int_equal(child_server_stop(pid), 0);
 }
 
 /* ---- the SSE parser ---- */
@@ -1146,7 +877,7 @@ static void test_sse_client_errors_are_final(void **state) {
 
   /* Nobody listening: retried three times, then reported. */
   char url[64], want[160];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d", dead_port());
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", child_dead_port());
   assert_int_equal(cli_client_new(url, NULL, &c), 0);
   cli_client_set_retry(c, 3, 10);
   err = capture_stderr(follow_fake, c, &rc);

@@ -3,13 +3,9 @@
  * Fixture candidates (tests/engine/fixtures/TASK/NN.json) script each step's outcome,
  * so step k of a task always gets file (k-1) mod n and the expected progress, rewards
  * and memory statistics can be computed by hand (see the tables below). */
-#include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +23,6 @@
 #include <cmocka.h>
 
 #include "tests/api/harness.h"
-#include "tests/api/spec_check.h"
 
 #define EAGER_MS 2.0
 #define START_TIMEOUT_MS 20000L
@@ -93,7 +88,6 @@ static const struct script *script_at(const struct fixture_set *set, int step) {
 
 static char g_fixtures[PATH_MAX];
 static char g_evaluator[PATH_MAX];
-static size_t g_soft_violations;
 
 /* The fixture file replayed at step (caller owns the result). */
 static json_t *fixture_at(const struct fixture_set *set, int step) {
@@ -134,14 +128,6 @@ static void sleep_ms(long ms) {
   }
 }
 
-/* nftw callback that removes every entry of a temp dir. */
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
 /* Writes s->dir/name into out (len bytes). */
 static void path_in(const struct engine_server *s, const char *name, char *out, size_t len) {
   int n = snprintf(out, len, "%s/%s", s->dir, name);
@@ -152,106 +138,36 @@ static void path_in(const struct engine_server *s, const char *name, char *out, 
 static void dump_log(const struct engine_server *s) {
   char path[PATH_MAX + 16];
   path_in(s, "server.log", path, sizeof path);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return;
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, size > 6144 ? size - 6144 : 0, SEEK_SET);
-  fprintf(stderr, "---- %s (last 6 KiB) ----\n", path);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    fwrite(buf, 1, n, stderr);
-  fprintf(stderr, "---- end ----\n");
-  fclose(f);
-}
-
-/* The server's environment: ours without OPFORGE_* (the server reads those as option
- * defaults) and SCRIPTED_EVAL_*, plus the evaluator's delay and log. The caller frees
- * the array and its last two strings (extra[0..1]). */
-static char **server_env(const struct engine_server *s, char *extra[2]) {
-  size_t n = 0;
-  while (environ[n])
-    n++;
-  char **envp = calloc(n + 3, sizeof *envp);
-  char log[PATH_MAX + 16], buf[PATH_MAX + 64];
-  path_in(s, "evaluator.log", log, sizeof log);
-  snprintf(buf, sizeof buf, "SCRIPTED_EVAL_DELAY_MS=%ld", s->delay_ms);
-  extra[0] = strdup(buf);
-  snprintf(buf, sizeof buf, "SCRIPTED_EVAL_LOG=%s", log);
-  extra[1] = strdup(buf);
-  assert_non_null(envp);
-  assert_non_null(extra[0]);
-  assert_non_null(extra[1]);
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "OPFORGE_", 8) != 0 && strncmp(environ[i], "SCRIPTED_EVAL_", 14) != 0)
-      envp[k++] = environ[i];
-  envp[k++] = extra[0];
-  envp[k++] = extra[1];
-  return envp;
+  harness_dump_log(path, 6144);
 }
 
 /* Forks and execs the server on s->dir/data; stdout on a pipe, stderr appended to the
- * log. */
+ * log. Its environment is ours without OPFORGE_* (the server reads those as option
+ * defaults) and SCRIPTED_EVAL_*, plus the evaluator's delay and log. */
 static void spawn_server(struct engine_server *s) {
-  char data[PATH_MAX + 8], log[PATH_MAX + 16];
+  char data[PATH_MAX + 8], log[PATH_MAX + 16], eval_log[PATH_MAX + 16];
+  char delay_var[64], log_var[PATH_MAX + 40];
   path_in(s, "data", data, sizeof data);
   path_in(s, "server.log", log, sizeof log);
+  path_in(s, "evaluator.log", eval_log, sizeof eval_log);
+  snprintf(delay_var, sizeof delay_var, "SCRIPTED_EVAL_DELAY_MS=%ld", s->delay_ms);
+  snprintf(log_var, sizeof log_var, "SCRIPTED_EVAL_LOG=%s", eval_log);
+  static const char *const drop[] = {"OPFORGE_", "SCRIPTED_EVAL_", NULL};
+  char *const extra[] = {delay_var, log_var, NULL};
   const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
                         data, "--gpus", s->gpus, "--evaluator", g_evaluator, "--fixtures",
                         g_fixtures, "--evaluate-deadline", "30", NULL};
-  int fds[2];
-  assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
-  int log_fd = getenv("OPFORGE_TEST_VERBOSE")
-                   ? dup(2)
-                   : open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  assert_true(log_fd >= 0);
-  char *extra[2];
-  char **envp = server_env(s, extra);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(log_fd, 2);
-    execve(argv[0], (char *const *)argv, envp);
-    _exit(127);
-  }
+  char **envp = harness_environment(drop, extra);
+  assert_non_null(envp);
+  int rc = harness_spawn(argv, envp, log, &s->pid, &s->out_fd);
   free(envp);
-  free(extra[0]);
-  free(extra[1]);
-  close(fds[1]);
-  close(log_fd);
-  assert_true(pid > 0);
-  s->pid = pid;
-  s->out_fd = fds[0];
+  assert_int_equal(rc, 0);
 }
 
 /* Reads the server's stdout up to its listening line and keeps the URL. */
 static void wait_listening(struct engine_server *s) {
-  char line[256];
-  size_t len = 0;
-  long deadline = now_ms() + START_TIMEOUT_MS;
-  while (now_ms() < deadline) {
-    struct pollfd pfd = {.fd = s->out_fd, .events = POLLIN};
-    if (poll(&pfd, 1, 100) <= 0)
-      continue;
-    char c;
-    if (read(s->out_fd, &c, 1) != 1)
-      break;
-    if (c != '\n') {
-      if (len + 1 < sizeof line)
-        line[len++] = c;
-      continue;
-    }
-    line[len] = '\0';
-    unsigned port = 0;
-    if (sscanf(line, "listening on http://127.0.0.1:%u", &port) == 1 && port > 0) {
-      snprintf(s->url, sizeof s->url, "http://127.0.0.1:%u", port);
-      return;
-    }
-    break;
-  }
+  if (harness_wait_listening(s->out_fd, START_TIMEOUT_MS, s->url, sizeof s->url) == 0)
+    return;
   dump_log(s);
   fail_msg("the server did not print its listening line");
 }
@@ -309,18 +225,15 @@ static void es_free(struct engine_server *s) {
   for (size_t i = 0; i < MAX_SERVERS; i++)
     if (g_live[i] == s)
       g_live[i] = NULL;
-  nftw(s->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  harness_remove_tree(s->dir);
   free(s);
 }
 
 /* SIGTERM; the server must exit 0 within 20 s. Frees s. */
 static void es_stop(struct engine_server *s) {
   kill(s->pid, SIGTERM);
-  int status = -1;
-  long deadline = now_ms() + 20000;
-  while (waitpid(s->pid, &status, WNOHANG) == 0 && now_ms() < deadline)
-    sleep_ms(10);
-  bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  int status = harness_wait_exit(s->pid, 20000);
+  bool clean = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!clean)
     dump_log(s);
   else
@@ -331,112 +244,13 @@ static void es_stop(struct engine_server *s) {
 
 /* ------------------------------------------------------------------ HTTP */
 
-struct body_sink {
-  struct http_response *resp;
-  size_t cap;
-};
-
-/* curl write callback: appends to the response body (owned by the response). */
-static size_t on_body(char *data, size_t size, size_t nmemb, void *user) {
-  struct body_sink *b = user;
-  struct http_response *r = b->resp;
-  size_t n = size * nmemb;
-  if (r->body_len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < r->body_len + n + 1)
-      cap *= 2;
-    char *grown = realloc(r->body, cap);
-    if (!grown)
-      return 0;
-    r->body = grown;
-    b->cap = cap;
-  }
-  memcpy(r->body + r->body_len, data, n);
-  r->body_len += n;
-  r->body[r->body_len] = '\0';
-  return n;
-}
-
-/* Keeps the headers of the final response (a status line starts the list over). */
-static size_t on_header(char *data, size_t size, size_t nmemb, void *user) {
-  struct http_response *r = user;
-  size_t n = size * nmemb;
-  if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
-    for (size_t i = 0; i < r->n_headers; i++) {
-      free((char *)r->headers[i].name);
-      free((char *)r->headers[i].value);
-    }
-    r->n_headers = 0;
-    return n;
-  }
-  const char *colon = memchr(data, ':', n);
-  if (!colon)
-    return n;
-  const char *value = colon + 1, *end = data + n;
-  while (value < end && (*value == ' ' || *value == '\t'))
-    value++;
-  while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-    end--;
-  struct spec_header *grown = realloc(r->headers, (r->n_headers + 1) * sizeof *grown);
-  if (!grown)
-    return 0;
-  r->headers = grown;
-  r->headers[r->n_headers].name = strndup(data, (size_t)(colon - data));
-  r->headers[r->n_headers].value = strndup(value, (size_t)(end - value));
-  r->n_headers++;
-  return n;
-}
-
-/* Checks a response against the spec: fatal, or counted under OPFORGE_SPEC_SOFT. */
-static void check_spec(const char *method, const char *path, const struct http_response *r) {
-  struct spec_exchange ex = {.method = method, .target = path, .status = r->status,
-                             .headers = r->headers, .n_headers = r->n_headers,
-                             .body = r->body, .body_len = r->body_len};
-  char err[2048];
-  if (spec_check_response(harness_spec(), &ex, err, sizeof err) == 0)
-    return;
-  if (!getenv("OPFORGE_SPEC_SOFT"))
-    fail_msg("%s %s: spec violation: %s\n  body: %.600s", method, path, err, r->body);
-  g_soft_violations++;
-  print_error("%s %s: spec violation (deferred): %s\n", method, path, err);
-}
-
-/* One request (body: JSON text or NULL). The caller frees the response with
- * http_response_free. */
+/* One request (body: JSON text or NULL), checked against the spec by the harness. The
+ * caller frees the response with http_response_free. */
 static struct http_response *es_request(struct engine_server *s, const char *method,
                                         const char *path, const char *body) {
-  struct http_response *r = calloc(1, sizeof *r);
-  CURL *e = curl_easy_init();
-  assert_non_null(r);
-  assert_non_null(e);
-  char url[512];
-  snprintf(url, sizeof url, "%s%s", s->url, path);
-  struct body_sink sink = {.resp = r};
-  struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
-  curl_easy_setopt(e, CURLOPT_URL, url);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 30000L);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-  if (body) {
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-    headers = curl_slist_append(headers, "Content-Type: application/json");
-  }
-  if (strcmp(method, "GET") != 0 && (!body || strcmp(method, "POST") != 0))
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  CURLcode rc = curl_easy_perform(e);
-  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(e);
-  if (rc != CURLE_OK)
-    fail_msg("%s %s: %s", method, path, curl_easy_strerror(rc));
-  if (!r->body)
-    r->body = calloc(1, 1);
-  check_spec(method, path, r);
-  return r;
+  struct http_request req = {.method = method, .path = path, .body = body,
+                             .timeout_ms = 30000};
+  return http_do_url(s->url, &req);
 }
 
 /* A request whose status must be want; returns the JSON body (caller owns). */
@@ -1476,8 +1290,9 @@ static void test_builtin_proposer_unsupported_task(void **state) {
 /* Under OPFORGE_SPEC_SOFT, the spec violations met along the way fail here. */
 static void test_no_deferred_spec_violations(void **state) {
   (void)state;
-  if (g_soft_violations)
-    fail_msg("%zu spec violation(s) were deferred by OPFORGE_SPEC_SOFT", g_soft_violations);
+  if (harness_deferred_violations())
+    fail_msg("%zu spec violation(s) were deferred by OPFORGE_SPEC_SOFT",
+             harness_deferred_violations());
 }
 
 /* Kills whatever server a failed test left behind, after showing its log. */
