@@ -17,17 +17,6 @@
 #define SOURCE_MAX (4u << 20) /* a KernelBench program is a few KiB */
 #define NAME_MAX_LEN 128
 
-/* What the command line asked for. Strings point into argv. */
-struct profile_opts {
-  const char *file;
-  const char *device;
-  const char *python;
-  const char *evaluator;
-  const char *lib;
-  const char *precision;
-  long long seed;
-  long long timeout_s;
-};
 
 static void usage(FILE *out) {
   fputs("usage: opforge profile FILE.py [options]\n"
@@ -239,6 +228,20 @@ int cli_profile_main(int argc, char **argv) {
   int rc = cli_parse_file_args(argc, argv, &profile_options, &o, &o.file);
   if (rc >= 0)
     return rc;
+  json_t *profile = NULL;
+  rc = cli_profile_run(&o, &profile);
+  if (profile) {
+    char *text = json_dumps(profile, JSON_INDENT(2));
+    rc = text && printf("%s\n", text) > 0 && fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    free(text);
+    json_decref(profile);
+  }
+  return rc;
+}
+
+int cli_profile_run(const struct profile_opts *opts, json_t **ret_profile) {
+  struct profile_opts o = *opts;
+  int rc;
   json_t *source = NULL;
   if (cli_read_program(o.file, SOURCE_MAX, NULL, &source) != 0)
     return CLI_EXIT_USAGE;
@@ -262,11 +265,8 @@ int cli_profile_main(int argc, char **argv) {
     json_decref(loaded);
   }
   if (profile) {
-    char *text = json_dumps(profile, JSON_INDENT(2));
-    if (text && printf("%s\n", text) > 0 && fflush(stdout) == 0)
-      rc = CLI_EXIT_OK;
-    free(text);
-    json_decref(profile);
+    *ret_profile = profile;
+    rc = CLI_EXIT_OK;
   }
   supervisor_free(sv);
   watch_interrupts(NULL);

@@ -10,4 +10,22 @@
  * traceback on stderr); 2 bad usage or an unreadable file. */
 int cli_profile_main(int argc, char **argv);
 
+#include <jansson.h>
+
+/* What to profile and how; strings are borrowed. */
+struct profile_opts {
+  const char *file;
+  const char *device;     /* NULL: GPU 0 when there is one, else cpu */
+  const char *python;
+  const char *evaluator;
+  const char *lib;
+  const char *precision;  /* "fp32" */
+  long long seed;         /* 42 */
+  long long timeout_s;    /* 0: the supervisor's deadlines */
+};
+
+/* Profiles o->file in one supervised evaluator. Returns 0 with *ret_profile (caller
+ * owns), or the exit status after printing why (1 failed, 2 unreadable file). */
+int cli_profile_run(const struct profile_opts *o, json_t **ret_profile);
+
 #endif

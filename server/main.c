@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/memory.h"
 #include "cli/profile.h"
+#include "cli/propose.h"
 #include "gpu/kernel_cli.h"
 #include "server/log.h"
 #include "server/serve.h"
@@ -23,6 +24,7 @@ static const struct command commands[] = {
   {"serve", serve_main, "run the HTTP service (opforge serve --help)"},
   {"submit", cli_submit_main, "submit a KernelBench program (opforge submit --help)"},
   {"status", cli_status_main, "list tasks or show one (opforge status --help)"},
+  {"propose", cli_propose_main, "print the builtin proposer's candidate (opforge propose --help)"},
   {"profile", cli_profile_main, "profile a KernelBench program (opforge profile --help)"},
   {"bench", cli_bench_main, "benchmark KernelBench programs (opforge bench --help)"},
   {"best", cli_best_main, "fetch a task's best kernel as JSON or a KernelBench file (opforge best --help)"},

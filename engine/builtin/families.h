@@ -9,10 +9,22 @@
 #include "engine/builtin/builtin.h"
 
 extern const struct builtin_family builtin_family_gemm;
+extern const struct builtin_family builtin_family_scan;
+extern const struct builtin_family builtin_family_pooling;
+extern const struct builtin_family builtin_family_loss;
+extern const struct builtin_family builtin_family_softmax;
+extern const struct builtin_family builtin_family_norm;
+extern const struct builtin_family builtin_family_reduction;
 extern const struct builtin_family builtin_family_pointwise;
 
 #define BUILTIN_FAMILY_LIST \
   &builtin_family_gemm, \
+  &builtin_family_scan, \
+  &builtin_family_pooling, \
+  &builtin_family_loss, \
+  &builtin_family_softmax, \
+  &builtin_family_norm, \
+  &builtin_family_reduction, \
   &builtin_family_pointwise,
 
 #endif

@@ -15,6 +15,10 @@
 
 typedef long long i64;
 
+#ifndef INFINITY  /* NVRTC has no <math.h> macros */
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
 __device__ __forceinline__ float ofg_warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -1,0 +1,106 @@
+// Pointwise chain over the flat output index. Each thread moves ITEMS vectors of VEC
+// floats per tile, issuing every load before any compute. Knobs: BLOCK, VEC, ITEMS,
+// UNROLL (of the tile loop), MINB, MODE_GRID_STRIDE / MODE_PERSISTENT (blocks loop over
+// tiles), MODE_LDG (read-only path), MODE_STREAM_STORE (st.global.cs), MODE_IDX32.
+// The generated fragment defines OFG_N, OFG_PW_PARAMS / OFG_PW_ARGS (the leaf pointers),
+// struct ofg_pw_regs, ofg_pw_load, ofg_pw_store and ofg_pw_scalar.
+#ifndef VEC
+#define VEC 4
+#endif
+#ifndef ITEMS
+#define ITEMS 4
+#endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+#define OFG_STR(x) #x
+#define OFG_PRAGMA(x) _Pragma(OFG_STR(x))
+
+#ifdef MODE_IDX32
+typedef unsigned int ofg_i;
+#else
+typedef long long ofg_i;
+#endif
+
+#ifdef MODE_LDG
+#define OFG_LD(p) __ldg(p)
+#else
+#define OFG_LD(p) (*(p))
+#endif
+
+// VEC consecutive floats at p (VEC*4-byte aligned) into r.
+__device__ __forceinline__ void ofg_ldv(const float* __restrict__ p, float* r) {
+#if VEC == 4
+  const float4 t = OFG_LD(reinterpret_cast<const float4*>(p));
+  r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w;
+#elif VEC == 2
+  const float2 t = OFG_LD(reinterpret_cast<const float2*>(p));
+  r[0] = t.x; r[1] = t.y;
+#else
+  r[0] = OFG_LD(p);
+#endif
+}
+
+__device__ __forceinline__ void ofg_st1(float* __restrict__ p, float v) {
+#ifdef MODE_STREAM_STORE
+  __stcs(p, v);
+#else
+  *p = v;
+#endif
+}
+
+// VEC floats of r to p (VEC*4-byte aligned).
+__device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
+#if VEC == 4
+  const float4 t = make_float4(r[0], r[1], r[2], r[3]);
+#ifdef MODE_STREAM_STORE
+  __stcs(reinterpret_cast<float4*>(p), t);
+#else
+  *reinterpret_cast<float4*>(p) = t;
+#endif
+#elif VEC == 2
+  const float2 t = make_float2(r[0], r[1]);
+#ifdef MODE_STREAM_STORE
+  __stcs(reinterpret_cast<float2*>(p), t);
+#else
+  *reinterpret_cast<float2*>(p) = t;
+#endif
+#else
+  ofg_st1(p, r[0]);
+#endif
+}
+
+// @OFG_FRAGMENT@
+
+// One tile: BLOCK*ITEMS vectors, vector k of thread t at tile*BLOCK*ITEMS + k*BLOCK + t.
+__device__ __forceinline__ void ofg_pw_tile(ofg_i tile, OFG_PW_PARAMS, float* __restrict__ out) {
+  const ofg_i nvec = (ofg_i)(OFG_N / VEC);
+  const ofg_i base = tile * (ofg_i)(BLOCK * ITEMS) + (ofg_i)threadIdx.x;
+  ofg_pw_regs r[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; k++) {
+    const ofg_i v = base + (ofg_i)(k * BLOCK);
+    if (v < nvec) ofg_pw_load(r[k], v * VEC, OFG_PW_ARGS);
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS; k++) {
+    const ofg_i v = base + (ofg_i)(k * BLOCK);
+    if (v < nvec) ofg_pw_store(r[k], v * VEC, OFG_PW_ARGS, out);
+  }
+}
+
+extern "C" __global__ void OFG_BOUNDS ofg_pointwise(OFG_PW_PARAMS, float* __restrict__ out) {
+  const ofg_i ntiles = (ofg_i)((OFG_N / VEC + (i64)BLOCK * ITEMS - 1) / ((i64)BLOCK * ITEMS));
+#if defined(MODE_GRID_STRIDE) || defined(MODE_PERSISTENT)
+  OFG_PRAGMA(unroll UNROLL)
+  for (ofg_i t = blockIdx.x; t < ntiles; t += gridDim.x) ofg_pw_tile(t, OFG_PW_ARGS, out);
+#else
+  if ((ofg_i)blockIdx.x < ntiles) ofg_pw_tile(blockIdx.x, OFG_PW_ARGS, out);
+#endif
+  // The elements past the last whole vector (fewer than VEC).
+  const int tail = (int)(OFG_N % VEC);
+  if (tail && blockIdx.x == 0 && (int)threadIdx.x < tail) {
+    const ofg_i e = (ofg_i)(OFG_N - tail + threadIdx.x);
+    ofg_st1(out + e, ofg_pw_scalar(e, OFG_PW_ARGS));
+  }
+}

@@ -1,0 +1,1340 @@
+/* Unit tests of the builtin pointwise family and its expression translator: matching of
+ * every public task (one evaluator process on the meta device), the IR and the CUDA text
+ * of chains (broadcast offsets, constants, refusals), refusals of knob moves with their
+ * reasons, hand-checked plans, NVRTC compiles under every seed-memory move, and a CPU
+ * emulation of generated candidates checked against PyTorch. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "engine/builtin/builtin.h"
+#include "engine/builtin/expr.h"
+#include "engine/builtin/pointwise.h"
+#include "gpu/nvrtc_compile.h"
+
+static const struct builtin_family *const pw = &builtin_family_pointwise;
+
+/* ---- environment: source tree, KernelBench, the venv's python ---- */
+
+/* KernelBench's directory (static storage), or NULL with a printed reason. */
+static const char *kernelbench_dir(void) {
+  static char dir[1024];
+  const char *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!root || !root[0]) {
+    printf("OPFORGE_SOURCE_ROOT is not set\n");
+    return NULL;
+  }
+  snprintf(dir, sizeof dir, "%s/../shared/kernelbench", root);
+  if (access(dir, R_OK) != 0) {
+    printf("no KernelBench tasks at %s\n", dir);
+    return NULL;
+  }
+  return dir;
+}
+
+/* The evaluator's python (static storage), or NULL with a printed reason. */
+static const char *python_path(void) {
+  static char path[1024];
+  const char *p = getenv("OPFORGE_PYTHON");
+  if (p && p[0])
+    snprintf(path, sizeof path, "%s", p);
+  else
+    snprintf(path, sizeof path, "%s/.cache/opforge/venv/bin/python",
+             getenv("HOME") ? getenv("HOME") : "");
+  if (access(path, X_OK) != 0) {
+    printf("no python venv at %s\n", path);
+    return NULL;
+  }
+  return path;
+}
+
+/* The whole file at path (caller frees), or NULL. */
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  if (b)
+    b[n] = 0;
+  fclose(f);
+  return b;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(text, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+
+struct evaluator {
+  pid_t pid;
+  FILE *to, *from;
+  int next_id;
+};
+
+/* Starts `python gpu/evaluator.py --device meta`; false (printing why) when the venv or
+ * the source tree is missing. */
+static bool evaluator_start(struct evaluator *ev) {
+  const char *py = python_path(), *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!py || !root)
+    return false;
+  char script[1024];
+  snprintf(script, sizeof script, "%s/gpu/evaluator.py", root);
+  int in[2], out[2];
+  assert_int_equal(pipe(in), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    execl(py, py, script, "--device", "meta", (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  ev->pid = pid;
+  ev->to = fdopen(in[1], "w");
+  ev->from = fdopen(out[0], "r");
+  ev->next_id = 1;
+  char line[4096];
+  assert_non_null(fgets(line, sizeof line, ev->from));
+  assert_non_null(strstr(line, "\"ready\""));
+  return true;
+}
+
+/* Sends one request (stolen); the reply's result (caller owns), or NULL on an error
+ * reply (printed). */
+static json_t *evaluator_call(struct evaluator *ev, json_t *req) {
+  json_object_set_new(req, "id", json_integer(ev->next_id++));
+  char *s = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  fprintf(ev->to, "%s\n", s);
+  fflush(ev->to);
+  free(s);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  int c;
+  while ((c = fgetc(ev->from)) != EOF && c != '\n') {
+    if (len + 2 > cap)
+      assert_non_null(buf = realloc(buf, cap *= 2));
+    buf[len++] = (char)c;
+  }
+  buf[len] = 0;
+  json_t *reply = json_loads(buf, 0, NULL);
+  free(buf);
+  assert_non_null(reply);
+  json_t *result = NULL;
+  if (json_is_true(json_object_get(reply, "ok")))
+    result = json_incref(json_object_get(reply, "result"));
+  else
+    printf("evaluator error: %s\n",
+           json_string_value(json_object_get(json_object_get(reply, "error"), "message")));
+  json_decref(reply);
+  return result;
+}
+
+/* The profile of a task source (caller owns), or NULL. */
+static json_t *evaluator_profile(struct evaluator *ev, const char *name, const char *source) {
+  json_t *r = evaluator_call(ev, json_pack("{s:s,s:s,s:i,s:s,s:{s:f,s:f},s:i,s:s}", "op",
+                                           "load_task", "source", source, "seed", 42,
+                                           "precision", "fp32", "tolerance", "atol", 1e-4,
+                                           "rtol", 1e-4, "trials", 1, "name", name));
+  if (!r)
+    return NULL;
+  json_decref(r);
+  return evaluator_call(ev, json_pack("{s:s}", "op", "profile"));
+}
+
+static void evaluator_stop(struct evaluator *ev) {
+  json_decref(evaluator_call(ev, json_pack("{s:s}", "op", "shutdown")));
+  fclose(ev->to);
+  fclose(ev->from);
+  int status;
+  waitpid(ev->pid, &status, 0);
+}
+
+/* The one evaluator process of this test run (group setup), and whether it runs. */
+static struct evaluator g_ev;
+static bool g_have_ev;
+
+static int group_setup(void **state) {
+  (void)state;
+  g_have_ev = kernelbench_dir() && evaluator_start(&g_ev);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  if (g_have_ev)
+    evaluator_stop(&g_ev);
+  return 0;
+}
+
+/* Applies the moves of a variant "KNOB=value KNOB=value MODE=name" to *k; returns 0, or
+ * -1 with why when a move is refused by knob_apply_move. */
+static int apply_variant(struct knob_set *k, const char *variant, char *why, size_t whylen) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", variant);
+  for (char *tok = buf; *tok;) {
+    char *sp = strchr(tok, ' '), *next = sp ? sp + 1 : tok + strlen(tok);
+    if (sp)
+      *sp = 0;
+    char *eq = strchr(tok, '=');
+    assert_non_null(eq);
+    *eq = 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    json_t *m = *end || end == eq + 1
+                    ? json_pack("{s:s,s:s,s:s}", "knob", tok, "op", "set", "value", eq + 1)
+                    : json_pack("{s:s,s:s,s:I}", "knob", tok, "op", "set", "value",
+                                (json_int_t)v);
+    int rc = knob_apply_move(k, m, why, whylen);
+    json_decref(m);
+    if (rc != 0)
+      return -1;
+    tok = next;
+  }
+  return 0;
+}
+
+/* The match of a profile by the pointwise family (caller owns). */
+static json_t *match_of(json_t *profile) {
+  json_t *m = NULL;
+  char why[512] = "";
+  if (pw->match(profile, &m, why, sizeof why) != 1)
+    fail_msg("pointwise does not match: %s", why);
+  return m;
+}
+
+/* ---- (1) every public task: op and element count ---- */
+
+static const struct expected {
+  const char *file, *op, *ops;
+  long long numel;
+} expected[] = {
+    {"level1/19_ReLU.py", "relu", "relu", 1610612736},
+    {"level1/21_Sigmoid.py", "sigmoid", "sigmoid", 1610612736},
+    {"level1/22_Tanh.py", "tanh", "tanh", 1610612736},
+    {"level1/26_GELU_.py", "gelu", "gelu", 1610612736},
+    {"level1/28_HardSigmoid.py", "hardsigmoid", "hardsigmoid", 1610612736},
+    {"level1/30_Softsign.py", "chain", "abs,add,div", 1610612736},
+    {"level1/31_ELU.py", "elu", "elu", 1610612736},
+    {"level1/32_HardTanh.py", "hardtanh", "hardtanh", 1610612736},
+    {"level1/5_Matrix_scalar_multiplication.py", "mul", "mul", 1073741824},
+    /* diag(A) @ B written as A.unsqueeze(1) * B: the GEMM family comes first. */
+    {"level1/12_Matmul_with_diagonal_matrices_.py", "mul", "mul", 16777216},
+};
+
+static json_t *g_profiles; /* file -> profile at full size */
+
+/* The profile of a public file (cached), or NULL without the evaluator. */
+static json_t *public_profile(const char *file) {
+  if (!g_have_ev)
+    return NULL;
+  if (!g_profiles)
+    g_profiles = json_object();
+  json_t *p = json_object_get(g_profiles, file);
+  if (p)
+    return p;
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), file);
+  char *src = read_file(path);
+  assert_non_null(src);
+  p = evaluator_profile(&g_ev, file, src);
+  free(src);
+  assert_non_null(p);
+  json_object_set_new(g_profiles, file, p);
+  return p;
+}
+
+/* Checks one public task: the expected match, or no match at all. */
+static void check_public_task(json_t *profile, const char *file, int *ret_matched) {
+  json_t *m = NULL;
+  char why[512] = "";
+  int rc = pw->match(profile, &m, why, sizeof why);
+  const struct expected *e = NULL;
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+    if (strcmp(expected[i].file, file) == 0)
+      e = &expected[i];
+  if (rc < 0)
+    assert_true(why[0] != '\0');
+  if (!e) {
+    if (rc == 1)
+      fail_msg("%s: unexpected match: %s", file, json_string_value(json_object_get(m, "summary")));
+    return;
+  }
+  if (rc != 1)
+    fail_msg("%s: no match: %s", file, why);
+  char ops[256] = "";
+  size_t i, used = 0;
+  json_t *o;
+  json_array_foreach(json_object_get(m, "ops"), i, o) used +=
+      (size_t)snprintf(ops + used, sizeof ops - used, "%s%s", i ? "," : "", json_string_value(o));
+  printf("  %-46s %-12s %-12s %lld\n", file, json_string_value(json_object_get(m, "op")), ops,
+         (long long)json_integer_value(json_object_get(m, "numel")));
+  assert_string_equal(json_string_value(json_object_get(m, "family")), "pointwise");
+  assert_string_equal(json_string_value(json_object_get(m, "op")), e->op);
+  assert_string_equal(ops, e->ops);
+  assert_int_equal(json_integer_value(json_object_get(m, "numel")), e->numel);
+  (*ret_matched)++;
+  json_decref(m);
+}
+
+/* Every level 1 and level 2 file, through the evaluator process. */
+static void test_public_tasks(void **state) {
+  (void)state;
+  const char *kb = kernelbench_dir();
+  if (!kb || !g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  int matched = 0, seen = 0;
+  static const char *const levels[] = {"level1", "level2"};
+  for (size_t l = 0; l < 2; l++) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "ls %s/%s", kb, levels[l]);
+    FILE *ls = popen(cmd, "r");
+    assert_non_null(ls);
+    char name[512];
+    while (fgets(name, sizeof name, ls)) {
+      name[strcspn(name, "\n")] = 0;
+      if (!strstr(name, ".py"))
+        continue;
+      char file[700];
+      snprintf(file, sizeof file, "%s/%s", levels[l], name);
+      check_public_task(public_profile(file), file, &matched);
+      seen++;
+    }
+    pclose(ls);
+  }
+  printf("  %d of %d public tasks matched by pointwise\n", matched, seen);
+  assert_int_equal(matched, (int)(sizeof expected / sizeof expected[0]));
+}
+
+/* ---- the expression translator, on hand-written graphs ---- */
+
+/* A profile with one float32 input x of shape, extra (inputs/params/scalar_inputs JSON
+ * fragments) and the call nodes; the last node is the output. */
+static json_t *mk_profile(const char *shape, const char *extra_inputs, const char *params,
+                          const char *scalars, const char *nodes, const char *out_shape) {
+  char buf[8192];
+  snprintf(buf, sizeof buf,
+           "{\"inputs\":[{\"name\":\"input:0\",\"dtype\":\"float32\",\"shape\":%s}%s],"
+           "\"params\":[%s],\"scalar_inputs\":[%s],"
+           "\"outputs\":[{\"name\":\"output:0\",\"dtype\":\"float32\",\"shape\":%s,"
+           "\"numel\":0}],\"graph\":[{\"name\":\"x\",\"op\":\"placeholder\",\"target\":\"x\","
+           "\"tensor\":\"input:0\",\"args\":[],\"kwargs\":{},\"shape\":%s,"
+           "\"dtype\":\"float32\"},%s]}",
+           shape, extra_inputs, params, scalars, out_shape, shape, nodes);
+  json_error_t err;
+  json_t *p = json_loads(buf, 0, &err);
+  if (!p)
+    fail_msg("bad test profile: %s", err.text);
+  json_t *out = json_array_get(json_object_get(p, "outputs"), 0);
+  json_object_set_new(out, "numel", json_integer(expr_numel(json_object_get(out, "shape"))));
+  /* The output node, named "output", returns the last call node. */
+  json_t *graph = json_object_get(p, "graph");
+  const char *last = json_string_value(
+      json_object_get(json_array_get(graph, json_array_size(graph) - 1), "name"));
+  json_array_append_new(graph, json_pack("{s:s, s:s, s:s, s:[{s:s}], s:{}}", "name", "output",
+                                         "op", "output", "target", "output", "args", "node",
+                                         last, "kwargs"));
+  return p;
+}
+
+/* A call_function node text. */
+#define CALL(name, target, args, kwargs, shape)                                           \
+  "{\"name\":\"" name "\",\"op\":\"call_function\",\"target\":\"" target "\",\"args\":" args \
+  ",\"kwargs\":" kwargs ",\"shape\":" shape ",\"dtype\":\"float32\"}"
+
+/* The chain's IR for a profile's output node (caller owns), or NULL with why. */
+static json_t *ir_of(json_t *profile, char *why, size_t whylen) {
+  json_t *ir = NULL;
+  if (expr_build(profile, expr_output_node(profile), NULL, &ir, why, whylen) != 0)
+    return NULL;
+  return ir;
+}
+
+/* The emitted body of a profile's chain (caller frees). */
+static char *body_of(json_t *profile, bool fast) {
+  char why[256] = "";
+  json_t *ir = ir_of(profile, why, sizeof why);
+  if (!ir)
+    fail_msg("expr_build: %s", why);
+  struct cg_buf b = {0};
+  assert_int_equal(expr_emit(ir, "f", NULL, 0, fast, &b), 0);
+  json_decref(ir);
+  char *s = cg_take(&b);
+  assert_non_null(s);
+  return s;
+}
+
+static void test_expr_constants(void **state) {
+  (void)state;
+  static const struct {
+    double v;
+    const char *text;
+  } cases[] = {
+      {1.0, "1.0f"},
+      {-2.0, "(-2.0f)"},
+      {3.14, "3.1400001f"},
+      {1e-5, "9.99999975e-06f"},
+      {0.5, "0.5f"},
+      {INFINITY, "__int_as_float(0x7f800000)"},
+      {-INFINITY, "__int_as_float((int)0xff800000)"},
+      {NAN, "__int_as_float(0x7fc00000)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[64];
+    cg_float(cases[i].v, out, sizeof out);
+    assert_string_equal(out, cases[i].text);
+  }
+}
+
+static void test_expr_broadcast(void **state) {
+  (void)state;
+  /* x [4, 3, 5] + b [3, 1]: b's element for output index e is (e / 5) % 3. */
+  json_t *p = mk_profile("[4,3,5]", "",
+                         "{\"name\":\"param:b\",\"dtype\":\"float32\",\"shape\":[3,1]}", "",
+                         "{\"name\":\"b\",\"op\":\"get_attr\",\"target\":\"b\",\"tensor\":"
+                         "\"param:b\",\"args\":[],\"kwargs\":{},\"shape\":[3,1],\"dtype\":"
+                         "\"float32\"}," CALL("add", "operator.add", "[{\"node\":\"x\"},"
+                                                                      "{\"node\":\"b\"}]",
+                                              "{}", "[4,3,5]"),
+                         "[4,3,5]");
+  char why[256] = "", off[256];
+  json_t *ir = ir_of(p, why, sizeof why);
+  assert_non_null(ir);
+  assert_int_equal(json_array_size(json_object_get(ir, "leaves")), 2);
+  assert_int_equal(expr_leaf_offset(ir, 0, "e", off, sizeof off), 1);
+  assert_string_equal(off, "e");
+  assert_int_equal(expr_leaf_offset(ir, 1, "e", off, sizeof off), 0);
+  assert_string_equal(off, "((e / 5 % 3))");
+  json_decref(ir);
+  json_decref(p);
+  /* A [N] viewed as [N, 1] (unsqueeze) times B [N, M]: A at e / M; the unviewed leaf of
+   * A is pruned. */
+  p = mk_profile("[64,48]", ",{\"name\":\"input:1\",\"dtype\":\"float32\",\"shape\":[64]}", "",
+                 "",
+                 "{\"name\":\"a\",\"op\":\"placeholder\",\"target\":\"a\",\"tensor\":"
+                 "\"input:1\",\"args\":[],\"kwargs\":{},\"shape\":[64],\"dtype\":\"float32\"},"
+                 "{\"name\":\"u\",\"op\":\"call_method\",\"target\":\"unsqueeze\",\"args\":"
+                 "[{\"node\":\"a\"},1],\"kwargs\":{},\"shape\":[64,1],\"dtype\":\"float32\"},"
+                 CALL("mul", "operator.mul", "[{\"node\":\"u\"},{\"node\":\"x\"}]", "{}",
+                      "[64,48]"),
+                 "[64,48]");
+  ir = ir_of(p, why, sizeof why);
+  assert_non_null(ir);
+  assert_int_equal(json_array_size(json_object_get(ir, "leaves")), 2);
+  assert_int_equal(expr_leaf_offset(ir, 0, "e", off, sizeof off), 0);
+  assert_string_equal(off, "((e / 48))");
+  assert_string_equal(json_string_value(json_object_get(
+                          json_array_get(json_object_get(ir, "leaves"), 1), "tensor")),
+                      "input:0");
+  json_decref(ir);
+  json_decref(p);
+}
+
+/* One unary op on x: the emitted step, accurate and fast. */
+static const struct emit_case {
+  const char *target, *args, *kwargs, *text, *fast;
+} emit_cases[] = {
+    {"torch.nn.functional.elu", "[{\"node\":\"x\"}]", "{\"alpha\":0.5}",
+     "(L0 <= 0.0f ? expm1f(L0 * 1.0f) * 0.5f : L0 * 1.0f)", NULL},
+    {"torch.nn.functional.hardtanh", "[{\"node\":\"x\"}]", "{\"min_val\":-2.0,\"max_val\":2.0}",
+     "ofg_clamp(L0, (-2.0f), 2.0f)", NULL},
+    {"torch.nn.functional.leaky_relu", "[{\"node\":\"x\"},0.2]", "{}",
+     "(L0 > 0.0f ? L0 : L0 * 0.200000003f)", NULL},
+    {"torch.sigmoid", "[{\"node\":\"x\"}]", "{}", "1.0f / (1.0f + expf(-L0))",
+     "__fdividef(1.0f, 1.0f + __expf(-L0))"},
+    {"torch.nn.functional.gelu", "[{\"node\":\"x\"}]", "{\"approximate\":\"tanh\"}",
+     "0.5f * L0 * (1.0f + tanhf(0.797884560802865356f * (L0 + 0.044715f * (L0 * L0 * L0))))",
+     NULL},
+    {"torch.nn.functional.hardsigmoid", "[{\"node\":\"x\"}]", "{\"inplace\":false}",
+     "ofg_clamp(L0 + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f)", NULL},
+    {"torch.clamp", "[{\"node\":\"x\"}]", "{\"min\":-0.5}", "ofg_clamp_min(L0, (-0.5f))", NULL},
+    {"operator.pow", "[{\"node\":\"x\"},2]", "{}", "L0 * L0", NULL},
+    {"operator.pow", "[{\"node\":\"x\"},0.5]", "{}", "sqrtf(L0)", NULL},
+    {"operator.pow", "[{\"node\":\"x\"},3.3]", "{}", "powf(L0, 3.29999995f)", NULL},
+    {"torch.nn.functional.softplus", "[{\"node\":\"x\"}]", "{\"beta\":2,\"threshold\":10}",
+     "(L0 * 2.0f > 10.0f ? L0 : log1pf(expf(L0 * 2.0f)) / 2.0f)", NULL},
+    {"torch.threshold", "[{\"node\":\"x\"},0.1,20.0]", "{}", "(L0 > 0.100000001f ? L0 : 20.0f)",
+     NULL},
+    {"torch.nn.functional.selu", "[{\"node\":\"x\"}]", "{}",
+     "(L0 <= 0.0f ? expm1f(L0 * 1.0f) * 1.75809932f : L0 * 1.05070102f)", NULL},
+};
+
+static void test_expr_emit(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof emit_cases / sizeof emit_cases[0]; i++) {
+    const struct emit_case *c = &emit_cases[i];
+    char node[1024];
+    snprintf(node, sizeof node,
+             "{\"name\":\"y\",\"op\":\"call_function\",\"target\":\"%s\",\"args\":%s,"
+             "\"kwargs\":%s,\"shape\":[8],\"dtype\":\"float32\"}",
+             c->target, c->args, c->kwargs);
+    json_t *p = mk_profile("[8]", "", "", "", node, "[8]");
+    for (int fast = 0; fast < 2; fast++) {
+      char *body = body_of(p, fast);
+      char want[512];
+      snprintf(want, sizeof want, "  const float t0 = %s;\n  return t0;\n",
+               fast && c->fast ? c->fast : c->text);
+      if (!strstr(body, want))
+        fail_msg("%s (fast %d): got\n%s", c->target, fast, strstr(body, "float f("));
+      free(body);
+    }
+    json_decref(p);
+  }
+  /* A scalar input becomes a constant; softsign's chain keeps x as one leaf. */
+  json_t *p = mk_profile("[8]", "", "", "{\"name\":\"input:1\",\"value\":3.14}",
+                         "{\"name\":\"s\",\"op\":\"placeholder\",\"target\":\"s\",\"tensor\":"
+                         "\"input:1\",\"args\":[],\"kwargs\":{},\"shape\":null,\"dtype\":null},"
+                         CALL("mul", "operator.mul", "[{\"node\":\"x\"},{\"node\":\"s\"}]", "{}",
+                              "[8]"),
+                         "[8]");
+  char *body = body_of(p, false);
+  assert_non_null(strstr(body, "float f(float L0) {\n  const float t0 = L0 * 3.1400001f;\n"));
+  free(body);
+  json_decref(p);
+}
+
+/* Chains the translator refuses, with the reason. */
+static void test_expr_refusals(void **state) {
+  (void)state;
+  static const struct {
+    const char *nodes, *why;
+  } cases[] = {
+      {CALL("w", "torch.where", "[{\"node\":\"x\"},{\"node\":\"x\"},0.0]", "{}", "[8]"),
+       "unsupported op where"},
+      {"{\"name\":\"r\",\"op\":\"call_method\",\"target\":\"relu_\",\"args\":[{\"node\":\"x\"}],"
+       "\"kwargs\":{},\"shape\":[8],\"dtype\":\"float32\"}",
+       "in-place op relu_ is unsupported"},
+      {CALL("r", "torch.nn.functional.relu", "[{\"node\":\"x\"}]", "{\"inplace\":true}", "[8]"),
+       "in-place op relu is unsupported"},
+      {CALL("d", "torch.nn.functional.dropout", "[{\"node\":\"x\"}]", "{\"p\":0.5}", "[8]"),
+       "dropout with p=0.5 in training mode is random"},
+      {CALL("g", "torch.nn.functional.gelu", "[{\"node\":\"x\"}]", "{\"approximate\":\"fast\"}",
+            "[8]"),
+       "gelu: approximate=fast is unsupported"},
+      {CALL("m", "torch.matmul", "[{\"node\":\"x\"},{\"node\":\"x\"}]", "{}", "[8]"),
+       "foreign op matmul"},
+      {CALL("e", "torch.exp", "[{\"node\":\"x\"}]", "{}", "[2,4]")
+       ",{\"name\":\"v\",\"op\":\"call_method\",\"target\":\"view\",\"args\":[{\"node\":\"e\"},"
+       "8],\"kwargs\":{},\"shape\":[8],\"dtype\":\"float32\"}",
+       "view of a computed value (not of an input tensor) is unsupported"},
+      {CALL("c", "torch.gt", "[{\"node\":\"x\"},0]", "{}", "[8]"),
+       "op gt produces float32; only float32 chains are supported"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *p = mk_profile(i == 6 ? "[2,4]" : "[8]", "", "", "", cases[i].nodes, "[8]");
+    if (i == 7) /* a comparison produces bool */
+      json_object_set_new(json_array_get(json_object_get(p, "graph"), 1), "dtype",
+                          json_string("bool"));
+    char why[256] = "";
+    json_t *ir = ir_of(p, why, sizeof why);
+    assert_null(ir);
+    if (i == 7)
+      assert_string_equal(why, "op gt produces bool; only float32 chains are supported");
+    else
+      assert_string_equal(why, cases[i].why);
+    json_t *m = NULL;
+    int rc = pw->match(p, &m, why, sizeof why);
+    assert_int_equal(rc, i == 5 ? 0 : -1);
+    assert_null(m);
+    json_decref(p);
+  }
+}
+
+/* ---- refusals of invalid moves, with the exact reason ---- */
+
+static const struct refusal {
+  const char *file, *variant, *why; /* why NULL: valid */
+} refusals[] = {
+    {"level1/19_ReLU.py", "ROWS=2", "ROWS=2: a pointwise chain has no rows"},
+    {"level1/19_ReLU.py", "SPLIT=8", "SPLIT=8: a pointwise chain has no reduction to split"},
+    {"level1/19_ReLU.py", "UNROLL=8",
+     "UNROLL=8: only MODE grid_stride or persistent has a tile loop to unroll; the default "
+     "maps one tile per block"},
+    {"level1/19_ReLU.py", "MODE=fused", "MODE fused: the whole chain is already one fused kernel"},
+    {"level1/19_ReLU.py", "MODE=idx64",
+     "MODE idx64: indices are already 64-bit unless MODE idx32 is set"},
+    {"level1/19_ReLU.py", "MODE=predicated_tail",
+     "MODE predicated_tail: the elements past the last whole vector already take a "
+     "bounds-checked scalar path"},
+    {"level1/19_ReLU.py", "MODE=fast_math",
+     "MODE fast_math: the chain has no exp, log, division or sigmoid with a faster intrinsic"},
+    {"level1/19_ReLU.py", "ITEMS=32",
+     "ITEMS=32: 1 to 16 vectors per thread keep the loads in registers"},
+    {"level1/19_ReLU.py", "MODE=warp_per_row",
+     "MODE warp_per_row: this MODE does not apply to a pointwise chain"},
+    {"level1/19_ReLU.py", "MINB=16", "MINB=16: 16 blocks of 256 threads exceed 2048 threads per SM"},
+    {"level1/19_ReLU.py", "BLOCK=48", "BLOCK=48: must be a multiple of 32 in [64, 1024]"},
+    {"level1/19_ReLU.py", "VEC=8", "VEC=8: vector accesses are 1, 2 or 4 floats"},
+    {"level1/19_ReLU.py", "MODE=idx32", NULL},
+    {"level1/19_ReLU.py", "MODE=grid_stride UNROLL=8", NULL},
+    {"level1/19_ReLU.py", "MODE=ldg", NULL},
+    {"level1/19_ReLU.py", "MODE=stream_store", NULL},
+    {"level1/21_Sigmoid.py", "MODE=fast_math", NULL},
+    {"level1/30_Softsign.py", "MODE=fast_math", NULL},
+};
+
+static void test_refusals(void **state) {
+  (void)state;
+  if (!g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+    const struct refusal *r = &refusals[i];
+    json_t *m = match_of(public_profile(r->file));
+    struct knob_set k;
+    char why[512] = "";
+    pw->defaults(m, &k);
+    assert_int_equal(pw->check(m, &k, why, sizeof why), 0);
+    int rc = apply_variant(&k, r->variant, why, sizeof why);
+    bool by_check = rc == 0;
+    if (rc == 0)
+      rc = pw->check(m, &k, why, sizeof why);
+    printf("  %-24s %-26s %s\n", r->file + 7, r->variant, rc ? why : "(valid)");
+    if (r->why) {
+      assert_int_equal(rc, -1);
+      assert_string_equal(why, r->why);
+      json_t *cand = NULL;
+      char why2[512] = "";
+      if (by_check) {
+        assert_int_equal(pw->generate(m, &k, &cand, why2, sizeof why2), -1);
+        assert_string_equal(why2, r->why);
+      }
+      assert_null(cand);
+    } else if (rc != 0) {
+      fail_msg("%s %s refused: %s", r->file, r->variant, why);
+    }
+    json_decref(m);
+  }
+  /* More than 2^31 elements need 64-bit indices. */
+  json_t *p = mk_profile("[3000000000]", "", "", "",
+                         CALL("r", "torch.relu", "[{\"node\":\"x\"}]", "{}", "[3000000000]"),
+                         "[3000000000]");
+  json_t *m = match_of(p);
+  struct knob_set k;
+  char why[256] = "";
+  pw->defaults(m, &k);
+  assert_int_equal(apply_variant(&k, "MODE=idx32", why, sizeof why), 0);
+  assert_int_equal(pw->check(m, &k, why, sizeof why), -1);
+  assert_string_equal(why, "MODE idx32: 3000000000 elements need 64-bit indices");
+  json_decref(m);
+  json_decref(p);
+}
+
+/* ---- generated plans, checked by hand ---- */
+
+static const struct plan_case {
+  const char *file, *variant, *plan, *contains;
+} plan_cases[] = {
+    /* 1610612736 floats = 402653184 float4; 256 threads x 4 float4 per block. */
+    {"level1/19_ReLU.py", "",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_pointwise\",\"grid\":[393216,1,1],"
+     "\"block\":[256,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     "  const float t0 = (L0 < 0.0f ? 0.0f : L0);"},
+    /* A capped grid: 132 SMs x 8 blocks of 256 x 4 waves; persistent: one wave. */
+    {"level1/19_ReLU.py", "MODE=grid_stride",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_pointwise\",\"grid\":[4224,1,1],"
+     "\"block\":[256,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     NULL},
+    {"level1/19_ReLU.py", "MODE=persistent BLOCK=512",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_pointwise\",\"grid\":[528,1,1],"
+     "\"block\":[512,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     NULL},
+    /* The scalar s = 3.14 is a constant of the kernel; 2^30 floats / 4096 per block. */
+    {"level1/5_Matrix_scalar_multiplication.py", "",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_pointwise\",\"grid\":[262144,1,1],"
+     "\"block\":[256,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     "  const float t0 = L0 * 3.1400001f;"},
+    /* A.unsqueeze(1) * B: A read at e / 4096; 4096 x 4096 floats / 4096 per block. */
+    {"level1/12_Matmul_with_diagonal_matrices_.py", "",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_pointwise\",\"grid\":[4096,1,1],"
+     "\"block\":[256,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"input:1\"},{\"tensor\":\"output:0\"}]}]}",
+     "(float)OFG_LD(p0 + ((e / 4096)))"},
+};
+
+static void test_plans(void **state) {
+  (void)state;
+  if (!g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  for (size_t i = 0; i < sizeof plan_cases / sizeof plan_cases[0]; i++) {
+    const struct plan_case *c = &plan_cases[i];
+    json_t *m = match_of(public_profile(c->file)), *cand = NULL;
+    struct knob_set k;
+    char why[512] = "";
+    pw->defaults(m, &k);
+    assert_int_equal(apply_variant(&k, c->variant, why, sizeof why), 0);
+    if (pw->generate(m, &k, &cand, why, sizeof why) != 0)
+      fail_msg("%s: %s", c->file, why);
+    json_t *want = json_loads(c->plan, 0, NULL);
+    assert_non_null(want);
+    json_t *plan = json_object_get(cand, "plan");
+    if (!json_equal(plan, want))
+      fail_msg("%s [%s]: plan %s", c->file, c->variant, json_dumps(plan, JSON_COMPACT));
+    const char *src = json_string_value(json_object_get(cand, "source"));
+    if (c->contains && !strstr(src, c->contains))
+      fail_msg("%s: source lacks %s", c->file, c->contains);
+    assert_non_null(strstr(src, " ofg_pointwise("));
+    printf("  %-46s %-26s ok\n", c->file, c->variant);
+    json_decref(want);
+    json_decref(cand);
+    json_decref(m);
+  }
+}
+
+/* ---- small tasks: the sweep's extra shapes and the emulation's cases ---- */
+
+#define TASKA(init, args, fwd, inputs)                                                   \
+  "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"               \
+  "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n" init  \
+  "    def forward(self, " args "):\n        return " fwd "\n"                           \
+  "def get_inputs():\n    return " inputs "\ndef get_init_inputs():\n    return []\n"
+#define TASK(init, fwd, inputs) TASKA(init, "x", fwd, inputs)
+#define NOINIT "        pass\n"
+#define SMALL "batch_size = 16\ndim = 1001\n"
+
+static const struct small_task {
+  const char *name, *source, *file, *sizes;
+  const char *variants[8];
+} small_tasks[] = {
+    {"relu_odd", TASK(NOINIT, "torch.relu(x)", "[torch.randn(7, 13)]"), NULL, NULL,
+     {"", "VEC=2", "VEC=1 ITEMS=3", "MODE=grid_stride UNROLL=2", "MODE=persistent BLOCK=64",
+      "MODE=idx32", "MODE=ldg", "MODE=stream_store"}},
+    {"p19", NULL, "level1/19_ReLU.py", SMALL, {""}},
+    {"p21", NULL, "level1/21_Sigmoid.py", SMALL, {"", "MODE=fast_math"}},
+    {"p22", NULL, "level1/22_Tanh.py", SMALL, {""}},
+    {"p26", NULL, "level1/26_GELU_.py", SMALL, {""}},
+    {"p28", NULL, "level1/28_HardSigmoid.py", SMALL, {""}},
+    {"p30", NULL, "level1/30_Softsign.py", SMALL, {"", "MODE=fast_math"}},
+    {"p31", NULL, "level1/31_ELU.py", SMALL, {""}},
+    {"p32", NULL, "level1/32_HardTanh.py", SMALL, {""}},
+    {"p5", NULL, "level1/5_Matrix_scalar_multiplication.py", "M = 64\nN = 48\n", {""}},
+    {"p12", NULL, "level1/12_Matmul_with_diagonal_matrices_.py", "M = 40\nN = 64\n",
+     {"", "VEC=1"}},
+    {"bias", TASK("        self.b = nn.Parameter(torch.randn(6, 1, 1))\n",
+                  "F.gelu(x + self.b, approximate='tanh') * 2.0 - torch.sigmoid(x)",
+                  "[torch.randn(4, 6, 5, 7)]"),
+     NULL, NULL, {"", "MODE=fast_math"}},
+    {"acts", TASK("        self.l = nn.LeakyReLU(0.2)\n",
+                  "self.l(F.softplus(x, beta=2.0, threshold=10.0)) + F.selu(x) + F.hardswish(x)"
+                  " + F.mish(x) + torch.clamp(x, min=-0.5, max=0.5) + F.silu(x)"
+                  " + torch.rsqrt(x.abs() + 1) + x ** 3 + x.abs() ** 0.5 + F.relu6(x)"
+                  " + F.celu(x, 0.5) + F.logsigmoid(x) + torch.threshold(x, 0.1, 20.0)"
+                  " + torch.maximum(x, -x * 0.5) + 2 ** x",
+                  "[3 * torch.randn(100, 99)]"),
+     NULL, NULL, {""}},
+    {"mask", TASKA(NOINIT, "x, m, b", "x * m + b.unsqueeze(0)",
+                  "[torch.randn(33, 10), torch.rand(33, 10) > 0.5, torch.randn(10)]"),
+     NULL, NULL, {"", "VEC=1"}},
+    {"expand", TASKA(NOINIT, "x, y", "x + y.view(1, -1, 1).expand(8, 5, 6)",
+                    "[torch.randn(8, 5, 6), torch.randn(5)]"),
+     NULL, NULL, {""}},
+};
+
+#define N_SMALL (sizeof small_tasks / sizeof small_tasks[0])
+
+/* The small task's source (caller frees): its own, or the public file plus sizes. */
+static char *small_source(const struct small_task *t) {
+  if (t->source)
+    return strdup(t->source);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), t->file);
+  char *src = read_file(path);
+  assert_non_null(src);
+  size_t n = strlen(src) + strlen(t->sizes) + 2;
+  char *all = malloc(n);
+  assert_non_null(all);
+  snprintf(all, n, "%s\n%s", src, t->sizes);
+  free(src);
+  return all;
+}
+
+/* The profile of small task i (cached). */
+static json_t *small_profile(size_t i) {
+  static json_t *cache[N_SMALL];
+  if (!cache[i]) {
+    char *src = small_source(&small_tasks[i]);
+    cache[i] = evaluator_profile(&g_ev, small_tasks[i].name, src);
+    free(src);
+    assert_non_null(cache[i]);
+  }
+  return cache[i];
+}
+/* Candidates to compile, shared by the compile threads. */
+struct compile_queue {
+  json_t *cands; /* array of candidates */
+  size_t next, failed;
+  pthread_mutex_t lock;
+};
+
+static void *compile_worker(void *arg) {
+  struct compile_queue *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->lock);
+    size_t i = q->next++;
+    pthread_mutex_unlock(&q->lock);
+    json_t *cand = json_array_get(q->cands, i);
+    if (!cand)
+      return NULL;
+    const char *opts[NVRTC_MAX_OPTIONS];
+    size_t n = 0, j;
+    json_t *o;
+    json_array_foreach(json_object_get(cand, "options"), j, o) opts[n++] = json_string_value(o);
+    struct compile_request req = {json_string_value(json_object_get(cand, "source")), opts, n,
+                                  "sm_90a", GPU_PREC_FP32, NULL};
+    struct compile_result r;
+    if (nvrtc_compile(&req, &r) != 0 || !r.ok) {
+      pthread_mutex_lock(&q->lock);
+      q->failed++;
+      printf("  COMPILE FAILED (%s): %.600s\n", json_string_value(json_object_get(cand, "tag")),
+             r.log ? r.log : "");
+      pthread_mutex_unlock(&q->lock);
+    }
+    compile_result_clear(&r);
+  }
+}
+
+/* Compiles every candidate of cands with two threads; returns the failures. */
+static size_t compile_all(json_t *cands) {
+  struct compile_queue q = {.cands = cands};
+  pthread_mutex_init(&q.lock, NULL);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, compile_worker, &q), 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  pthread_mutex_destroy(&q.lock);
+  return q.failed;
+}
+
+/* The candidate without anything that does not change the code: for comparing. */
+static char *candidate_text(json_t *cand) {
+  json_t *c = json_pack("{s:O, s:O, s:O}", "source", json_object_get(cand, "source"),
+                        "options", json_object_get(cand, "options"), "plan",
+                        json_object_get(cand, "plan"));
+  char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(c);
+  return s;
+}
+
+/* True when the seed-memory strategy applies to family name. */
+static bool strategy_applies(json_t *local, const char *name) {
+  size_t i;
+  json_t *f;
+  json_array_foreach(json_object_get(local, "families"), i, f) {
+    if (strcmp(json_string_value(f), name) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* Applies every pointwise seed move to the defaults of one profile: each is refused with a
+ * reason or changes the candidate; the distinct candidates go to cands. */
+static void sweep_profile(json_t *profile, const char *tag, json_t *locals, json_t *cands,
+                          json_t *seen) {
+  json_t *m = match_of(profile), *base = NULL;
+  struct knob_set k0;
+  char why[512] = "";
+  pw->defaults(m, &k0);
+  assert_int_equal(pw->generate(m, &k0, &base, why, sizeof why), 0);
+  char *base_text = candidate_text(base);
+  int moves = 0, refused = 0, changed = 0;
+  size_t i;
+  json_t *local;
+  json_array_foreach(locals, i, local) {
+    if (!strategy_applies(local, "pointwise"))
+      continue;
+    moves++;
+    struct knob_set k = k0;
+    json_t *cand = NULL;
+    why[0] = 0;
+    if (knob_apply_move(&k, json_object_get(local, "knob_move"), why, sizeof why) != 0 ||
+        pw->check(m, &k, why, sizeof why) != 0) {
+      assert_true(why[0] != 0);
+      refused++;
+      continue;
+    }
+    assert_int_equal(pw->generate(m, &k, &cand, why, sizeof why), 0);
+    char *text = candidate_text(cand);
+    bool same_knobs = memcmp(&k, &k0, sizeof k) == 0;
+    if (!same_knobs && strcmp(text, base_text) == 0)
+      fail_msg("%s: move %s changes the knobs but not the candidate", tag,
+               json_string_value(json_object_get(local, "id")));
+    changed += !same_knobs;
+    if (!json_object_get(seen, text)) {
+      json_object_set_new(seen, text, json_true());
+      json_object_set_new(cand, "tag", json_string(tag));
+      json_array_append(cands, cand);
+    }
+    free(text);
+    json_decref(cand);
+  }
+  if (!json_object_get(seen, base_text)) {
+    json_object_set_new(seen, base_text, json_true());
+    json_object_set_new(base, "tag", json_string(tag));
+    json_array_append(cands, base);
+  }
+  printf("  %-44s %2d moves: %2d change the code, %2d refused\n", tag, moves, changed, refused);
+  free(base_text);
+  json_decref(base);
+  json_decref(m);
+}
+
+static void test_nvrtc_sweep(void **state) {
+  (void)state;
+  if (!g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  char path[1100];
+  snprintf(path, sizeof path, "%s/schema/seed_memory.json", getenv("OPFORGE_SOURCE_ROOT"));
+  json_t *seed = json_load_file(path, 0, NULL);
+  assert_non_null(seed);
+  json_t *locals = json_object_get(seed, "locals"), *cands = json_array(), *seen = json_object();
+  static const char *const files[] = {"level1/19_ReLU.py", "level1/30_Softsign.py",
+                                      "level1/5_Matrix_scalar_multiplication.py",
+                                      "level1/12_Matmul_with_diagonal_matrices_.py"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+    sweep_profile(public_profile(files[i]), files[i] + 7, locals, cands, seen);
+  static const char *const smalls[] = {"acts", "mask", "relu_odd"};
+  for (size_t i = 0; i < sizeof smalls / sizeof smalls[0]; i++)
+    for (size_t j = 0; j < N_SMALL; j++)
+      if (strcmp(small_tasks[j].name, smalls[i]) == 0)
+        sweep_profile(small_profile(j), smalls[i], locals, cands, seen);
+  size_t failed = compile_all(cands);
+  printf("  %zu distinct candidates compiled with NVRTC, %zu failed\n", json_array_size(cands),
+         failed);
+  assert_int_equal(failed, 0);
+  json_decref(cands);
+  json_decref(seen);
+  json_decref(seed);
+}
+
+/* ---- CPU emulation of generated candidates against PyTorch ---- */
+
+/* A C++ prelude, one line per string, that runs the pointwise kernel on the CPU: it has
+ * no barriers or shuffles, so the threads of a block simply run one after another. */
+static const char *const emu_prelude[] = {
+    "// CPU emulator of the pointwise family's CUDA kernel (tests only).",
+    "#include <math.h>",
+    "#include <cmath>",
+    "#include <cstdio>",
+    "#include <cstdlib>",
+    "#include <cstring>",
+    "#include <functional>",
+    "#define OFG_EMU 1",
+    "#define __global__",
+    "#define __device__",
+    "#define __forceinline__ inline",
+    "#define __restrict__",
+    "#define __launch_bounds__(...)",
+    "#define __expf(x) expf(x)",
+    "#define __logf(x) logf(x)",
+    "struct float4 { float x, y, z, w; };",
+    "struct float2 { float x, y; };",
+    "static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }",
+    "static inline float2 make_float2(float a, float b) { return {a, b}; }",
+    "struct ofg_u3 { unsigned x, y, z; };",
+    "static ofg_u3 threadIdx, blockIdx, blockDim, gridDim;",
+    "template <class T> static inline T __ldg(const T* p) { return *p; }",
+    "template <class T> static inline void __stcs(T* p, T v) { *p = v; }",
+    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }",
+    "static inline float __fdividef(float a, float b) { return a / b; }",
+    "static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }",
+    "static void ofg_emu_fail(const char* what) { fprintf(stderr, \"emu: %s\\n\", what); exit(90); }",
+    "// common.cuh's block reductions need these; the pointwise kernel never calls them.",
+    "static inline void __syncthreads() { ofg_emu_fail(\"__syncthreads in a pointwise kernel\"); }",
+    "template <class T> static inline T __shfl_xor_sync(unsigned, T v, int) {",
+    "  ofg_emu_fail(\"shuffle in a pointwise kernel\");",
+    "  return v;",
+    "}",
+    "static void ofg_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,",
+    "                           unsigned bz, size_t, unsigned, std::function<void()> k) {",
+    "  blockDim = {bx, by, bz};",
+    "  gridDim = {gx, gy, gz};",
+    "  for (unsigned z = 0; z < gz; z++)",
+    "    for (unsigned y = 0; y < gy; y++)",
+    "      for (unsigned x = 0; x < gx; x++)",
+    "        for (unsigned t = 0; t < bx * by * bz; t++) {",
+    "          blockIdx = {x, y, z};",
+    "          threadIdx = {t % bx, t / bx % by, t / (bx * by)};",
+    "          k();",
+    "        }",
+    "}",
+    "struct ofg_emu_ptr {",
+    "  void* p;",
+    "  template <class T> operator T*() const { return (T*)p; }",
+    "};",
+    "static void* ofg_emu_alloc(size_t bytes, int fill) {",
+    "  void* p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);",
+    "  memset(p, fill, bytes + 16);",
+    "  return p;",
+    "}",
+    "static void* ofg_emu_load(const char* dir, const char* name, size_t bytes) {",
+    "  char path[1024];",
+    "  snprintf(path, sizeof path, \"%s/%s.bin\", dir, name);",
+    "  void* p = ofg_emu_alloc(bytes, 0);",
+    "  FILE* fp = fopen(path, \"rb\");",
+    "  if (!fp || fread(p, 1, bytes, fp) != bytes) ofg_emu_fail(path);",
+    "  fclose(fp);",
+    "  return p;",
+    "}",
+    "static void ofg_emu_save(const char* path, const void* p, size_t bytes) {",
+    "  FILE* fp = fopen(path, \"wb\");",
+    "  if (!fp || fwrite(p, 1, bytes, fp) != bytes) ofg_emu_fail(path);",
+    "  fclose(fp);",
+    "}",
+    NULL,
+};
+
+/* Python, one line per string: each task's inputs, parameters, eager output and float64
+ * output as raw files in their own dtypes. */
+static const char *const ref_script[] = {
+    "# For each (task, dir): inputs, parameters, eager output and float64 output as raw files.",
+    "import os, sys, types, torch",
+    "def name(n): return ''.join(c if c.isalnum() else '_' for c in n)",
+    "def save(t, path): t.detach().contiguous().cpu().numpy().tofile(path)",
+    "for src, out in zip(sys.argv[1::2], sys.argv[2::2]):",
+    "    mod = types.ModuleType('task')",
+    "    exec(compile(open(src).read(), src, 'exec'), mod.__dict__)",
+    "    torch.manual_seed(42)",
+    "    model = mod.Model(*mod.get_init_inputs())",
+    "    with torch.no_grad():",
+    "        for p in model.parameters():",
+    "            p.add_(0.1 * torch.randn_like(p))",
+    "    torch.manual_seed(7)",
+    "    inputs = mod.get_inputs()",
+    "    for i, t in enumerate(inputs):",
+    "        if isinstance(t, torch.Tensor):",
+    "            save(t, os.path.join(out, name('input:%d' % i) + '.bin'))",
+    "    def copy(t, f64):",
+    "        if not isinstance(t, torch.Tensor): return t",
+    "        return t.clone().double() if f64 and t.is_floating_point() else t.clone()",
+    "    state = {k: v.clone() for k, v in model.state_dict().items()}",
+    "    for k, t in state.items():",
+    "        save(t, os.path.join(out, name('param:' + k) + '.bin'))",
+    "    with torch.no_grad():",
+    "        y = model(*[copy(t, False) for t in inputs])",
+    "    save(y, os.path.join(out, 'expected.bin'))",
+    "    m64 = mod.Model(*mod.get_init_inputs())",
+    "    m64.load_state_dict(state)",
+    "    m64 = m64.double()",
+    "    with torch.no_grad():",
+    "        y64 = m64(*[copy(t, True) for t in inputs])",
+    "    save(y64 if y64.is_floating_point() else y64.long(), os.path.join(out, 'expected64.bin'))",
+    NULL,
+};
+
+static size_t dtype_size(const char *dtype) {
+  return strcmp(dtype, "int64") == 0 || strcmp(dtype, "float64") == 0 ? 8
+         : strcmp(dtype, "bool") == 0 || strcmp(dtype, "uint8") == 0  ? 1
+                                                                       : 4;
+}
+
+static void sanitize(const char *n, char *out, size_t len) {
+  size_t i = 0;
+  for (; n[i] && i + 1 < len; i++)
+    out[i] = (n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+                     (n[i] >= '0' && n[i] <= '9')
+                 ? n[i]
+                 : '_';
+  out[i] = 0;
+}
+
+/* Writes `#define`s for the options, the source (without extern "C") in namespace ns,
+ * a run() that executes the plan on the files of dir, and #undefs of every macro the
+ * options or the source define, so that the next candidate starts clean. */
+static void write_candidate(FILE *f, const char *ns, json_t *profile, json_t *cand,
+                            const char *dir, const char *result) {
+  json_t *macros = json_array();
+  size_t i;
+  json_t *o;
+  json_array_foreach(json_object_get(cand, "options"), i, o) {
+    char name[64], value[64] = "1";
+    assert_int_equal(sscanf(json_string_value(o), "-D%63[^=]=%63s", name, value) >= 1, 1);
+    fprintf(f, "#define %s %s\n", name, value);
+    json_array_append_new(macros, json_string(name));
+  }
+  const char *src = json_string_value(json_object_get(cand, "source"));
+  fprintf(f, "namespace %s {\n", ns);
+  for (const char *line = src; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *ex = strstr(line, "extern \"C\" ");
+    if (ex && ex < line + len) {
+      fprintf(f, "%.*s%.*s\n", (int)(ex - line), line, (int)(len - (size_t)(ex - line) - 11),
+              ex + 11);
+    } else {
+      fprintf(f, "%.*s\n", (int)len, line);
+    }
+    char name[128];
+    if ((sscanf(line, " # define %127[A-Za-z0-9_]", name) == 1 ||
+         sscanf(line, " #define %127[A-Za-z0-9_]", name) == 1) &&
+        strcmp(name, "INFINITY") != 0)
+      json_array_append_new(macros, json_string(name));
+    line = end ? end + 1 : line + len;
+  }
+  fprintf(f, "static void run() {\n  const char* dir = \"%s\";\n", dir);
+  static const char *const lists[] = {"inputs", "params", "outputs"};
+  for (int l = 0; l < 3; l++) {
+    json_t *t;
+    json_array_foreach(json_object_get(profile, lists[l]), i, t) {
+      char s[256];
+      sanitize(json_string_value(json_object_get(t, "name")), s, sizeof s);
+      size_t bytes = (size_t)json_integer_value(json_object_get(t, "numel")) *
+                     dtype_size(json_string_value(json_object_get(t, "dtype")));
+      if (l < 2)
+        fprintf(f, "  ofg_emu_ptr %s{ofg_emu_load(dir, \"%s\", %zu)};\n", s, s, bytes);
+      else
+        fprintf(f, "  ofg_emu_ptr %s{ofg_emu_alloc(%zu, 0xff)};\n", s, bytes);
+    }
+  }
+  json_t *plan = json_object_get(cand, "plan"), *x;
+  json_array_foreach(json_object_get(plan, "buffers"), i, x) {
+    char s[256];
+    sanitize(json_string_value(json_object_get(x, "name")), s, sizeof s);
+    fprintf(f, "  ofg_emu_ptr buf_%s{ofg_emu_alloc(%lld, 0)};\n", s,
+            (long long)json_integer_value(json_object_get(x, "bytes")));
+  }
+  fprintf(f, "  unsigned cl = 1;\n#ifdef OFG_CL\n  cl = OFG_CL;\n#endif\n");
+  json_array_foreach(json_object_get(plan, "launches"), i, x) {
+    json_t *g = json_object_get(x, "grid"), *b = json_object_get(x, "block");
+    fprintf(f, "  ofg_emu_launch(%lld, %lld, %lld, %lld, %lld, %lld, %lld, cl, [&] { %s(",
+            json_integer_value(json_array_get(g, 0)), json_integer_value(json_array_get(g, 1)),
+            json_integer_value(json_array_get(g, 2)), json_integer_value(json_array_get(b, 0)),
+            json_integer_value(json_array_get(b, 1)), json_integer_value(json_array_get(b, 2)),
+            json_integer_value(json_object_get(x, "shared_bytes")),
+            json_string_value(json_object_get(x, "kernel")));
+    size_t j;
+    json_t *a;
+    json_array_foreach(json_object_get(x, "args"), j, a) {
+      char s[256];
+      const char *t = json_string_value(json_object_get(a, "tensor"));
+      const char *bf = json_string_value(json_object_get(a, "buffer"));
+      assert_true(t || bf);
+      sanitize(t ? t : bf, s, sizeof s);
+      fprintf(f, "%s%s%s", j ? ", " : "", t ? "" : "buf_", s);
+    }
+    fprintf(f, "); });\n");
+  }
+  json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+  fprintf(f, "  ofg_emu_save(\"%s\", output_0.p, %zu);\n}\n}  // namespace %s\n", result,
+          (size_t)json_integer_value(json_object_get(out, "numel")) *
+              dtype_size(json_string_value(json_object_get(out, "dtype"))),
+          ns);
+  json_array_foreach(macros, i, o) fprintf(f, "#undef %s\n", json_string_value(o));
+  json_decref(macros);
+}
+
+/* The whole raw file dir/name.bin (caller frees) and its size in bytes. */
+static void *read_raw(const char *path, size_t *ret_bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot read %s", path);
+  fseek(f, 0, SEEK_END);
+  long bytes = ftell(f);
+  rewind(f);
+  void *p = malloc((size_t)bytes + 8);
+  assert_non_null(p);
+  assert_int_equal(fread(p, 1, (size_t)bytes, f), (size_t)bytes);
+  fclose(f);
+  *ret_bytes = (size_t)bytes;
+  return p;
+}
+
+/* The evaluator's rules: allclose(1e-4, 1e-4) against eager fp32, and an error against
+ * float64 of at most 8 times eager's own plus 1e-6 of the largest output (gpu/evaluator.py
+ * accuracy_budget); int64 outputs exactly. */
+static bool compare_result(const char *dir, const char *result, const char *dtype, char *msg,
+                           size_t len) {
+  char p1[1200], p2[1200];
+  size_t nr, ne, n64;
+  snprintf(p1, sizeof p1, "%s/expected.bin", dir);
+  snprintf(p2, sizeof p2, "%s/expected64.bin", dir);
+  void *res = read_raw(result, &nr), *eager = read_raw(p1, &ne), *ref = read_raw(p2, &n64);
+  bool ok = nr == ne;
+  size_t bad = 0;
+  double err_c = 0, err_e = 0, max_ref = 0;
+  if (ok && strcmp(dtype, "int64") == 0) {
+    for (size_t i = 0; i < nr / 8; i++)
+      bad += ((long long *)res)[i] != ((long long *)eager)[i];
+  } else if (ok) {
+    const float *r = res, *e = eager;
+    const double *d = ref;
+    for (size_t i = 0; i < nr / 4; i++) {
+      if (!(fabs((double)r[i] - e[i]) <= 1e-4 + 1e-4 * fabs(e[i])))
+        bad++;
+      double dc = fabs(r[i] - d[i]), de = fabs(e[i] - d[i]);
+      err_c = dc > err_c || isnan(dc) ? dc : err_c;
+      err_e = de > err_e ? de : err_e;
+      max_ref = fabs(d[i]) > max_ref ? fabs(d[i]) : max_ref;
+    }
+  }
+  ok = ok && bad == 0 && err_c <= 8 * err_e + 1e-6 * max_ref;
+  snprintf(msg, len, "%zu bytes, %zu mismatches, err64 %.3g (eager %.3g)", nr, bad, err_c,
+           err_e);
+  free(res);
+  free(eager);
+  free(ref);
+  return ok;
+}
+
+/* Writes every small task's source, profiles it and writes its reference data. */
+static void prepare_tasks(const char *tmp) {
+  const char *py = python_path();
+  size_t cap = 1 << 16;
+  char *cmd = malloc(cap);
+  assert_non_null(cmd);
+  char script[1100];
+  snprintf(script, sizeof script, "%s/ref.py", tmp);
+  FILE *f = fopen(script, "w");
+  assert_non_null(f);
+  for (size_t i = 0; ref_script[i]; i++)
+    fprintf(f, "%s\n", ref_script[i]);
+  assert_int_equal(fclose(f), 0);
+  int used = snprintf(cmd, cap, "%s %s", py, script);
+  for (size_t i = 0; i < N_SMALL; i++) {
+    char dir[1100], path[1200];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, small_tasks[i].name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    char *src = small_source(&small_tasks[i]);
+    snprintf(path, sizeof path, "%s/task.py", dir);
+    write_file(path, src);
+    free(src);
+    used += snprintf(cmd + used, cap - (size_t)used, " %s %s", path, dir);
+  }
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+}
+
+/* Generates every variant of every small task into one C++ program, builds and runs it,
+ * and compares every result. */
+static void test_emulated_tasks(void **state) {
+  (void)state;
+  if (!g_have_ev || system("c++ --version > /dev/null 2>&1") != 0) {
+    printf("needs KernelBench, the python venv and a C++ compiler\n");
+    skip();
+    return;
+  }
+  char tmp[] = "/tmp/opforge-pointwise-emu-XXXXXX";
+  assert_non_null(mkdtemp(tmp));
+  prepare_tasks(tmp);
+  char prog[1100];
+  snprintf(prog, sizeof prog, "%s/emu.cpp", tmp);
+  FILE *f = fopen(prog, "w");
+  assert_non_null(f);
+  for (size_t i = 0; emu_prelude[i]; i++)
+    fprintf(f, "%s\n", emu_prelude[i]);
+  json_t *runs = json_array();
+  for (size_t i = 0; i < N_SMALL; i++) {
+    const struct small_task *t = &small_tasks[i];
+    json_t *profile = small_profile(i), *m = match_of(profile);
+    for (size_t v = 0; v < 8 && t->variants[v]; v++) {
+      struct knob_set k;
+      char why[512] = "", ns[64], dir[1100], result[1200];
+      pw->defaults(m, &k);
+      if (apply_variant(&k, t->variants[v], why, sizeof why) != 0)
+        fail_msg("%s [%s]: %s", t->name, t->variants[v], why);
+      json_t *cand = NULL;
+      if (pw->generate(m, &k, &cand, why, sizeof why) != 0)
+        fail_msg("%s [%s]: %s", t->name, t->variants[v], why);
+      snprintf(ns, sizeof ns, "c%zu", json_array_size(runs));
+      snprintf(dir, sizeof dir, "%s/%s", tmp, t->name);
+      snprintf(result, sizeof result, "%s/result_%zu.bin", dir, v);
+      write_candidate(f, ns, profile, cand, dir, result);
+      json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+      json_array_append_new(runs, json_pack("{s:s, s:s, s:s, s:s, s:O}", "ns", ns, "dir", dir,
+                                            "result", result, "what", t->variants[v], "dtype",
+                                            json_object_get(out, "dtype")));
+      json_decref(cand);
+    }
+    json_decref(m);
+  }
+  fprintf(f, "int main() {\n");
+  size_t i;
+  json_t *r;
+  json_array_foreach(runs, i, r) fprintf(f, "  %s::run();\n", json_string_value(json_object_get(r, "ns")));
+  fprintf(f, "  return 0;\n}\n");
+  assert_int_equal(fclose(f), 0);
+  char cmd[4096];
+  const char *cxx = getenv("CXX") && getenv("CXX")[0] ? getenv("CXX") : "c++";
+  snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -o %s/emu %s && %s/emu", cxx, tmp, prog, tmp);
+  assert_int_equal(system(cmd), 0);
+  size_t failed = 0;
+  json_array_foreach(runs, i, r) {
+    char msg[256];
+    const char *dir = json_string_value(json_object_get(r, "dir"));
+    const char *what = json_string_value(json_object_get(r, "what"));
+    bool ok = compare_result(dir, json_string_value(json_object_get(r, "result")),
+                             json_string_value(json_object_get(r, "dtype")), msg, sizeof msg);
+    printf("  %-8s %-9s %-28s %s\n", ok ? "ok" : "MISMATCH", strrchr(dir, '/') + 1,
+           what[0] ? what : "defaults", msg);
+    failed += !ok;
+  }
+  printf("  %zu candidates emulated, %zu mismatched\n", json_array_size(runs), failed);
+  assert_int_equal(failed, 0);
+  json_decref(runs);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_expr_constants),
+      cmocka_unit_test(test_expr_broadcast),
+      cmocka_unit_test(test_expr_emit),
+      cmocka_unit_test(test_expr_refusals),
+      cmocka_unit_test(test_public_tasks),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_plans),
+      cmocka_unit_test(test_nvrtc_sweep),
+      cmocka_unit_test(test_emulated_tasks),
+  };
+  int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+  json_decref(g_profiles);
+  return rc;
+}

@@ -1,0 +1,1477 @@
+/* Unit tests of the builtin reduction, softmax and norm families: matching of every public
+ * task (one evaluator process on the meta device), refusals of knob moves with their
+ * reasons, hand-checked plans, NVRTC compiles under every seed-memory move, and a CPU
+ * emulation of generated candidates (CUDA threads as ucontext fibers, clusters as OS
+ * threads) checked against PyTorch with the evaluator's accuracy rules. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "engine/builtin/builtin.h"
+#include "engine/builtin/norm.h"
+#include "engine/builtin/reduction.h"
+#include "engine/builtin/softmax.h"
+#include "gpu/nvrtc_compile.h"
+
+/* The families under test, in the registry's order. */
+static const struct builtin_family *const families[] = {
+    &builtin_family_softmax, &builtin_family_norm, &builtin_family_reduction, NULL};
+
+/* ---- environment: source tree, KernelBench, the venv's python ---- */
+
+/* KernelBench's directory (static storage), or NULL with a printed reason. */
+static const char *kernelbench_dir(void) {
+  static char dir[1024];
+  const char *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!root || !root[0]) {
+    printf("OPFORGE_SOURCE_ROOT is not set\n");
+    return NULL;
+  }
+  snprintf(dir, sizeof dir, "%s/../shared/kernelbench", root);
+  if (access(dir, R_OK) != 0) {
+    printf("no KernelBench tasks at %s\n", dir);
+    return NULL;
+  }
+  return dir;
+}
+
+/* The evaluator's python (static storage), or NULL with a printed reason. */
+static const char *python_path(void) {
+  static char path[1024];
+  const char *p = getenv("OPFORGE_PYTHON");
+  if (p && p[0])
+    snprintf(path, sizeof path, "%s", p);
+  else
+    snprintf(path, sizeof path, "%s/.cache/opforge/venv/bin/python",
+             getenv("HOME") ? getenv("HOME") : "");
+  if (access(path, X_OK) != 0) {
+    printf("no python venv at %s\n", path);
+    return NULL;
+  }
+  return path;
+}
+
+/* The whole file at path (caller frees), or NULL. */
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  if (b)
+    b[n] = 0;
+  fclose(f);
+  return b;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(text, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+
+struct evaluator {
+  pid_t pid;
+  FILE *to, *from;
+  int next_id;
+};
+
+/* Starts `python gpu/evaluator.py --device meta`; false (printing why) when the venv or
+ * the source tree is missing. */
+static bool evaluator_start(struct evaluator *ev) {
+  const char *py = python_path(), *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!py || !root)
+    return false;
+  char script[1024];
+  snprintf(script, sizeof script, "%s/gpu/evaluator.py", root);
+  int in[2], out[2];
+  assert_int_equal(pipe(in), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    execl(py, py, script, "--device", "meta", (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  ev->pid = pid;
+  ev->to = fdopen(in[1], "w");
+  ev->from = fdopen(out[0], "r");
+  ev->next_id = 1;
+  char line[4096];
+  assert_non_null(fgets(line, sizeof line, ev->from));
+  assert_non_null(strstr(line, "\"ready\""));
+  return true;
+}
+
+/* Sends one request (stolen); the reply's result (caller owns), or NULL on an error
+ * reply (printed). */
+static json_t *evaluator_call(struct evaluator *ev, json_t *req) {
+  json_object_set_new(req, "id", json_integer(ev->next_id++));
+  char *s = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  fprintf(ev->to, "%s\n", s);
+  fflush(ev->to);
+  free(s);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  int c;
+  while ((c = fgetc(ev->from)) != EOF && c != '\n') {
+    if (len + 2 > cap)
+      assert_non_null(buf = realloc(buf, cap *= 2));
+    buf[len++] = (char)c;
+  }
+  buf[len] = 0;
+  json_t *reply = json_loads(buf, 0, NULL);
+  free(buf);
+  assert_non_null(reply);
+  json_t *result = NULL;
+  if (json_is_true(json_object_get(reply, "ok")))
+    result = json_incref(json_object_get(reply, "result"));
+  else
+    printf("evaluator error: %s\n",
+           json_string_value(json_object_get(json_object_get(reply, "error"), "message")));
+  json_decref(reply);
+  return result;
+}
+
+/* The profile of a task source (caller owns), or NULL. */
+static json_t *evaluator_profile(struct evaluator *ev, const char *name, const char *source) {
+  json_t *r = evaluator_call(ev, json_pack("{s:s,s:s,s:i,s:s,s:{s:f,s:f},s:i,s:s}", "op",
+                                           "load_task", "source", source, "seed", 42,
+                                           "precision", "fp32", "tolerance", "atol", 1e-4,
+                                           "rtol", 1e-4, "trials", 1, "name", name));
+  if (!r)
+    return NULL;
+  json_decref(r);
+  return evaluator_call(ev, json_pack("{s:s}", "op", "profile"));
+}
+
+static void evaluator_stop(struct evaluator *ev) {
+  json_decref(evaluator_call(ev, json_pack("{s:s}", "op", "shutdown")));
+  fclose(ev->to);
+  fclose(ev->from);
+  int status;
+  waitpid(ev->pid, &status, 0);
+}
+
+/* ---- matching helpers ---- */
+
+/* The first family of ours that matches (rc 1), with its match (caller owns); NULL when
+ * none does. */
+static const struct builtin_family *first_match(json_t *profile, json_t **ret_match) {
+  for (size_t i = 0; families[i]; i++) {
+    char why[512] = "";
+    json_t *m = NULL;
+    int rc = families[i]->match(profile, &m, why, sizeof why);
+    assert_true(rc >= -1 && rc <= 1);
+    if (rc < 0)
+      assert_true(why[0] != '\0');
+    if (rc == 1) {
+      assert_non_null(m);
+      *ret_match = m;
+      return families[i];
+    }
+  }
+  return NULL;
+}
+
+/* Applies the moves of a variant "KNOB=value KNOB=value MODE=name" to *k; returns 0, or
+ * -1 with why when a move is refused by knob_apply_move. */
+static int apply_variant(struct knob_set *k, const char *variant, char *why, size_t whylen) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", variant);
+  for (char *tok = buf; *tok;) {
+    char *sp = strchr(tok, ' '), *next = sp ? sp + 1 : tok + strlen(tok);
+    if (sp)
+      *sp = 0;
+    char *eq = strchr(tok, '=');
+    assert_non_null(eq);
+    *eq = 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    json_t *m = *end || end == eq + 1
+                    ? json_pack("{s:s,s:s,s:s}", "knob", tok, "op", "set", "value", eq + 1)
+                    : json_pack("{s:s,s:s,s:I}", "knob", tok, "op", "set", "value",
+                                (json_int_t)v);
+    int rc = knob_apply_move(k, m, why, whylen);
+    json_decref(m);
+    if (rc != 0)
+      return -1;
+    tok = next;
+  }
+  return 0;
+}
+
+/* ---- (1) every public task: family, op and canonical shape ---- */
+
+static const struct expected {
+  const char *file, *family, *op;
+  long long c[3];
+} expected[] = {
+    {"level1/23_Softmax.py", "softmax", "softmax", {4096, 393216, 1}},
+    {"level1/33_BatchNorm.py", "norm", "batch_norm", {64, 64, 262144}},
+    {"level1/36_RMSNorm_.py", "norm", "rms_norm", {112, 64, 262144}},
+    {"level1/38_L1Norm_.py", "norm", "l1_norm", {32768, 65535, 1}},
+    {"level1/39_L2Norm_.py", "norm", "l2_norm", {32768, 65535, 1}},
+    {"level1/40_LayerNorm.py", "norm", "layer_norm", {16, 4194304, 1}},
+    {"level1/47_Sum_reduction_over_a_dimension.py", "reduction", "sum", {128, 4096, 4095}},
+    {"level1/49_Max_reduction_over_a_dimension.py", "reduction", "max", {128, 4096, 4095}},
+    {"level1/51_Argmax_over_a_dimension.py", "reduction", "argmax", {128, 4096, 4095}},
+    {"level1/52_Argmin_over_a_dimension.py", "reduction", "argmin", {128, 4096, 4095}},
+    /* The loss family comes first in the registry; the reduction computes it exactly. */
+    {"level1/94_MSELoss.py", "reduction", "mean", {1, 1073741824, 1}},
+};
+
+static const struct expected *expected_for(const char *file) {
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+    if (strcmp(expected[i].file, file) == 0)
+      return &expected[i];
+  return NULL;
+}
+
+/* Checks one public task against the table: the expected match, or no match at all. */
+static void check_public_task(json_t *profile, const char *file, int *ret_matched) {
+  json_t *m = NULL;
+  const struct builtin_family *fam = first_match(profile, &m);
+  const struct expected *e = expected_for(file);
+  if (!e) {
+    if (fam)
+      fail_msg("%s: unexpected match by %s: %s", file, fam->name,
+               json_string_value(json_object_get(m, "summary")));
+    return;
+  }
+  if (!fam)
+    fail_msg("%s: no match", file);
+  printf("  %-48s %-9s %-10s [%lld, %lld, %lld]\n", file, fam->name,
+         json_string_value(json_object_get(m, "op")), e->c[0], e->c[1], e->c[2]);
+  assert_string_equal(fam->name, e->family);
+  assert_string_equal(json_string_value(json_object_get(m, "family")), e->family);
+  assert_string_equal(json_string_value(json_object_get(m, "op")), e->op);
+  json_t *c = json_object_get(m, "canonical");
+  for (size_t i = 0; i < 3; i++)
+    assert_int_equal(json_integer_value(json_array_get(c, i)), e->c[i]);
+  (*ret_matched)++;
+  json_decref(m);
+}
+
+/* The one evaluator process of this test run (group setup), and whether it runs. */
+static struct evaluator g_ev;
+static bool g_have_ev;
+
+static int group_setup(void **state) {
+  (void)state;
+  g_have_ev = kernelbench_dir() && evaluator_start(&g_ev);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  if (g_have_ev)
+    evaluator_stop(&g_ev);
+  return 0;
+}
+
+/* Every level 1 and level 2 file, through the evaluator process. */
+static void test_public_tasks(void **state) {
+  (void)state;
+  const char *kb = kernelbench_dir();
+  if (!kb || !g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  int matched = 0, seen = 0;
+  static const char *const levels[] = {"level1", "level2"};
+  for (size_t l = 0; l < 2; l++) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "ls %s/%s", kb, levels[l]);
+    FILE *ls = popen(cmd, "r");
+    assert_non_null(ls);
+    char name[512];
+    while (fgets(name, sizeof name, ls)) {
+      name[strcspn(name, "\n")] = 0;
+      if (!strstr(name, ".py"))
+        continue;
+      char path[1800], file[700];
+      snprintf(file, sizeof file, "%s/%s", levels[l], name);
+      snprintf(path, sizeof path, "%s/%s", kb, file);
+      char *src = read_file(path);
+      assert_non_null(src);
+      json_t *profile = evaluator_profile(&g_ev, name, src);
+      free(src);
+      if (!profile)
+        fail_msg("%s: no profile", file);
+      check_public_task(profile, file, &matched);
+      json_decref(profile);
+      seen++;
+    }
+    pclose(ls);
+  }
+  printf("  %d of %d public tasks matched by reduction/softmax/norm\n", matched, seen);
+  assert_int_equal(matched, (int)(sizeof expected / sizeof expected[0]));
+}
+
+/* ---- profiles of public tasks (full size) and of small tasks (emulation) ---- */
+
+static json_t *g_profiles; /* name -> profile */
+
+/* The profile of a public file at its real size (cached), or NULL when the evaluator is
+ * missing. */
+static json_t *public_profile(const char *file) {
+  if (!g_have_ev)
+    return NULL;
+  if (!g_profiles)
+    g_profiles = json_object();
+  json_t *p = json_object_get(g_profiles, file);
+  if (p)
+    return p;
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), file);
+  char *src = read_file(path);
+  assert_non_null(src);
+  p = evaluator_profile(&g_ev, file, src);
+  free(src);
+  assert_non_null(p);
+  json_object_set_new(g_profiles, file, p);
+  return p;
+}
+
+/* The match of a profile by the named family (caller owns). */
+static json_t *match_of(const struct builtin_family *fam, json_t *profile) {
+  json_t *m = NULL;
+  char why[512] = "";
+  if (fam->match(profile, &m, why, sizeof why) != 1)
+    fail_msg("%s does not match: %s", fam->name, why);
+  return m;
+}
+
+/* ---- (3) refusals of invalid moves, with the exact reason ---- */
+
+static const struct refusal {
+  const char *file;
+  const struct builtin_family *fam;
+  const char *variant, *why; /* why NULL: the move is valid */
+} refusals[] = {
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction, "VEC=4",
+     "VEC=4: inner length 4095 is not a multiple of 4"},
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction,
+     "MODE=warp_per_row",
+     "MODE warp_per_row: inner > 1: the column kernel gives each thread its own output "
+     "columns"},
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction,
+     "MODE=inner_coalesced",
+     "MODE inner_coalesced: threads already walk the contiguous inner axis when inner > 1"},
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction, "ITEMS=2",
+     "ITEMS=2: the column kernel batches UNROLL rows per thread; use UNROLL"},
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction, "ROWS=2",
+     "ROWS=2: the column kernel has no rows per block"},
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction, "MODE=shuffle",
+     "MODE shuffle: partials are already combined with warp shuffles"},
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction, "MODE=idx32",
+     NULL},
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction, "SPLIT=16",
+     NULL},
+    {"level1/51_Argmax_over_a_dimension.py", &builtin_family_reduction, "UNROLL=32",
+     "UNROLL would become 32, outside [1, 16]"},
+    {"level1/94_MSELoss.py", &builtin_family_reduction, "MODE=idx32", NULL},
+    {"level1/94_MSELoss.py", &builtin_family_reduction, "MODE=inner_coalesced",
+     "MODE inner_coalesced: inner is 1: rows are contiguous, use warp_per_row or "
+     "block_per_row"},
+    {"level1/94_MSELoss.py", &builtin_family_reduction, "ROWS=2",
+     "ROWS=2: a block reduces one row; ROWS applies to warp_per_row"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "MODE=two_pass",
+     "MODE two_pass: statistics over a cached row are already two-pass"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "MODE=stable_lse",
+     "MODE stable_lse: the row max is already subtracted before exp"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "MODE=single_kernel",
+     "MODE single_kernel: statistics and output are already one kernel"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "MODE=warp_per_row",
+     "SPLIT=8 splits a row over blocks: use block_per_row"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "ITEMS=2",
+     "ITEMS=2 batches loads of a streamed row; this row is cached (use VEC or BLOCK)"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "ROWS=2",
+     "ROWS=2: a block handles one row (chunk); ROWS applies to warp_per_row"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "SPLIT=4", NULL},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "SPLIT=4 MODE=smem_row",
+     "393216 bytes of shared memory per block exceed 230400: raise SPLIT"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "MODE=cached_row",
+     "a row chunk of 49152 floats needs 48 floats per thread in registers and about 72 "
+     "registers; 1024 threads per block allow 64"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "BLOCK=2048",
+     "BLOCK would become 2048, outside [32, 1024]"},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "MODE=online", NULL},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "MODE=recip_mul", NULL},
+    {"level1/23_Softmax.py", &builtin_family_softmax, "UNROLL=8", NULL},
+    {"level1/40_LayerNorm.py", &builtin_family_norm, "MODE=welford",
+     "MODE welford: rows split over launches merge Welford partials"},
+    {"level1/40_LayerNorm.py", &builtin_family_norm, "MODE=single_kernel",
+     "MODE single_kernel: the row is split over launches because it does not fit one "
+     "block or cluster on chip"},
+    {"level1/40_LayerNorm.py", &builtin_family_norm, "MODE=recip_mul",
+     "MODE recip_mul: the output already multiplies by 1/sqrt(var + eps)"},
+    {"level1/40_LayerNorm.py", &builtin_family_norm, "MODE=smem_row",
+     "SPLIT=256 > 8 splits rows over separate launches, which stream the row; cached rows "
+     "split over clusters of at most 8"},
+    {"level1/33_BatchNorm.py", &builtin_family_norm, "MODE=welford",
+     "MODE welford: batch statistics are already per-slice Welford partials"},
+    {"level1/33_BatchNorm.py", &builtin_family_norm, "MODE=warp_per_row",
+     "MODE warp_per_row: batch norm uses its own partial, finalize and apply launches"},
+    {"level1/33_BatchNorm.py", &builtin_family_norm, "ROWS=2",
+     "ROWS=2: batch norm has no rows per block"},
+    {"level1/33_BatchNorm.py", &builtin_family_norm, "MODE=ldg", NULL},
+    {"level1/36_RMSNorm_.py", &builtin_family_norm, "UNROLL=4",
+     "UNROLL=4: the cached column's loops are fully unrolled"},
+    {"level1/36_RMSNorm_.py", &builtin_family_norm, "SPLIT=8",
+     "ROWS, SPLIT and ITEMS apply to rows (inner == 1); the column kernel uses UNROLL"},
+    {"level1/36_RMSNorm_.py", &builtin_family_norm, "MODE=welford",
+     "MODE welford: this norm has one statistic, no mean and variance"},
+    {"level1/36_RMSNorm_.py", &builtin_family_norm, "MODE=smem_row",
+     "MODE smem_row: the column kernel keeps its column in registers or re-reads it; "
+     "nothing to stage in shared memory"},
+    {"level1/36_RMSNorm_.py", &builtin_family_norm, "VEC=4", NULL},
+    {"level1/38_L1Norm_.py", &builtin_family_norm, "VEC=4",
+     "VEC=4: rows of 65535 floats are not 16-byte aligned"},
+    {"level1/38_L1Norm_.py", &builtin_family_norm, "MODE=recip_mul", NULL},
+    {"level1/38_L1Norm_.py", &builtin_family_norm, "MODE=fast_math", NULL},
+    {"level1/38_L1Norm_.py", &builtin_family_norm, "MINB=8",
+     "MINB=8: 8 blocks of 512 threads exceed 2048 threads per SM"},
+};
+
+static void test_refusals(void **state) {
+  (void)state;
+  if (!g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+    const struct refusal *r = &refusals[i];
+    json_t *m = match_of(r->fam, public_profile(r->file));
+    struct knob_set k;
+    r->fam->defaults(m, &k);
+    assert_int_equal(r->fam->check(m, &k, NULL, 0) == 0 ? 0 : 1, 0);
+    char why[512] = "";
+    int rc = apply_variant(&k, r->variant, why, sizeof why);
+    bool by_check = rc == 0;
+    if (rc == 0)
+      rc = r->fam->check(m, &k, why, sizeof why);
+    printf("  %-36s %-22s %s\n", r->file + 7, r->variant, rc ? why : "(valid)");
+    if (r->why) {
+      assert_int_equal(rc, -1);
+      assert_string_equal(why, r->why);
+      json_t *cand = NULL;
+      char why2[512] = "";
+      /* generate() refuses the same knobs, with the same reason. */
+      if (by_check) {
+        assert_int_equal(r->fam->generate(m, &k, &cand, why2, sizeof why2), -1);
+        assert_string_equal(why2, r->why);
+      }
+      assert_null(cand);
+    } else {
+      if (rc != 0)
+        fail_msg("%s %s refused: %s", r->file, r->variant, why);
+    }
+    json_decref(m);
+  }
+}
+
+/* ---- (4) generated plans, checked by hand ---- */
+
+static const struct plan_case {
+  const char *file;
+  const struct builtin_family *fam;
+  const char *variant;
+  const char *plan;      /* the whole expected plan */
+  const char *contains;  /* a line the source must contain, or NULL */
+} plan_cases[] = {
+    /* 128 x 4095 outputs, one thread each: 524160 / 256 = 2047.5 -> 2048 blocks. */
+    {"level1/47_Sum_reduction_over_a_dimension.py", &builtin_family_reduction, "",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_reduce_cols\",\"grid\":[2048,1,1],"
+     "\"block\":[256,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     "#define OFG_KIND_SUM 1"},
+    /* Argmax split over 3 slices of R: partial values and indices of 3 x 524160 outputs;
+     * too many outputs for a warp each, so the finish kernel has a thread per output. */
+    {"level1/51_Argmax_over_a_dimension.py", &builtin_family_reduction, "SPLIT=3",
+     "{\"buffers\":[{\"name\":\"pv\",\"bytes\":6289920},{\"name\":\"pi\",\"bytes\":6289920}],"
+     "\"launches\":[{\"kernel\":\"ofg_reduce_cols\",\"grid\":[2048,3,1],\"block\":[256,1,1],"
+     "\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},{\"tensor\":\"output:0\"},"
+     "{\"buffer\":\"pv\"},{\"buffer\":\"pi\"}]},{\"kernel\":\"ofg_reduce_finish\","
+     "\"grid\":[2048,1,1],\"block\":[256,1,1],\"shared_bytes\":0,\"args\":[{\"buffer\":\"pv\"},"
+     "{\"buffer\":\"pi\"},{\"tensor\":\"output:0\"}]}]}",
+     "#define OFG_OUT_T long long"},
+    /* One row of 2^30 squared differences: ceil(264 / 1) slices, a warp finishes them. */
+    {"level1/94_MSELoss.py", &builtin_family_reduction, "",
+     "{\"buffers\":[{\"name\":\"pv\",\"bytes\":1056}],\"launches\":[{\"kernel\":"
+     "\"ofg_reduce_rows\",\"grid\":[264,1,1],\"block\":[512,1,1],\"shared_bytes\":0,"
+     "\"args\":[{\"tensor\":\"input:0\"},{\"tensor\":\"input:1\"},{\"tensor\":\"output:0\"},"
+     "{\"buffer\":\"pv\"}]},{\"kernel\":\"ofg_reduce_finish\",\"grid\":[1,1,1],"
+     "\"block\":[512,1,1],\"shared_bytes\":0,\"args\":[{\"buffer\":\"pv\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     "#define OFG_MEAN 1"},
+    /* Rows of 393216 floats: clusters of 8 blocks, each staging 12288 float4 = 196608 B. */
+    {"level1/23_Softmax.py", &builtin_family_softmax, "",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_softmax_rows\",\"grid\":[32768,1,1],"
+     "\"block\":[1024,1,1],\"shared_bytes\":196608,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     "#define OFG_CLUSTER __cluster_dims__(8, 1, 1)"},
+    /* 16 rows of 4M: 256 chunks of 16384 floats each, two launches. */
+    {"level1/40_LayerNorm.py", &builtin_family_norm, "",
+     "{\"buffers\":[{\"name\":\"p0\",\"bytes\":16384},{\"name\":\"p1\",\"bytes\":16384},"
+     "{\"name\":\"p2\",\"bytes\":16384}],\"launches\":[{\"kernel\":\"ofg_norm_part\","
+     "\"grid\":[4096,1,1],\"block\":[512,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":"
+     "\"input:0\"},{\"buffer\":\"p0\"},{\"buffer\":\"p1\"},{\"buffer\":\"p2\"}]},{\"kernel\":"
+     "\"ofg_norm_apply\",\"grid\":[4096,1,1],\"block\":[512,1,1],\"shared_bytes\":0,\"args\":"
+     "[{\"tensor\":\"input:0\"},{\"buffer\":\"p0\"},{\"buffer\":\"p1\"},{\"buffer\":\"p2\"},"
+     "{\"tensor\":\"output:0\"},{\"tensor\":\"param:ln.weight\"},{\"tensor\":"
+     "\"param:ln.bias\"}]}]}",
+     "#define OFG_STAT_MEANVAR 1"},
+    /* 64 channels x 33 slices for the statistics and again for the output pass. */
+    {"level1/33_BatchNorm.py", &builtin_family_norm, "",
+     "{\"buffers\":[{\"name\":\"p0\",\"bytes\":8448},{\"name\":\"p1\",\"bytes\":8448},"
+     "{\"name\":\"p2\",\"bytes\":8448},{\"name\":\"stats\",\"bytes\":512}],\"launches\":["
+     "{\"kernel\":\"ofg_bn_part\",\"grid\":[2112,1,1],\"block\":[512,1,1],\"shared_bytes\":0,"
+     "\"args\":[{\"tensor\":\"input:0\"},{\"buffer\":\"p0\"},{\"buffer\":\"p1\"},{\"buffer\":"
+     "\"p2\"}]},{\"kernel\":\"ofg_bn_finalize\",\"grid\":[64,1,1],\"block\":[512,1,1],"
+     "\"shared_bytes\":0,\"args\":[{\"buffer\":\"p0\"},{\"buffer\":\"p1\"},{\"buffer\":\"p2\"},"
+     "{\"buffer\":\"stats\"}]},{\"kernel\":\"ofg_bn_apply\",\"grid\":[2112,1,1],\"block\":"
+     "[512,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},{\"buffer\":\"stats\"},"
+     "{\"tensor\":\"output:0\"},{\"tensor\":\"param:bn.weight\"},{\"tensor\":"
+     "\"param:bn.bias\"}]}]}",
+     "#define OFG_BATCH_NORM 1"},
+    /* 112 x 262144 columns, each thread caching its 64 values: 114688 blocks of 256. */
+    {"level1/36_RMSNorm_.py", &builtin_family_norm, "",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_norm_cols\",\"grid\":[114688,1,1],"
+     "\"block\":[256,1,1],\"shared_bytes\":0,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     "#define OFG_PATH_REG 1"},
+    /* Rows of 65535 floats over clusters of 4 blocks of 16384 floats = 65536 B each. */
+    {"level1/38_L1Norm_.py", &builtin_family_norm, "",
+     "{\"buffers\":[],\"launches\":[{\"kernel\":\"ofg_norm_rows\",\"grid\":[131072,1,1],"
+     "\"block\":[512,1,1],\"shared_bytes\":65536,\"args\":[{\"tensor\":\"input:0\"},"
+     "{\"tensor\":\"output:0\"}]}]}",
+     "#define OFG_CLUSTER __cluster_dims__(4, 1, 1)"},
+};
+
+static void test_plans(void **state) {
+  (void)state;
+  if (!g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  for (size_t i = 0; i < sizeof plan_cases / sizeof plan_cases[0]; i++) {
+    const struct plan_case *p = &plan_cases[i];
+    json_t *m = match_of(p->fam, public_profile(p->file)), *cand = NULL;
+    struct knob_set k;
+    char why[512] = "";
+    p->fam->defaults(m, &k);
+    assert_int_equal(apply_variant(&k, p->variant, why, sizeof why), 0);
+    if (p->fam->generate(m, &k, &cand, why, sizeof why) != 0)
+      fail_msg("%s: %s", p->file, why);
+    json_t *want = json_loads(p->plan, 0, NULL);
+    assert_non_null(want);
+    json_t *plan = json_object_get(cand, "plan");
+    if (!json_equal(plan, want)) {
+      char *got = json_dumps(plan, JSON_COMPACT);
+      fail_msg("%s [%s]: plan %s", p->file, p->variant, got);
+    }
+    const char *src = json_string_value(json_object_get(cand, "source"));
+    if (p->contains && !strstr(src, p->contains))
+      fail_msg("%s: source lacks %s", p->file, p->contains);
+    /* Every kernel the plan launches is defined in the source. */
+    size_t j;
+    json_t *l;
+    json_array_foreach(json_object_get(plan, "launches"), j, l) {
+      char decl[128];
+      snprintf(decl, sizeof decl, " %s(", json_string_value(json_object_get(l, "kernel")));
+      assert_non_null(strstr(src, decl));
+    }
+    printf("  %-44s %-8s ok\n", p->file, p->variant);
+    json_decref(want);
+    json_decref(cand);
+    json_decref(m);
+  }
+}
+
+/* ---- (2) NVRTC compiles under every seed-memory move ---- */
+
+
+/* Candidates to compile, shared by the compile threads. */
+struct compile_queue {
+  json_t *cands; /* array of candidates */
+  size_t next, failed;
+  pthread_mutex_t lock;
+};
+
+static void *compile_worker(void *arg) {
+  struct compile_queue *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->lock);
+    size_t i = q->next++;
+    pthread_mutex_unlock(&q->lock);
+    json_t *cand = json_array_get(q->cands, i);
+    if (!cand)
+      return NULL;
+    const char *opts[NVRTC_MAX_OPTIONS];
+    size_t n = 0, j;
+    json_t *o;
+    json_array_foreach(json_object_get(cand, "options"), j, o) opts[n++] = json_string_value(o);
+    struct compile_request req = {json_string_value(json_object_get(cand, "source")), opts, n,
+                                  "sm_90a", GPU_PREC_FP32, NULL};
+    struct compile_result r;
+    if (nvrtc_compile(&req, &r) != 0 || !r.ok) {
+      pthread_mutex_lock(&q->lock);
+      q->failed++;
+      printf("  COMPILE FAILED (%s): %.600s\n", json_string_value(json_object_get(cand, "tag")),
+             r.log ? r.log : "");
+      pthread_mutex_unlock(&q->lock);
+    }
+    compile_result_clear(&r);
+  }
+}
+
+/* Compiles every candidate of cands with two threads; returns the failures. */
+static size_t compile_all(json_t *cands) {
+  struct compile_queue q = {.cands = cands};
+  pthread_mutex_init(&q.lock, NULL);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, compile_worker, &q), 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  pthread_mutex_destroy(&q.lock);
+  return q.failed;
+}
+
+/* The candidate without anything that does not change the code: for comparing. */
+static char *candidate_text(json_t *cand) {
+  json_t *c = json_pack("{s:O, s:O, s:O}", "source", json_object_get(cand, "source"),
+                        "options", json_object_get(cand, "options"), "plan",
+                        json_object_get(cand, "plan"));
+  char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(c);
+  return s;
+}
+
+/* True when the seed-memory strategy applies to family name. */
+static bool strategy_applies(json_t *local, const char *name) {
+  size_t i;
+  json_t *f;
+  json_array_foreach(json_object_get(local, "families"), i, f) {
+    if (strcmp(json_string_value(f), name) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* Applies every seed move of the family to the defaults of one profile: each is refused
+ * with a reason or changes the candidate; the distinct candidates go to cands. */
+static void sweep_profile(const struct builtin_family *fam, json_t *profile, const char *tag,
+                          json_t *locals, json_t *cands, json_t *seen) {
+  json_t *m = match_of(fam, profile), *base = NULL;
+  struct knob_set k0;
+  char why[512] = "";
+  fam->defaults(m, &k0);
+  assert_int_equal(fam->generate(m, &k0, &base, why, sizeof why), 0);
+  char *base_text = candidate_text(base);
+  int moves = 0, refused = 0, changed = 0;
+  size_t i;
+  json_t *local;
+  json_array_foreach(locals, i, local) {
+    if (!strategy_applies(local, fam->name))
+      continue;
+    moves++;
+    struct knob_set k = k0;
+    json_t *cand = NULL;
+    why[0] = 0;
+    if (knob_apply_move(&k, json_object_get(local, "knob_move"), why, sizeof why) != 0 ||
+        fam->check(m, &k, why, sizeof why) != 0) {
+      assert_true(why[0] != 0);
+      refused++;
+      continue;
+    }
+    assert_int_equal(fam->generate(m, &k, &cand, why, sizeof why), 0);
+    char *text = candidate_text(cand);
+    bool same_knobs = memcmp(&k, &k0, sizeof k) == 0;
+    if (!same_knobs && strcmp(text, base_text) == 0)
+      fail_msg("%s %s: move %s changes the knobs but not the candidate", fam->name, tag,
+               json_string_value(json_object_get(local, "id")));
+    if (!same_knobs)
+      changed++;
+    if (!json_object_get(seen, text)) {
+      json_object_set_new(seen, text, json_true());
+      char t[256];
+      snprintf(t, sizeof t, "%s %s %s", fam->name, tag,
+               json_string_value(json_object_get(local, "id")));
+      json_object_set_new(cand, "tag", json_string(t));
+      json_array_append(cands, cand);
+    }
+    free(text);
+    json_decref(cand);
+  }
+  if (!json_object_get(seen, base_text)) {
+    json_object_set_new(seen, base_text, json_true());
+    json_object_set_new(base, "tag", json_string(tag));
+    json_array_append(cands, base);
+  }
+  printf("  %-9s %-44s %2d moves: %2d change the code, %2d refused\n", fam->name, tag, moves,
+         changed, refused);
+  free(base_text);
+  json_decref(base);
+  json_decref(m);
+}
+
+/* ---- small tasks: the sweep's extra shapes and the emulation's cases ---- */
+
+#define TASK(init, fwd, inputs)                                                          \
+  "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"               \
+  "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n" init  \
+  "    def forward(self, x):\n        return " fwd "\n"                                  \
+  "def get_inputs():\n    return " inputs "\ndef get_init_inputs():\n    return []\n"
+#define NOINIT "        pass\n"
+
+/* A task (a source, or a public file with its sizes overridden), the family expected to
+ * match it, and the knob variants ("KNOB=value ...") to emulate ("" = defaults). */
+static const struct small_task {
+  const char *name, *source, *file, *sizes;
+  const struct builtin_family *fam;
+  const char *variants[7];
+} small_tasks[] = {
+    {"sum_cols", TASK(NOINIT, "torch.sum(x, dim=1, keepdim=True)", "[torch.rand(4, 33, 7)]"),
+     NULL, NULL, &builtin_family_reduction, {"", "UNROLL=3", "SPLIT=4", "MODE=idx32"}},
+    {"mean_rows", TASK(NOINIT, "x.mean(dim=-1)", "[torch.rand(37, 1000)]"), NULL, NULL,
+     &builtin_family_reduction,
+     {"", "MODE=warp_per_row", "SPLIT=3", "ITEMS=2 UNROLL=3", "MODE=grid_stride",
+      "VEC=1 ROWS=1 MODE=block_per_row BLOCK=64"}},
+    {"sum_warp", TASK(NOINIT, "torch.sum(x, dim=-1)", "[torch.rand(300, 10)]"), NULL, NULL,
+     &builtin_family_reduction, {"", "ROWS=1", "MODE=persistent"}},
+    {"argmax_cols", TASK(NOINIT, "torch.argmax(x, dim=1)", "[torch.rand(8, 300, 16)]"), NULL,
+     NULL, &builtin_family_reduction, {"", "SPLIT=5", "VEC=2 UNROLL=5"}},
+    {"argmin_ties",
+     TASK(NOINIT, "torch.argmin(x, dim=-1)", "[torch.randint(0, 4, (50, 77)).float()]"), NULL,
+     NULL, &builtin_family_reduction, {"", "MODE=block_per_row", "SPLIT=4", "ROWS=4"}},
+    {"amax_all", TASK(NOINIT, "torch.amax(x)", "[torch.rand(300, 301)]"), NULL, NULL,
+     &builtin_family_reduction, {"", "SPLIT=1"}},
+    {"max_dim", TASK(NOINIT, "torch.max(x, dim=1)[0]", "[torch.randn(5, 40, 3)]"), NULL, NULL,
+     &builtin_family_reduction, {""}},
+    {"norm_fro", TASK(NOINIT, "torch.norm(x, p='fro', dim=(1, 2))", "[torch.rand(6, 20, 30)]"),
+     NULL, NULL, &builtin_family_reduction, {"", "MODE=warp_per_row"}},
+    {"prod_rows", TASK(NOINIT, "torch.prod(x, dim=1)", "[0.9 + 0.2 * torch.rand(16, 10)]"),
+     NULL, NULL, &builtin_family_reduction, {""}},
+    {"sum_epi", TASK(NOINIT, "torch.sqrt(x.abs().sum(dim=1) + 1.0)", "[torch.randn(64, 500)]"),
+     NULL, NULL, &builtin_family_reduction, {""}},
+    {"mse", TASK(NOINIT, "torch.mean((x - 0.5) ** 2)", "[torch.rand(100, 1000)]"), NULL, NULL,
+     &builtin_family_reduction, {""}},
+    {"p47", NULL, "level1/47_Sum_reduction_over_a_dimension.py",
+     "batch_size = 3\ndim1 = 100\ndim2 = 63\n", &builtin_family_reduction, {""}},
+    {"p49", NULL, "level1/49_Max_reduction_over_a_dimension.py",
+     "batch_size = 3\ndim1 = 100\ndim2 = 63\n", &builtin_family_reduction, {""}},
+    {"p51", NULL, "level1/51_Argmax_over_a_dimension.py",
+     "batch_size = 3\ndim1 = 100\ndim2 = 63\n", &builtin_family_reduction, {""}},
+    {"p52", NULL, "level1/52_Argmin_over_a_dimension.py",
+     "batch_size = 3\ndim1 = 100\ndim2 = 63\n", &builtin_family_reduction, {""}},
+    {"sm_warp", TASK(NOINIT, "torch.softmax(x, dim=-1)", "[torch.randn(64, 100)]"), NULL, NULL,
+     &builtin_family_softmax, {"", "MODE=online", "ROWS=2"}},
+    {"sm_tiny", TASK(NOINIT, "F.log_softmax(x, dim=1)", "[torch.randn(40, 10)]"), NULL, NULL,
+     &builtin_family_softmax, {"", "MODE=smem_row"}},
+    {"sm_block", TASK(NOINIT, "torch.softmax(x, dim=1)", "[4 * torch.randn(6, 3000)]"), NULL,
+     NULL, &builtin_family_softmax,
+     {"SPLIT=1 ITEMS=1", "SPLIT=1 ITEMS=1 MODE=online", "SPLIT=1 ITEMS=1 MODE=smem_row UNROLL=2",
+      "SPLIT=3 ITEMS=1", "SPLIT=3 ITEMS=1 MODE=smem_row", "SPLIT=12",
+      "SPLIT=1 ITEMS=1 MODE=recip_mul"}},
+    {"sm_stream", TASK(NOINIT, "torch.softmax(x, dim=1)", "[torch.randn(2, 60000)]"), NULL,
+     NULL, &builtin_family_softmax, {"SPLIT=12", "SPLIT=1", "SPLIT=1 MODE=two_pass ITEMS=2"}},
+    {"lsm_block", TASK(NOINIT, "torch.log_softmax(x, dim=-1)", "[torch.randn(5, 2500)]"), NULL,
+     NULL, &builtin_family_softmax, {"SPLIT=10", "SPLIT=2 ITEMS=1", "SPLIT=10 MODE=fast_math"}},
+    {"sm_cols", TASK("        self.s = nn.Softmax(dim=1)\n", "self.s(x)",
+                     "[torch.randn(4, 20, 33)]"),
+     NULL, NULL, &builtin_family_softmax, {"", "MODE=online"}},
+    {"sm_colstream", TASK(NOINIT, "torch.softmax(x, dim=0)", "[torch.randn(100, 18)]"), NULL,
+     NULL, &builtin_family_softmax, {"", "MODE=two_pass", "VEC=1 UNROLL=3"}},
+    {"p23", NULL, "level1/23_Softmax.py", "batch_size = 4\ndim = 20000\n",
+     &builtin_family_softmax,
+     {"SPLIT=8 ITEMS=1 BLOCK=256", "SPLIT=8 ITEMS=1 BLOCK=256 MODE=smem_row"}},
+    {"ln", TASK("        self.ln = nn.LayerNorm(768)\n", "self.ln(x)", "[torch.randn(16, 768)]"),
+     NULL, NULL, &builtin_family_norm,
+     {"", "MODE=welford", "MODE=smem_row", "SPLIT=2", "SPLIT=16", "ROWS=2 BLOCK=64",
+      "MODE=block_per_row"}},
+    {"p40", NULL, "level1/40_LayerNorm.py", "batch_size = 3\nfeatures = 4\ndim1 = 8\ndim2 = 8\n",
+     &builtin_family_norm, {"", "SPLIT=9"}},
+    {"ln_stream", TASK("        self.ln = nn.LayerNorm(60000)\n", "self.ln(x)",
+                       "[3.0 + torch.randn(2, 60000)]"),
+     NULL, NULL, &builtin_family_norm,
+     {"SPLIT=9", "SPLIT=1 ITEMS=1", "SPLIT=1 ITEMS=2 MODE=two_pass", "SPLIT=3 ITEMS=1"}},
+    {"gn", TASK("        self.gn = nn.GroupNorm(4, 16)\n", "self.gn(x)",
+                "[torch.randn(4, 16, 5, 6)]"),
+     NULL, NULL, &builtin_family_norm, {"", "SPLIT=2", "MODE=welford"}},
+    {"in", TASK("        self.n = nn.InstanceNorm2d(5, affine=True)\n", "self.n(x)",
+                "[torch.randn(3, 5, 7, 9)]"),
+     NULL, NULL, &builtin_family_norm, {"", "MODE=block_per_row"}},
+    {"p33", NULL, "level1/33_BatchNorm.py", "batch_size = 4\nfeatures = 3\ndim1 = 8\ndim2 = 8\n",
+     &builtin_family_norm, {"", "SPLIT=3", "VEC=1 ITEMS=3", "MODE=fast_math"}},
+    {"bn1d", TASK("        self.n = nn.BatchNorm1d(10)\n", "self.n(x)",
+                  "[torch.randn(64, 10) + 3.0]"),
+     NULL, NULL, &builtin_family_norm, {""}},
+    {"p36", NULL, "level1/36_RMSNorm_.py", "batch_size = 2\nfeatures = 8\ndim1 = 16\ndim2 = 16\n",
+     &builtin_family_norm, {"", "VEC=2", "VEC=4", "MODE=recip_mul"}},
+    {"p38", NULL, "level1/38_L1Norm_.py", "batch_size = 16\ndim = 1001\n", &builtin_family_norm,
+     {"", "SPLIT=2", "MODE=recip_mul", "MODE=warp_per_row"}},
+    {"p39", NULL, "level1/39_L2Norm_.py", "batch_size = 16\ndim = 999\n", &builtin_family_norm,
+     {"", "SPLIT=12", "SPLIT=3 MODE=smem_row"}},
+    {"rms_mod", TASK("        self.n = nn.RMSNorm(100)\n", "self.n(x)", "[torch.randn(32, 100)]"),
+     NULL, NULL, &builtin_family_norm, {"", "MODE=fast_math"}},
+    {"normalize", TASK(NOINIT, "F.normalize(x, p=2.0, dim=1)", "[torch.randn(10, 300)]"), NULL,
+     NULL, &builtin_family_norm, {"", "MODE=recip_mul"}},
+    {"linf", TASK(NOINIT, "x / torch.amax(x.abs(), dim=(2, 3), keepdim=True)",
+                  "[torch.randn(2, 3, 8, 8)]"),
+     NULL, NULL, &builtin_family_norm, {""}},
+    {"centered", TASK(NOINIT, "x - x.mean(dim=1, keepdim=True)", "[torch.rand(20, 50)]"), NULL,
+     NULL, &builtin_family_norm, {""}},
+    {"rms_w", TASK("        self.w = nn.Parameter(torch.randn(128))\n",
+                   "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w",
+                   "[torch.randn(64, 128)]"),
+     NULL, NULL, &builtin_family_norm, {""}},
+    {"l2_cols", TASK(NOINIT, "x / torch.linalg.vector_norm(x, ord=2, dim=0, keepdim=True)",
+                     "[torch.randn(300, 70)]"),
+     NULL, NULL, &builtin_family_norm, {"", "UNROLL=4"}},
+};
+
+#define N_SMALL (sizeof small_tasks / sizeof small_tasks[0])
+
+/* The small task's source (caller frees): its own, or the public file plus sizes. */
+static char *small_source(const struct small_task *t) {
+  if (t->source)
+    return strdup(t->source);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), t->file);
+  char *src = read_file(path);
+  assert_non_null(src);
+  size_t n = strlen(src) + strlen(t->sizes) + 2;
+  char *all = malloc(n);
+  assert_non_null(all);
+  snprintf(all, n, "%s\n%s", src, t->sizes);
+  free(src);
+  return all;
+}
+
+/* The profile of small task i (cached). */
+static json_t *small_profile(size_t i) {
+  static json_t *cache[N_SMALL];
+  if (!cache[i]) {
+    char *src = small_source(&small_tasks[i]);
+    cache[i] = evaluator_profile(&g_ev, small_tasks[i].name, src);
+    free(src);
+    assert_non_null(cache[i]);
+  }
+  return cache[i];
+}
+
+static size_t small_index(const char *name) {
+  for (size_t i = 0; i < N_SMALL; i++)
+    if (strcmp(small_tasks[i].name, name) == 0)
+      return i;
+  fail_msg("no small task %s", name);
+  return 0;
+}
+
+static void test_nvrtc_sweep(void **state) {
+  (void)state;
+  if (!g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  char path[1100];
+  snprintf(path, sizeof path, "%s/schema/seed_memory.json", getenv("OPFORGE_SOURCE_ROOT"));
+  json_t *seed = json_load_file(path, 0, NULL);
+  assert_non_null(seed);
+  json_t *locals = json_object_get(seed, "locals"), *cands = json_array(), *seen = json_object();
+  static const struct {
+    const struct builtin_family *fam;
+    const char *file, *small;
+  } shapes[] = {
+      {&builtin_family_reduction, "level1/47_Sum_reduction_over_a_dimension.py", NULL},
+      {&builtin_family_reduction, "level1/94_MSELoss.py", NULL},
+      {&builtin_family_reduction, NULL, "argmin_ties"},
+      {&builtin_family_softmax, "level1/23_Softmax.py", NULL},
+      {&builtin_family_softmax, NULL, "sm_warp"},
+      {&builtin_family_softmax, NULL, "sm_colstream"},
+      {&builtin_family_norm, "level1/33_BatchNorm.py", NULL},
+      {&builtin_family_norm, "level1/36_RMSNorm_.py", NULL},
+      {&builtin_family_norm, "level1/38_L1Norm_.py", NULL},
+      {&builtin_family_norm, "level1/40_LayerNorm.py", NULL},
+      {&builtin_family_norm, NULL, "gn"},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    json_t *p = shapes[i].file ? public_profile(shapes[i].file)
+                               : small_profile(small_index(shapes[i].small));
+    sweep_profile(shapes[i].fam, p, shapes[i].file ? shapes[i].file + 7 : shapes[i].small,
+                  locals, cands, seen);
+  }
+  size_t failed = compile_all(cands);
+  printf("  %zu distinct candidates compiled with NVRTC, %zu failed\n", json_array_size(cands),
+         failed);
+  assert_int_equal(failed, 0);
+  json_decref(cands);
+  json_decref(seen);
+  json_decref(seed);
+}
+
+/* ---- CPU emulation of generated candidates against PyTorch ---- */
+
+/* A C++ prelude, one line per string, that runs CUDA kernels on the CPU. Threads are
+ * ucontext fibers of one OS thread per block; __syncthreads is a block barrier, shuffles
+ * and __syncwarp warp barriers. A cluster's blocks run on OS threads at once: __shared__
+ * variables are thread_local (so per block), the cluster barrier is an OS barrier, and a
+ * distributed shared memory load reads another block's copy at the same TLS offset. */
+static const char *const emu_prelude[] = {
+    "// CPU emulator of CUDA kernels for the reduction, softmax and norm tests.",
+    "#include <math.h>",
+    "#include <cmath>",
+    "#include <condition_variable>",
+    "#include <cstdio>",
+    "#include <cstdlib>",
+    "#include <csetjmp>",
+    "#include <cstring>",
+    "#include <functional>",
+    "#include <memory>",
+    "#include <mutex>",
+    "#include <thread>",
+    "#include <ucontext.h>",
+    "#include <vector>",
+    "#define OFG_EMU 1",
+    "#define __global__",
+    "#define __device__",
+    "#define __forceinline__ inline",
+    "#define __shared__ static thread_local",
+    "#define __restrict__",
+    "#define __launch_bounds__(...)",
+    "#define __cluster_dims__(...)",
+    "struct float4 { float x, y, z, w; };",
+    "struct float2 { float x, y; };",
+    "static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }",
+    "static inline float2 make_float2(float a, float b) { return {a, b}; }",
+    "struct ofg_u3 { unsigned x, y, z; };",
+    "struct ofg_fiber { ucontext_t ctx; jmp_buf jb; ofg_u3 tid; int lin; int state; bool started; };",
+    "static thread_local ofg_fiber* ofg_emu_cur;",
+    "static thread_local ofg_u3 ofg_emu_block;",
+    "static ofg_u3 ofg_emu_bdim, ofg_emu_gdim;",
+    "#define threadIdx (ofg_emu_cur->tid)",
+    "#define blockIdx ofg_emu_block",
+    "#define blockDim ofg_emu_bdim",
+    "#define gridDim ofg_emu_gdim",
+    "static thread_local jmp_buf ofg_emu_sched;",
+    "static thread_local std::vector<unsigned long long> ofg_emu_warpvals;",
+    "static thread_local std::vector<unsigned char> ofg_emu_smem;",
+    "static thread_local unsigned ofg_emu_rank;",
+    "static thread_local char ofg_emu_anchor;",
+    "static char* ofg_emu_anchors[16];",
+    "static std::function<void()>* ofg_emu_kernel;",
+    "struct ofg_emu_cbar { std::mutex m; std::condition_variable cv; int n = 1, count = 0; long gen = 0; };",
+    "static ofg_emu_cbar* ofg_emu_cb;",
+    "static void ofg_emu_fail(const char* what) { fprintf(stderr, \"emu: %s\\n\", what); exit(90); }",
+    "// States: 0 runnable, 1 block barrier, 2 warp barrier, 3 exited, 4 cluster barrier.",
+    "// Fibers start with swapcontext once, then switch with _setjmp/_longjmp (no syscalls).",
+    "static inline void ofg_emu_wait(int st) {",
+    "  ofg_emu_cur->state = st;",
+    "  if (!_setjmp(ofg_emu_cur->jb)) _longjmp(ofg_emu_sched, 1);",
+    "}",
+    "static void ofg_emu_resume(ofg_fiber* f) {",
+    "  ofg_emu_cur = f;",
+    "  if (_setjmp(ofg_emu_sched)) return;",
+    "  if (f->started) _longjmp(f->jb, 1);",
+    "  f->started = true;",
+    "  ucontext_t here;",
+    "  swapcontext(&here, &f->ctx);",
+    "}",
+    "static inline void __syncthreads() { ofg_emu_wait(1); }",
+    "static inline void __syncwarp(unsigned = 0xffffffffu) { ofg_emu_wait(2); }",
+    "template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o) {",
+    "  int lane = ofg_emu_cur->lin & 31, w = ofg_emu_cur->lin >> 5;",
+    "  unsigned long long bits = 0;",
+    "  memcpy(&bits, &v, sizeof v);",
+    "  ofg_emu_warpvals[w * 32 + lane] = bits;",
+    "  ofg_emu_wait(2);",
+    "  bits = ofg_emu_warpvals[w * 32 + (lane ^ o)];",
+    "  ofg_emu_wait(2);",
+    "  T r;",
+    "  memcpy(&r, &bits, sizeof r);",
+    "  return r;",
+    "}",
+    "template <class T> static inline T __ldg(const T* p) { return *p; }",
+    "template <class T> static inline void __stcs(T* p, T v) { *p = v; }",
+    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }",
+    "#define __expf(x) expf(x)",
+    "#define __logf(x) logf(x)",
+    "static inline float __fdividef(float a, float b) { return a / b; }",
+    "static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }",
+    "static inline void* ofg_emu_dyn_smem() { return ofg_emu_smem.data(); }",
+    "static inline unsigned ofg_emu_cluster_rank() { return ofg_emu_rank; }",
+    "static inline void ofg_emu_cluster_sync() { ofg_emu_wait(4); }",
+    "static inline float ofg_emu_dsmem_ld(const float* p, unsigned rank) {",
+    "  const char* q = ofg_emu_anchors[rank] + ((const char*)p - &ofg_emu_anchor);",
+    "  float v;",
+    "  memcpy(&v, q, 4);",
+    "  return v;",
+    "}",
+    "static void ofg_emu_cbar_wait() {",
+    "  std::unique_lock<std::mutex> l(ofg_emu_cb->m);",
+    "  long g = ofg_emu_cb->gen;",
+    "  if (++ofg_emu_cb->count == ofg_emu_cb->n) {",
+    "    ofg_emu_cb->count = 0;",
+    "    ofg_emu_cb->gen++;",
+    "    ofg_emu_cb->cv.notify_all();",
+    "  } else {",
+    "    ofg_emu_cb->cv.wait(l, [&] { return ofg_emu_cb->gen != g; });",
+    "  }",
+    "}",
+    "static void ofg_emu_entry() {",
+    "  (*ofg_emu_kernel)();",
+    "  ofg_emu_cur->state = 3;",
+    "  _longjmp(ofg_emu_sched, 1);",
+    "}",
+    "// Releases warps whose live threads all wait at a shuffle; true when any was released.",
+    "static bool ofg_emu_release_warps(std::vector<ofg_fiber>& f) {",
+    "  bool released = false;",
+    "  for (size_t w = 0; w * 32 < f.size(); w++) {",
+    "    bool any2 = false, other = false;",
+    "    for (size_t t = w * 32; t < f.size() && t < w * 32 + 32; t++) {",
+    "      any2 |= f[t].state == 2;",
+    "      other |= f[t].state == 1 || f[t].state == 4;",
+    "    }",
+    "    if (any2 && other) ofg_emu_fail(\"divergent warp (shuffle against a barrier)\");",
+    "    for (size_t t = w * 32; any2 && t < f.size() && t < w * 32 + 32; t++)",
+    "      if (f[t].state == 2) f[t].state = 0;",
+    "    released |= any2;",
+    "  }",
+    "  return released;",
+    "}",
+    "static thread_local std::vector<std::unique_ptr<char[]>> ofg_emu_stacks;",
+    "static thread_local ucontext_t ofg_emu_proto;",
+    "static void ofg_emu_run_block(ofg_u3 b, unsigned rank, size_t shared) {",
+    "  ofg_emu_block = b;",
+    "  ofg_emu_rank = rank;",
+    "  ofg_emu_anchors[rank] = &ofg_emu_anchor;",
+    "  const size_t nt = (size_t)ofg_emu_bdim.x * ofg_emu_bdim.y * ofg_emu_bdim.z;",
+    "  const size_t stack = 64 * 1024;",
+    "  std::vector<ofg_fiber> f(nt);",
+    "  if (ofg_emu_stacks.empty()) getcontext(&ofg_emu_proto);",
+    "  while (ofg_emu_stacks.size() < nt) ofg_emu_stacks.emplace_back(new char[stack]);",
+    "  ofg_emu_smem.assign(shared + 16, 0xff);",
+    "  ofg_emu_warpvals.assign((nt + 31) / 32 * 32, 0);",
+    "  for (size_t t = 0; t < nt; t++) {",
+    "    f[t].ctx = ofg_emu_proto;",
+    "    f[t].ctx.uc_stack.ss_sp = ofg_emu_stacks[t].get();",
+    "    f[t].ctx.uc_stack.ss_size = stack;",
+    "    f[t].ctx.uc_link = nullptr;",
+    "    makecontext(&f[t].ctx, ofg_emu_entry, 0);",
+    "    f[t].tid = {(unsigned)(t % ofg_emu_bdim.x), (unsigned)(t / ofg_emu_bdim.x % ofg_emu_bdim.y),",
+    "                (unsigned)(t / (ofg_emu_bdim.x * ofg_emu_bdim.y))};",
+    "    f[t].lin = (int)t;",
+    "    f[t].state = 0;",
+    "    f[t].started = false;",
+    "  }",
+    "  for (;;) {",
+    "    for (size_t t = 0; t < nt; t++)",
+    "      if (f[t].state == 0) ofg_emu_resume(&f[t]);",
+    "    if (ofg_emu_release_warps(f)) continue;",
+    "    size_t n[5] = {0, 0, 0, 0, 0};",
+    "    for (size_t t = 0; t < nt; t++) n[f[t].state]++;",
+    "    if (n[3] == nt) break;",
+    "    if (n[4] && (n[1] || n[3])) ofg_emu_fail(\"cluster barrier not reached by every thread\");",
+    "    if (n[1] && n[3]) ofg_emu_fail(\"block barrier after some threads exited\");",
+    "    if (n[4]) ofg_emu_cbar_wait();",
+    "    for (size_t t = 0; t < nt; t++)",
+    "      if (f[t].state == 1 || f[t].state == 4) f[t].state = 0;",
+    "  }",
+    "}",
+    "static void ofg_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,",
+    "                           unsigned bz, size_t shared, unsigned cl, std::function<void()> k) {",
+    "  ofg_emu_kernel = &k;",
+    "  ofg_emu_bdim = {bx, by, bz};",
+    "  ofg_emu_gdim = {gx, gy, gz};",
+    "  if (gx % cl) ofg_emu_fail(\"grid not a multiple of the cluster\");",
+    "  for (unsigned z = 0; z < gz; z++)",
+    "    for (unsigned y = 0; y < gy; y++)",
+    "      for (unsigned x = 0; x < gx; x += cl) {",
+    "        if (cl == 1) {",
+    "          ofg_emu_run_block({x, y, z}, 0, shared);",
+    "          continue;",
+    "        }",
+    "        ofg_emu_cbar bar;",
+    "        bar.n = (int)cl;",
+    "        ofg_emu_cb = &bar;",
+    "        std::vector<std::thread> th;",
+    "        for (unsigned r = 0; r < cl; r++)",
+    "          th.emplace_back(ofg_emu_run_block, ofg_u3{x + r, y, z}, r, shared);",
+    "        for (auto& t : th) t.join();",
+    "      }",
+    "}",
+    "// A tensor or buffer argument: converts to any kernel pointer type.",
+    "struct ofg_emu_ptr {",
+    "  void* p;",
+    "  template <class T> operator T*() const { return (T*)p; }",
+    "};",
+    "static void* ofg_emu_alloc(size_t bytes, int fill) {",
+    "  void* p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);",
+    "  memset(p, fill, bytes + 16);",
+    "  return p;",
+    "}",
+    "static void* ofg_emu_load(const char* dir, const char* name, size_t bytes) {",
+    "  char path[1024];",
+    "  snprintf(path, sizeof path, \"%s/%s.bin\", dir, name);",
+    "  void* p = ofg_emu_alloc(bytes, 0);",
+    "  FILE* fp = fopen(path, \"rb\");",
+    "  if (!fp || fread(p, 1, bytes, fp) != bytes) ofg_emu_fail(path);",
+    "  fclose(fp);",
+    "  return p;",
+    "}",
+    "static void ofg_emu_save(const char* path, const void* p, size_t bytes) {",
+    "  FILE* fp = fopen(path, \"wb\");",
+    "  if (!fp || fwrite(p, 1, bytes, fp) != bytes) ofg_emu_fail(path);",
+    "  fclose(fp);",
+    "}",
+    NULL,
+};
+
+/* Python, one line per string: each task's inputs, parameters, eager output and float64
+ * output as raw files in their own dtypes. */
+static const char *const ref_script[] = {
+    "# For each (task, dir): inputs, parameters, eager output and float64 output as raw files.",
+    "import os, sys, types, torch",
+    "def name(n): return ''.join(c if c.isalnum() else '_' for c in n)",
+    "def save(t, path): t.detach().contiguous().cpu().numpy().tofile(path)",
+    "for src, out in zip(sys.argv[1::2], sys.argv[2::2]):",
+    "    mod = types.ModuleType('task')",
+    "    exec(compile(open(src).read(), src, 'exec'), mod.__dict__)",
+    "    torch.manual_seed(42)",
+    "    model = mod.Model(*mod.get_init_inputs())",
+    "    with torch.no_grad():",
+    "        for p in model.parameters():",
+    "            p.add_(0.1 * torch.randn_like(p))",
+    "    torch.manual_seed(7)",
+    "    inputs = mod.get_inputs()",
+    "    for i, t in enumerate(inputs):",
+    "        if isinstance(t, torch.Tensor):",
+    "            save(t, os.path.join(out, name('input:%d' % i) + '.bin'))",
+    "    def copy(t, f64):",
+    "        if not isinstance(t, torch.Tensor): return t",
+    "        return t.clone().double() if f64 and t.is_floating_point() else t.clone()",
+    "    state = {k: v.clone() for k, v in model.state_dict().items()}",
+    "    for k, t in state.items():",
+    "        save(t, os.path.join(out, name('param:' + k) + '.bin'))",
+    "    with torch.no_grad():",
+    "        y = model(*[copy(t, False) for t in inputs])",
+    "    save(y, os.path.join(out, 'expected.bin'))",
+    "    m64 = mod.Model(*mod.get_init_inputs())",
+    "    m64.load_state_dict(state)",
+    "    m64 = m64.double()",
+    "    with torch.no_grad():",
+    "        y64 = m64(*[copy(t, True) for t in inputs])",
+    "    save(y64 if y64.is_floating_point() else y64.long(), os.path.join(out, 'expected64.bin'))",
+    NULL,
+};
+
+static size_t dtype_size(const char *dtype) {
+  return strcmp(dtype, "int64") == 0 || strcmp(dtype, "float64") == 0 ? 8
+         : strcmp(dtype, "bool") == 0 || strcmp(dtype, "uint8") == 0  ? 1
+                                                                       : 4;
+}
+
+static void sanitize(const char *n, char *out, size_t len) {
+  size_t i = 0;
+  for (; n[i] && i + 1 < len; i++)
+    out[i] = (n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+                     (n[i] >= '0' && n[i] <= '9')
+                 ? n[i]
+                 : '_';
+  out[i] = 0;
+}
+
+/* Writes `#define`s for the options, the source (without extern "C") in namespace ns,
+ * a run() that executes the plan on the files of dir, and #undefs of every macro the
+ * options or the source define, so that the next candidate starts clean. */
+static void write_candidate(FILE *f, const char *ns, json_t *profile, json_t *cand,
+                            const char *dir, const char *result) {
+  json_t *macros = json_array();
+  size_t i;
+  json_t *o;
+  json_array_foreach(json_object_get(cand, "options"), i, o) {
+    char name[64], value[64] = "1";
+    assert_int_equal(sscanf(json_string_value(o), "-D%63[^=]=%63s", name, value) >= 1, 1);
+    fprintf(f, "#define %s %s\n", name, value);
+    json_array_append_new(macros, json_string(name));
+  }
+  const char *src = json_string_value(json_object_get(cand, "source"));
+  fprintf(f, "namespace %s {\n", ns);
+  for (const char *line = src; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *ex = strstr(line, "extern \"C\" ");
+    if (ex && ex < line + len) {
+      fprintf(f, "%.*s%.*s\n", (int)(ex - line), line, (int)(len - (size_t)(ex - line) - 11),
+              ex + 11);
+    } else {
+      fprintf(f, "%.*s\n", (int)len, line);
+    }
+    char name[128];
+    if ((sscanf(line, " # define %127[A-Za-z0-9_]", name) == 1 ||
+         sscanf(line, " #define %127[A-Za-z0-9_]", name) == 1) &&
+        strcmp(name, "INFINITY") != 0)
+      json_array_append_new(macros, json_string(name));
+    line = end ? end + 1 : line + len;
+  }
+  fprintf(f, "static void run() {\n  const char* dir = \"%s\";\n", dir);
+  static const char *const lists[] = {"inputs", "params", "outputs"};
+  for (int l = 0; l < 3; l++) {
+    json_t *t;
+    json_array_foreach(json_object_get(profile, lists[l]), i, t) {
+      char s[256];
+      sanitize(json_string_value(json_object_get(t, "name")), s, sizeof s);
+      size_t bytes = (size_t)json_integer_value(json_object_get(t, "numel")) *
+                     dtype_size(json_string_value(json_object_get(t, "dtype")));
+      if (l < 2)
+        fprintf(f, "  ofg_emu_ptr %s{ofg_emu_load(dir, \"%s\", %zu)};\n", s, s, bytes);
+      else
+        fprintf(f, "  ofg_emu_ptr %s{ofg_emu_alloc(%zu, 0xff)};\n", s, bytes);
+    }
+  }
+  json_t *plan = json_object_get(cand, "plan"), *x;
+  json_array_foreach(json_object_get(plan, "buffers"), i, x) {
+    char s[256];
+    sanitize(json_string_value(json_object_get(x, "name")), s, sizeof s);
+    fprintf(f, "  ofg_emu_ptr buf_%s{ofg_emu_alloc(%lld, 0)};\n", s,
+            (long long)json_integer_value(json_object_get(x, "bytes")));
+  }
+  fprintf(f, "  unsigned cl = 1;\n#ifdef OFG_CL\n  cl = OFG_CL;\n#endif\n");
+  json_array_foreach(json_object_get(plan, "launches"), i, x) {
+    json_t *g = json_object_get(x, "grid"), *b = json_object_get(x, "block");
+    fprintf(f, "  ofg_emu_launch(%lld, %lld, %lld, %lld, %lld, %lld, %lld, cl, [&] { %s(",
+            json_integer_value(json_array_get(g, 0)), json_integer_value(json_array_get(g, 1)),
+            json_integer_value(json_array_get(g, 2)), json_integer_value(json_array_get(b, 0)),
+            json_integer_value(json_array_get(b, 1)), json_integer_value(json_array_get(b, 2)),
+            json_integer_value(json_object_get(x, "shared_bytes")),
+            json_string_value(json_object_get(x, "kernel")));
+    size_t j;
+    json_t *a;
+    json_array_foreach(json_object_get(x, "args"), j, a) {
+      char s[256];
+      const char *t = json_string_value(json_object_get(a, "tensor"));
+      const char *bf = json_string_value(json_object_get(a, "buffer"));
+      assert_true(t || bf);
+      sanitize(t ? t : bf, s, sizeof s);
+      fprintf(f, "%s%s%s", j ? ", " : "", t ? "" : "buf_", s);
+    }
+    fprintf(f, "); });\n");
+  }
+  json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+  fprintf(f, "  ofg_emu_save(\"%s\", output_0.p, %zu);\n}\n}  // namespace %s\n", result,
+          (size_t)json_integer_value(json_object_get(out, "numel")) *
+              dtype_size(json_string_value(json_object_get(out, "dtype"))),
+          ns);
+  json_array_foreach(macros, i, o) fprintf(f, "#undef %s\n", json_string_value(o));
+  json_decref(macros);
+}
+
+/* The whole raw file dir/name.bin (caller frees) and its size in bytes. */
+static void *read_raw(const char *path, size_t *ret_bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot read %s", path);
+  fseek(f, 0, SEEK_END);
+  long bytes = ftell(f);
+  rewind(f);
+  void *p = malloc((size_t)bytes + 8);
+  assert_non_null(p);
+  assert_int_equal(fread(p, 1, (size_t)bytes, f), (size_t)bytes);
+  fclose(f);
+  *ret_bytes = (size_t)bytes;
+  return p;
+}
+
+/* The evaluator's rules: allclose(1e-4, 1e-4) against eager fp32, and an error against
+ * float64 of at most 8 times eager's own plus 1e-6 of the largest output (gpu/evaluator.py
+ * accuracy_budget); int64 outputs exactly. */
+static bool compare_result(const char *dir, const char *result, const char *dtype, char *msg,
+                           size_t len) {
+  char p1[1200], p2[1200];
+  size_t nr, ne, n64;
+  snprintf(p1, sizeof p1, "%s/expected.bin", dir);
+  snprintf(p2, sizeof p2, "%s/expected64.bin", dir);
+  void *res = read_raw(result, &nr), *eager = read_raw(p1, &ne), *ref = read_raw(p2, &n64);
+  bool ok = nr == ne;
+  size_t bad = 0;
+  double err_c = 0, err_e = 0, max_ref = 0;
+  if (ok && strcmp(dtype, "int64") == 0) {
+    for (size_t i = 0; i < nr / 8; i++)
+      bad += ((long long *)res)[i] != ((long long *)eager)[i];
+  } else if (ok) {
+    const float *r = res, *e = eager;
+    const double *d = ref;
+    for (size_t i = 0; i < nr / 4; i++) {
+      if (!(fabs((double)r[i] - e[i]) <= 1e-4 + 1e-4 * fabs(e[i])))
+        bad++;
+      double dc = fabs(r[i] - d[i]), de = fabs(e[i] - d[i]);
+      err_c = dc > err_c || isnan(dc) ? dc : err_c;
+      err_e = de > err_e ? de : err_e;
+      max_ref = fabs(d[i]) > max_ref ? fabs(d[i]) : max_ref;
+    }
+  }
+  ok = ok && bad == 0 && err_c <= 8 * err_e + 1e-6 * max_ref;
+  snprintf(msg, len, "%zu bytes, %zu mismatches, err64 %.3g (eager %.3g)", nr, bad, err_c,
+           err_e);
+  free(res);
+  free(eager);
+  free(ref);
+  return ok;
+}
+
+/* Writes every small task's source, profiles it and writes its reference data. */
+static void prepare_tasks(const char *tmp) {
+  const char *py = python_path();
+  size_t cap = 1 << 16;
+  char *cmd = malloc(cap);
+  assert_non_null(cmd);
+  char script[1100];
+  snprintf(script, sizeof script, "%s/ref.py", tmp);
+  FILE *f = fopen(script, "w");
+  assert_non_null(f);
+  for (size_t i = 0; ref_script[i]; i++)
+    fprintf(f, "%s\n", ref_script[i]);
+  assert_int_equal(fclose(f), 0);
+  int used = snprintf(cmd, cap, "%s %s", py, script);
+  for (size_t i = 0; i < N_SMALL; i++) {
+    char dir[1100], path[1200];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, small_tasks[i].name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    char *src = small_source(&small_tasks[i]);
+    snprintf(path, sizeof path, "%s/task.py", dir);
+    write_file(path, src);
+    free(src);
+    used += snprintf(cmd + used, cap - (size_t)used, " %s %s", path, dir);
+  }
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+}
+
+/* Generates the candidate of every variant of every small task into one C++ program,
+ * builds it, runs it, and compares every result. */
+static void test_emulated_tasks(void **state) {
+  (void)state;
+  if (!g_have_ev || system("c++ --version > /dev/null 2>&1") != 0) {
+    printf("needs KernelBench, the python venv and a C++ compiler\n");
+    skip();
+    return;
+  }
+  char tmp[] = "/tmp/opforge-reduce-emu-XXXXXX";
+  assert_non_null(mkdtemp(tmp));
+  prepare_tasks(tmp);
+  char prog[1100];
+  snprintf(prog, sizeof prog, "%s/emu.cpp", tmp);
+  FILE *f = fopen(prog, "w");
+  assert_non_null(f);
+  for (size_t i = 0; emu_prelude[i]; i++)
+    fprintf(f, "%s\n", emu_prelude[i]);
+  json_t *runs = json_array();
+  for (size_t i = 0; i < N_SMALL; i++) {
+    const struct small_task *t = &small_tasks[i];
+    json_t *profile = small_profile(i), *m = match_of(t->fam, profile);
+    json_t *first = NULL;
+    assert_ptr_equal(first_match(profile, &first), t->fam);
+    json_decref(first);
+    for (size_t v = 0; v < 7 && t->variants[v]; v++) {
+      struct knob_set k;
+      char why[512] = "", ns[64], dir[1100], result[1200];
+      t->fam->defaults(m, &k);
+      if (apply_variant(&k, t->variants[v], why, sizeof why) != 0)
+        fail_msg("%s [%s]: %s", t->name, t->variants[v], why);
+      json_t *cand = NULL;
+      if (t->fam->generate(m, &k, &cand, why, sizeof why) != 0)
+        fail_msg("%s [%s]: %s", t->name, t->variants[v], why);
+      snprintf(ns, sizeof ns, "c%zu", json_array_size(runs));
+      snprintf(dir, sizeof dir, "%s/%s", tmp, t->name);
+      snprintf(result, sizeof result, "%s/result_%zu.bin", dir, v);
+      write_candidate(f, ns, profile, cand, dir, result);
+      json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+      json_array_append_new(runs, json_pack("{s:s, s:s, s:s, s:s, s:O, s:O}", "ns", ns, "dir",
+                                            dir, "result", result, "what", t->variants[v],
+                                            "dtype", json_object_get(out, "dtype"), "summary",
+                                            json_object_get(m, "summary")));
+      json_decref(cand);
+    }
+    json_decref(m);
+  }
+  fprintf(f, "int main() {\n");
+  size_t i;
+  json_t *r;
+  json_array_foreach(runs, i, r) fprintf(f, "  %s::run();\n", json_string_value(json_object_get(r, "ns")));
+  fprintf(f, "  return 0;\n}\n");
+  assert_int_equal(fclose(f), 0);
+  char cmd[4096];
+  const char *cxx = getenv("CXX") && getenv("CXX")[0] ? getenv("CXX") : "c++";
+  snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -pthread -o %s/emu %s && %s/emu", cxx, tmp,
+           prog, tmp);
+  assert_int_equal(system(cmd), 0);
+  size_t failed = 0;
+  json_array_foreach(runs, i, r) {
+    char msg[256];
+    bool ok = compare_result(json_string_value(json_object_get(r, "dir")),
+                             json_string_value(json_object_get(r, "result")),
+                             json_string_value(json_object_get(r, "dtype")), msg, sizeof msg);
+    const char *dir = json_string_value(json_object_get(r, "dir"));
+    const char *what = json_string_value(json_object_get(r, "what"));
+    printf("  %-8s %-13s %-38s %s\n", ok ? "ok" : "MISMATCH", strrchr(dir, '/') + 1,
+           what[0] ? what : "defaults", msg);
+    failed += !ok;
+  }
+  printf("  %zu candidates emulated, %zu mismatched\n", json_array_size(runs), failed);
+  assert_int_equal(failed, 0);
+  json_decref(runs);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_public_tasks),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_plans),
+      cmocka_unit_test(test_nvrtc_sweep),
+      cmocka_unit_test(test_emulated_tasks),
+  };
+  int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+  json_decref(g_profiles);
+  return rc;
+}
