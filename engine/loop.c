@@ -47,6 +47,19 @@ static json_t *reply_error(json_t *reply) {
   return err ? err : reply;
 }
 
+/* The task's op family: the builtin family that matches it, else a first guess from the
+ * graph (engine/family.c). Static string. */
+static const char *task_family(json_t *profile) {
+  const struct builtin_family *fam = NULL;
+  json_t *match = NULL;
+  char why[512];
+  if (builtin_match(profile, &fam, &match, why, sizeof why) == 0) {
+    json_decref(match);
+    return fam->name;
+  }
+  return family_of_profile(profile);
+}
+
 /* The baselines shown on the task: the profile's timings and floors, plus the family. */
 static json_t *make_baselines(json_t *profile) {
   static const char *const keys[] = {"eager_ms", "compile_ms", "floor_ms", "impossible_ms",
@@ -57,7 +70,7 @@ static json_t *make_baselines(json_t *profile) {
     json_t *v = json_object_get(profile, keys[i]);
     json_object_set(b, keys[i], v ? v : json_null());
   }
-  json_object_set_new(b, "family", json_string(family_of_profile(profile)));
+  json_object_set_new(b, "family", json_string(task_family(profile)));
   json_object_set_new(b, "bound", json_string(bound_of_profile(profile)));
   return b;
 }
@@ -110,7 +123,7 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
   }
   run->baselines = make_baselines(run->profile);
   run->eager_ms = json_number_value(json_object_get(run->profile, "eager_ms"));
-  run->state.family = family_of_profile(run->profile);
+  run->state.family = task_family(run->profile);
   run->state.bound = bound_of_profile(run->profile);
   return 0;
 }

@@ -43,10 +43,11 @@ static json_t *proposal_context(struct task_run *run, size_t node, enum tree_ste
   return load_candidates(run, ids, rc == 0 ? n : 0);
 }
 
-/* Asks the proposer; on success *ret_candidate, else *ret_failure (caller owns). */
-static void propose(struct task_run *run, const struct policy_choice *choice,
-                    const struct memory_view *memory, json_t **ret_candidate,
-                    json_t **ret_failure) {
+/* Asks the proposer once for choice; on success *ret_candidate, else *ret_failure
+ * (caller owns). */
+static void propose_once(struct task_run *run, const struct policy_choice *choice,
+                         const struct memory_view *memory, json_t **ret_candidate,
+                         json_t **ret_failure) {
   json_t *parent = NULL, *strategy_node = NULL;
   if (choice->node > 0)
     store_candidate_get(run->env->store, run->tree->nodes[choice->node].candidate, &parent);
@@ -76,6 +77,46 @@ static void propose(struct task_run *run, const struct policy_choice *choice,
                              "message", "the proposer failed without a reason");
   json_decref(parent);
   json_decref(context);
+}
+
+/* True when failure says the strategy's move does not fit this task's shapes. */
+static bool invalid_move(json_t *failure) {
+  const char *cls = json_string_value(json_object_get(failure, "class"));
+  return cls && strcmp(cls, "parse/invalid_move") == 0;
+}
+
+#define MOVE_RETRIES 8
+
+/* Asks the proposer. When the chosen strategy's move does not fit the task (refused
+ * before compiling, so nothing was spent), the other strategies of the same direction
+ * are tried in memory order, so a step is not lost to a move that cannot apply;
+ * choice->strategy then names the one used. */
+static void propose(struct task_run *run, struct policy_choice *choice,
+                    const struct memory_view *memory, json_t **ret_candidate,
+                    json_t **ret_failure) {
+  propose_once(run, choice, memory, ret_candidate, ret_failure);
+  int tries = 0;
+  for (size_t i = 0; i < memory->n_locals && !*ret_candidate && invalid_move(*ret_failure) &&
+                     tries < MOVE_RETRIES;
+       i++) {
+    const struct htam_local *l = &memory->locals[i];
+    if (strcmp(l->id, choice->strategy) == 0 ||
+        !htam_local_applies(l, choice->direction, run->state.family))
+      continue;
+    struct policy_choice alt = *choice;
+    snprintf(alt.strategy, sizeof alt.strategy, "%s", l->id);
+    json_t *candidate = NULL, *failure = NULL;
+    propose_once(run, &alt, memory, &candidate, &failure);
+    tries++;
+    if (candidate || !invalid_move(failure)) {
+      json_decref(*ret_failure);
+      *ret_candidate = candidate;
+      *ret_failure = failure;
+      snprintf(choice->strategy, sizeof choice->strategy, "%s", l->id);
+    } else {
+      json_decref(failure);
+    }
+  }
 }
 
 /* Evaluates a candidate; returns the evaluation result (caller owns), whose "failure" is

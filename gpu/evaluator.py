@@ -1375,7 +1375,19 @@ class CandidateRun:
             self.result["checks"]["inputs_unchanged"] = False
             raise CandidateFailure("check", "check/inputs_modified",
                                    "the candidate modified %s" % ", ".join(changed))
-        self._check_outputs(record, outs, refs, robust)
+        try:
+            self._check_outputs(record, outs, refs, robust)
+        except CandidateFailure as failure:
+            # randn inputs make sums cross zero, where two fp32 summation orders differ by
+            # more than atol; such a candidate still passes when it is as accurate as
+            # eager against a float64 reference (the accuracy budget).
+            if not (robust and failure.failure["class"] == "correctness/robust_mismatch"
+                    and task.precision == "fp32"
+                    and self._accuracy_budget(inputs, refs, outs, key="robust_accuracy",
+                                              raise_on_fail=False)):
+                raise
+            record["ok"] = True
+            record["judged_by"] = "float64 accuracy budget"
         if f64:
             self._accuracy_budget(inputs, refs, outs)
         return inputs, refs, outs, named
@@ -1426,8 +1438,11 @@ class CandidateRun:
                     msg = "randn inputs: " + msg
                 raise CandidateFailure("correctness", cls, msg)
 
-    def _accuracy_budget(self, inputs, refs, outs):
-        """The fp32 accuracy budget of DESIGN section 5 against a float64 reference."""
+    def _accuracy_budget(self, inputs, refs, outs, key="accuracy", raise_on_fail=True):
+        """The fp32 accuracy budget of DESIGN section 5 against a float64 reference,
+        recorded under result[key]. Raises on a broken budget when raise_on_fail, else
+        returns whether every output kept within it (False when it could not be
+        computed)."""
         try:
             model64 = copy.deepcopy(self.task.model).double()
             in64 = [t.double() if isinstance(t, torch.Tensor) and t.dtype.is_floating_point
@@ -1439,11 +1454,11 @@ class CandidateRun:
             if self.ev.is_cuda and sticky_cuda_class(exc):
                 raise
             self.ev._release_memory()
-            self.result["accuracy"] = {"skipped": "float64 reference failed: %s: %s"
-                                       % (type(exc).__name__, str(exc)[:300])}
-            return
+            self.result[key] = {"skipped": "float64 reference failed: %s: %s"
+                                % (type(exc).__name__, str(exc)[:300])}
+            return False
         acc = {"factor": self.task.accuracy_factor, "outputs": []}
-        self.result["accuracy"] = acc
+        self.result[key] = acc
         for i, (out, ref, r64) in enumerate(zip(outs, refs, refs64)):
             if not out.dtype.is_floating_point:
                 continue
@@ -1455,11 +1470,14 @@ class CandidateRun:
                                    "eager_err": eager_err, "max_ref": max_ref,
                                    "budget": budget})
             if not cand_err <= budget:
+                if not raise_on_fail:
+                    return False
                 raise CandidateFailure(
                     "correctness", "correctness/accuracy_budget",
                     "output:%d: error against float64 %.3g exceeds the budget %.3g "
                     "(%gx the fp32 eager error %.3g)" % (i, cand_err, budget, acc["factor"],
                                                         eager_err))
+        return True
 
     def _time_and_recheck(self, last):
         """Times the plan, re-verifies the output left by the timing loop and once more

@@ -687,32 +687,9 @@ static json_t *visit_dropout(struct builder *b, json_t *node) {
   return first_operand(b, node);
 }
 
-static json_t *visit_call(struct builder *b, json_t *node) {
-  const char *t = expr_target(node);
-  const char *dtype = json_string_value(json_object_get(node, "dtype"));
-  static const char *const views[] = {"view", "reshape", "unsqueeze", "squeeze", "flatten",
-                                      "unflatten", "view_as", "reshape_as"};
-  static const char *const expands[] = {"expand", "expand_as", "broadcast_to"};
-  static const char *const idents[] = {"contiguous", "clone", "detach", "Identity", "float",
-                                       "to", "type_as"};
-  static const char *const dropouts[] = {"dropout", "Dropout", "dropout1d", "dropout2d",
-                                         "dropout3d", "Dropout1d", "Dropout2d", "Dropout3d",
-                                         "alpha_dropout", "AlphaDropout"};
-  if (in_place(node, t))
-    return fail(b, "in-place op %s is unsupported", t);
-  if (name_in(t, views, 8))
-    return visit_view(b, node, false);
-  if (name_in(t, expands, 3))
-    return visit_view(b, node, true);
-  if (expr_is_foreign_op(t))
-    return fail(b, "foreign op %s", t);
-  if (!dtype || strcmp(dtype, "float32") != 0)
-    return fail(b, "op %s produces %s; only float32 chains are supported", t,
-                dtype ? dtype : "a non-tensor");
-  if (name_in(t, idents, 7))
-    return first_operand(b, node);
-  if (name_in(t, dropouts, 10))
-    return visit_dropout(b, node);
+/* An arithmetic or activation op (the node produces float32); NULL with why when the op
+ * is unknown. */
+static json_t *visit_op(struct builder *b, json_t *node, const char *t) {
   if (strcmp(t, "add") == 0 || strcmp(t, "sub") == 0 || strcmp(t, "subtract") == 0)
     return visit_addsub(b, node, t[0] == 'a' ? "add" : "sub", false);
   if (strcmp(t, "rsub") == 0)
@@ -751,6 +728,37 @@ static json_t *visit_call(struct builder *b, json_t *node) {
     if (name_in(t, unaries[i].names, 3))
       return visit_unary(b, node, &unaries[i]);
   return fail(b, "unsupported op %s", t);
+}
+
+/* A call node: in-place ops refused, views and identities passed through, ops of other
+ * families reported as foreign, the rest translated by visit_op. */
+static json_t *visit_call(struct builder *b, json_t *node) {
+  const char *t = expr_target(node);
+  const char *dtype = json_string_value(json_object_get(node, "dtype"));
+  static const char *const views[] = {"view", "reshape", "unsqueeze", "squeeze", "flatten",
+                                      "unflatten", "view_as", "reshape_as"};
+  static const char *const expands[] = {"expand", "expand_as", "broadcast_to"};
+  static const char *const idents[] = {"contiguous", "clone", "detach", "Identity", "float",
+                                       "to", "type_as"};
+  static const char *const dropouts[] = {"dropout", "Dropout", "dropout1d", "dropout2d",
+                                         "dropout3d", "Dropout1d", "Dropout2d", "Dropout3d",
+                                         "alpha_dropout", "AlphaDropout"};
+  if (in_place(node, t))
+    return fail(b, "in-place op %s is unsupported", t);
+  if (name_in(t, views, 8))
+    return visit_view(b, node, false);
+  if (name_in(t, expands, 3))
+    return visit_view(b, node, true);
+  if (expr_is_foreign_op(t))
+    return fail(b, "foreign op %s", t);
+  if (!dtype || strcmp(dtype, "float32") != 0)
+    return fail(b, "op %s produces %s; only float32 chains are supported", t,
+                dtype ? dtype : "a non-tensor");
+  if (name_in(t, idents, 7))
+    return first_operand(b, node);
+  if (name_in(t, dropouts, 10))
+    return visit_dropout(b, node);
+  return visit_op(b, node, t);
 }
 
 static json_t *visit(struct builder *b, const json_t *arg) {

@@ -679,6 +679,7 @@ static int match_spec(json_t *profile, struct loss_spec *s, char *why, size_t wh
   return rc;
 }
 
+/* The match object of a spec (caller owns), NULL when out of memory. */
 static json_t *spec_to_json(const struct loss_spec *s) {
   char summary[320];
   bool elem = s->kind == KIND_ELEM;
@@ -821,7 +822,8 @@ static int default_group(const struct loss_spec *s, const struct knob_set *k) {
   return s->d >= 1024 ? k->block : 32;
 }
 
-static void layout_of(const struct loss_spec *s, const struct knob_set *k, struct loss_layout *l) {
+static void layout_of(const struct loss_spec *s, const struct knob_set *k,
+                      struct loss_layout *l) {
   *l = (struct loss_layout){0};
   l->idx64 = s->maxnumel > IDX32_LIMIT || is_mode(k, "idx64");
   long long wave = (long long)SM_COUNT * (2048 / k->block > 0 ? 2048 / k->block : 1);
@@ -1066,6 +1068,7 @@ static char *build_source(const struct loss_spec *s, const struct knob_set *k,
   return text;
 }
 
+/* The launch plan (caller owns): the first stage, then loss_final over the partials. */
 static json_t *build_plan(const struct loss_spec *s, const struct knob_set *k,
                           const struct loss_layout *l) {
   json_t *args = json_array();

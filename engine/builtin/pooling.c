@@ -213,6 +213,7 @@ static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t wh
   return rc;
 }
 
+/* The match object of a spec (caller owns), NULL when out of memory. */
 static json_t *spec_to_json(const struct pool_spec *s) {
   const char *op = fn_names[(s->max ? 0 : 3) + s->dims - 1];
   char summary[256];
@@ -481,6 +482,7 @@ static char *build_source(const struct pool_spec *s, const struct pool_layout *l
   return text;
 }
 
+/* The launch plan (caller owns): pool_tile, or pool_direct for thread_per_output. */
 static json_t *build_plan(const struct pool_spec *s, const struct knob_set *k,
                           const struct pool_layout *l) {
   json_t *args = json_pack("[{s:s}, {s:s}]", "tensor", s->x, "tensor", s->y);

@@ -248,6 +248,42 @@ static int red_epilogue(json_t *profile, json_t *root, json_t *val, json_t **ret
   return 0;
 }
 
+/* The match object of reduction red (caller owns): canonical shape from its input, the
+ * prologue, and the epilogue (taken over). NULL with why when the output is not the
+ * reduced tensor. */
+static json_t *red_object(json_t *profile, json_t *red, const struct reduce_call *s,
+                          const char *op, json_t *epi, char *why, size_t whylen) {
+  json_t *pro = NULL, *in = expr_ref(profile, expr_arg(red, 0, "input"));
+  json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+  const char *odt = json_string_value(json_object_get(out, "dtype"));
+  bool arg = strncmp(op, "arg", 3) == 0;
+  long long c[3];
+  int first, last;
+  if (red_prologue(profile, red, op, &pro, why, whylen) != 0 ||
+      reduce_canonical(json_object_get(in, "shape"), s->dims, c, &first, &last, why,
+                       whylen) != 0) {
+    json_decref(pro);
+    json_decref(epi);
+    return NULL;
+  }
+  if (!odt || strcmp(odt, arg ? "int64" : "float32") != 0 || c[1] >= (1LL << 31) ||
+      json_integer_value(json_object_get(out, "numel")) != c[0] * c[2]) {
+    snprintf(why, whylen, "%s: the output is not the reduced tensor", op);
+    json_decref(pro);
+    json_decref(epi);
+    return NULL;
+  }
+  char summary[200];
+  snprintf(summary, sizeof summary, "%s over dims %d..%d of [%lld, %lld, %lld]", op, first,
+           last, c[0], c[1], c[2]);
+  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:[i,i], s:b, s:O, s:O, s:s, s:o, s:o}",
+                   "family", "reduction", "op", op, "summary", summary, "canonical",
+                   (json_int_t)c[0], (json_int_t)c[1], (json_int_t)c[2], "dims", first, last,
+                   "keepdim", s->keepdim, "input_shape", json_object_get(in, "shape"), "output",
+                   json_object_get(out, "name"), "out_dtype", odt, "prologue", pro, "epilogue",
+                   epi ? epi : json_null());
+}
+
 static int red_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
   const char *foreign = NULL;
   json_t *red = NULL, *root = expr_output_node(profile);
@@ -271,44 +307,20 @@ static int red_match(json_t *profile, json_t **ret_match, char *why, size_t whyl
     return -1;
   }
   const char *op = final_op(&s, index);
-  bool arg = strncmp(op, "arg", 3) == 0;
-  json_t *pro = NULL, *epi = NULL, *in = expr_ref(profile, expr_arg(red, 0, "input"));
+  json_t *epi = NULL;
   int erc = red_epilogue(profile, root, val, &epi, why, whylen);
   if (erc != 0)
     return erc > 0 ? 0 : -1;
-  if (arg && epi) {
+  if (strncmp(op, "arg", 3) == 0 && epi) {
     json_decref(epi);
     snprintf(why, whylen, "%s followed by other ops is unsupported", op);
     return -1;
   }
-  long long c[3];
-  int first, last;
-  json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
-  const char *odt = json_string_value(json_object_get(out, "dtype"));
-  if (red_prologue(profile, red, op, &pro, why, whylen) != 0 ||
-      reduce_canonical(json_object_get(in, "shape"), s.dims, c, &first, &last, why,
-                       whylen) != 0) {
-    json_decref(pro);
-    json_decref(epi);
+  json_t *m = red_object(profile, red, &s, op, epi, why, whylen);
+  if (!m)
     return -1;
-  }
-  if (!odt || strcmp(odt, arg ? "int64" : "float32") != 0 || c[1] >= (1LL << 31) ||
-      json_integer_value(json_object_get(out, "numel")) != c[0] * c[2]) {
-    snprintf(why, whylen, "%s: the output is not the reduced tensor", op);
-    json_decref(pro);
-    json_decref(epi);
-    return -1;
-  }
-  char summary[200];
-  snprintf(summary, sizeof summary, "%s over dims %d..%d of [%lld, %lld, %lld]", op, first,
-           last, c[0], c[1], c[2]);
-  *ret_match = json_pack("{s:s, s:s, s:s, s:[I,I,I], s:[i,i], s:b, s:O, s:O, s:s, s:o, s:o}",
-                         "family", "reduction", "op", op, "summary", summary, "canonical",
-                         (json_int_t)c[0], (json_int_t)c[1], (json_int_t)c[2], "dims", first,
-                         last, "keepdim", s.keepdim, "input_shape", json_object_get(in, "shape"),
-                         "output", json_object_get(out, "name"), "out_dtype", odt, "prologue",
-                         pro, "epilogue", epi ? epi : json_null());
-  return *ret_match ? 1 : -1;
+  *ret_match = m;
+  return 1;
 }
 
 /* ---- knobs ---- */

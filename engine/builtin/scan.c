@@ -396,6 +396,7 @@ static int match_spec(json_t *profile, json_t *calls, json_t *seen, struct scan_
   return 1;
 }
 
+/* The match object of a spec (caller owns), NULL when out of memory. */
 static json_t *spec_to_json(const struct scan_spec *s) {
   json_t *t = json_pack("{s:s, s:s}", "x", s->x, "out", s->out);
   if (s->mask)
@@ -478,7 +479,8 @@ static int best_vec(const struct scan_spec *s) {
 }
 
 /* Derives the launch layout of a (checked) knob set. */
-static void layout_of(const struct scan_spec *s, const struct knob_set *k, struct scan_layout *l) {
+static void layout_of(const struct scan_spec *s, const struct knob_set *k,
+                      struct scan_layout *l) {
   *l = (struct scan_layout){0};
   l->k = s->excl == 1 ? (s->r < s->r_out - 1 ? s->r : s->r_out - 1) : s->r;
   l->idx64 = s->numel > IDX32_LIMIT || is_mode(k, "idx64");
@@ -683,7 +685,8 @@ static char *build_source(const struct scan_spec *s, const struct knob_set *k,
   put_const(f, "SCAN_TX", l->tx);
   put_const(f, "SCAN_TY", l->ty);
   put_const(f, "SCAN_CTILES", l->ctiles);
-  fprintf(f, "#define SCAN_KIND_ROWS %d\n#define SCAN_KIND_SPLIT %d\n#define SCAN_KIND_LOOKBACK %d\n",
+  fprintf(f, "#define SCAN_KIND_ROWS %d\n#define SCAN_KIND_SPLIT %d\n"
+             "#define SCAN_KIND_LOOKBACK %d\n",
           l->kind == 0, l->kind == 1, l->kind == 2);
   fputs(tmpl, f);
   if (fclose(f) != 0) {
@@ -693,7 +696,7 @@ static char *build_source(const struct scan_spec *s, const struct knob_set *k,
   return text;
 }
 
-/* The data arguments of a launch: x, [mask]. */
+/* The data arguments of a launch, x then the mask when there is one (caller owns). */
 static json_t *data_args(const struct scan_spec *s) {
   json_t *a = json_pack("[{s:s}]", "tensor", s->x);
   if (a && s->mask)
@@ -701,6 +704,7 @@ static json_t *data_args(const struct scan_spec *s) {
   return a;
 }
 
+/* One launch of the plan (caller owns); takes over args. */
 static json_t *launch(const char *kernel, long long grid, int block, json_t *args) {
   return json_pack("{s:s, s:[I,i,i], s:[i,i,i], s:i, s:o}", "kernel", kernel, "grid", grid, 1,
                    1, "block", block, 1, 1, "shared_bytes", 0, "args", args);

@@ -1,7 +1,8 @@
 /* Unit tests of the builtin scan, pooling and loss families: matching of every public
  * task (through one evaluator process on the meta device) and of small programs for the
  * forms the public set lacks, refusals of knob moves with their reasons, generated plans
- * checked by hand, and NVRTC compiles of every template under every seed-memory move. */
+ * checked by hand, NVRTC compiles of every template under every seed-memory move, and
+ * generated kernels run in a CPU emulation of CUDA against PyTorch. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include "engine/builtin/builtin.h"
 #include "engine/builtin/loss.h"
 #include "engine/builtin/pooling.h"
+#include "engine/builtin/propose.h"
 #include "engine/builtin/scan.h"
 #include "gpu/nvrtc_compile.h"
 
@@ -332,6 +334,12 @@ static void check_public(const struct expect *e, json_t *profile) {
   assert_fields(m, e->fields);
   assert_defaults_generate(mine[hit], m);
   json_decref(m);
+  /* The registry reaches the same family (no family before it claims the task). */
+  const struct builtin_family *fam = NULL;
+  json_t *rm = NULL;
+  assert_int_equal(builtin_match(profile, &fam, &rm, why, sizeof why), 0);
+  assert_string_equal(fam->name, e->family);
+  json_decref(rm);
 }
 
 /* The *.py files of kernelbench/<level>, sorted (caller frees the array and strings). */
@@ -1042,6 +1050,313 @@ static void test_compile_every_move(void **state) {
   json_decref(locals);
 }
 
+/* ---- generated kernels run in a CPU emulation of CUDA, against PyTorch ---- */
+
+/* The emulator: every CUDA thread a ucontext fiber, blocks one after another; barriers and
+ * warp shuffles are rendezvous points. Enough of CUDA for the three templates. */
+static const char *const emu_header[] = {
+    "// CPU emulation of the CUDA subset the builtin templates use: blocks run one after another,\n",
+    "// each thread a ucontext fiber; __syncthreads and warp shuffles are rendezvous points.\n",
+    "#include <ucontext.h>\n",
+    "#include <cmath>\n",
+    "#include <cstdio>\n",
+    "#include <cstdlib>\n",
+    "#include <cstring>\n",
+    "#include <functional>\n",
+    "#include <vector>\n",
+    "// glibc declares __expf and __logf itself; the device intrinsics map onto them.\n",
+    "using std::isinf;\n",
+    "using std::isnan;\n",
+    "struct dim3 { unsigned x = 1, y = 1, z = 1; };\n",
+    "static dim3 threadIdx, blockIdx, blockDim, gridDim;\n",
+    "#define __global__\n",
+    "#define __device__\n",
+    "#define __forceinline__ inline\n",
+    "#define __restrict__ __restrict\n",
+    "#define __launch_bounds__(...)\n",
+    "#define __shared__ static\n",
+    "struct float4 { float x, y, z, w; };\n",
+    "struct float2 { float x, y; };\n",
+    "struct uchar4 { unsigned char x, y, z, w; };\n",
+    "struct uchar2 { unsigned char x, y; };\n",
+    "static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }\n",
+    "static inline float2 make_float2(float a, float b) { return {a, b}; }\n",
+    "template <class T> static inline T __ldg(const T* p) { return *p; }\n",
+    "static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }\n",
+    "static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n",
+    "static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }\n",
+    "static inline void __threadfence() {}\n",
+    "static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { unsigned long long o = *p; *p += v; return o; }\n",
+    "static inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { unsigned long long o = *p; *p = v; return o; }\n",
+    "struct emu_fiber { ucontext_t ctx; std::vector<char> stack; unsigned tid; int state; };  // 0 run 1 barrier 2 shuffle 3 done\n",
+    "static std::vector<emu_fiber> emu_f;\n",
+    "static ucontext_t emu_sched;\n",
+    "static int emu_cur;\n",
+    "static double emu_slot[2][32][32];\n",
+    "static int emu_gen[32];\n",
+    "static std::function<void()>* emu_body;\n",
+    "static void emu_yield() { swapcontext(&emu_f[emu_cur].ctx, &emu_sched); threadIdx.x = emu_f[emu_cur].tid; }\n",
+    "static inline void __syncthreads() { emu_f[emu_cur].state = 1; emu_yield(); }\n",
+    "template <class T> static inline T emu_shfl(T v, int src, bool keep) {\n",
+    "  int t = emu_cur, w = t / 32, lane = t % 32, g = emu_gen[w] & 1;\n",
+    "  memcpy(&emu_slot[g][w][lane], &v, sizeof(T));\n",
+    "  emu_f[t].state = 2;\n",
+    "  emu_yield();\n",
+    "  if (src < 0 || src > 31) { if (keep) return v; src &= 31; }\n",
+    "  T r;\n",
+    "  memcpy(&r, &emu_slot[g][w][src], sizeof(T));\n",
+    "  return r;\n",
+    "}\n",
+    "template <class T> static inline T __shfl_sync(unsigned, T v, int s) { return emu_shfl(v, s & 31, false); }\n",
+    "template <class T> static inline T __shfl_up_sync(unsigned, T v, int d) { return emu_shfl(v, (int)(threadIdx.x % 32) - d, true); }\n",
+    "template <class T> static inline T __shfl_xor_sync(unsigned, T v, int m) { return emu_shfl(v, (int)(threadIdx.x % 32) ^ m, false); }\n",
+    "static void emu_entry() { (*emu_body)(); emu_f[emu_cur].state = 3; swapcontext(&emu_f[emu_cur].ctx, &emu_sched); }\n",
+    "// Runs body as grid gx x gy of blocks of bx threads.\n",
+    "static void emu_launch(unsigned gx, unsigned gy, unsigned bx, std::function<void()> body) {\n",
+    "  gridDim.x = gx; gridDim.y = gy; blockDim.x = bx; emu_body = &body;\n",
+    "  emu_f.resize(bx);\n",
+    "  for (auto& f : emu_f) if (f.stack.empty()) f.stack.resize(256 * 1024);\n",
+    "  for (unsigned by = 0; by < gy; by++)\n",
+    "    for (unsigned b = 0; b < gx; b++) {\n",
+    "      blockIdx.x = b; blockIdx.y = by;\n",
+    "      for (unsigned t = 0; t < bx; t++) {\n",
+    "        emu_fiber& f = emu_f[t];\n",
+    "        f.tid = t; f.state = 0;\n",
+    "        getcontext(&f.ctx);\n",
+    "        f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size(); f.ctx.uc_link = nullptr;\n",
+    "        makecontext(&f.ctx, emu_entry, 0);\n",
+    "      }\n",
+    "      for (int w = 0; w < 32; w++) emu_gen[w] = 0;\n",
+    "      for (;;) {\n",
+    "        bool ran = false;\n",
+    "        for (unsigned t = 0; t < bx; t++)\n",
+    "          if (emu_f[t].state == 0) { ran = true; emu_cur = t; threadIdx.x = t; swapcontext(&emu_sched, &emu_f[t].ctx); }\n",
+    "        if (ran) continue;\n",
+    "        bool released = false;\n",
+    "        for (unsigned w = 0; w * 32 < bx; w++) {\n",
+    "          int live = 0, sh = 0;\n",
+    "          for (unsigned t = w * 32; t < w * 32 + 32 && t < bx; t++) { live += emu_f[t].state != 3; sh += emu_f[t].state == 2; }\n",
+    "          if (live && sh == live) {\n",
+    "            for (unsigned t = w * 32; t < w * 32 + 32 && t < bx; t++) if (emu_f[t].state == 2) emu_f[t].state = 0;\n",
+    "            emu_gen[w]++; released = true;\n",
+    "          }\n",
+    "        }\n",
+    "        if (released) continue;\n",
+    "        int live = 0, bar = 0;\n",
+    "        for (unsigned t = 0; t < bx; t++) { live += emu_f[t].state != 3; bar += emu_f[t].state == 1; }\n",
+    "        if (live == 0) break;\n",
+    "        if (bar != live) { fprintf(stderr, \"emu: deadlock in block %u\\n\", b); exit(3); }\n",
+    "        for (unsigned t = 0; t < bx; t++) emu_f[t].state = 0;\n",
+    "      }\n",
+    "    }\n",
+    "}\n",
+    "struct Ptr { void* p; template <class T> operator T*() const { return (T*)p; } };\n",
+    NULL,
+};
+
+/* Builds each candidate with the emulator header (g++), runs its plan on the task's own
+ * inputs and compares with the task's Model in float32 (allclose 1e-4) and float64 (the
+ * accuracy budget of DESIGN section 5). */
+static const char *const emu_runner[] = {
+    "\"\"\"Runs builtin candidates in the CPU emulator against each task's own Model (float32 and\n",
+    "float64 references). argv: EMU_HEADER CASES_JSON WORKDIR. Prints one line per case; exits\n",
+    "with the number of failing cases.\"\"\"\n",
+    "import json, os, subprocess, sys, types\n",
+    "import numpy as np\n",
+    "import torch\n",
+    "\n",
+    "def model_and_inputs(source, seed):\n",
+    "    mod = types.ModuleType(\"emu_task\")\n",
+    "    exec(compile(source, \"<task>\", \"exec\"), mod.__dict__)\n",
+    "    torch.manual_seed(seed)\n",
+    "    model = mod.Model(*mod.get_init_inputs())\n",
+    "    torch.manual_seed(seed + 1)\n",
+    "    return mod, model, mod.get_inputs()\n",
+    "\n",
+    "def main_cpp(cand, tensors, outs, work):\n",
+    "    lines = []\n",
+    "    for o in cand[\"options\"]:\n",
+    "        n, _, v = o[2:].partition(\"=\")\n",
+    "        lines.append(\"#define %s %s\" % (n, v or \"1\"))\n",
+    "    lines.append(cand[\"source\"])\n",
+    "    lines.append(\"#include <fstream>\")\n",
+    "    lines.append(\"int main() {\")\n",
+    "    names = {}\n",
+    "    for i, (name, arr) in enumerate(tensors.items()):\n",
+    "        path = os.path.join(work, \"t%d.bin\" % i)\n",
+    "        arr.tofile(path)\n",
+    "        names[name] = \"T%d\" % i\n",
+    "        lines.append('  std::vector<char> T%d(%d); { std::ifstream f(\"%s\", std::ios::binary); f.read(T%d.data(), T%d.size()); }' % (i, max(arr.nbytes, 1), path, i, i))\n",
+    "    for i, o in enumerate(outs):\n",
+    "        names[\"output:%d\" % i] = \"O%d\" % i\n",
+    "        lines.append(\"  std::vector<char> O%d(%d, (char)0xff);\" % (i, max(o.numel() * o.element_size(), 1)))\n",
+    "    for i, b in enumerate(cand[\"plan\"][\"buffers\"]):\n",
+    "        names[\"buffer:\" + b[\"name\"]] = \"B%d\" % i\n",
+    "        lines.append(\"  std::vector<char> B%d(%d, 0);\" % (i, b[\"bytes\"]))\n",
+    "    for l in cand[\"plan\"][\"launches\"]:\n",
+    "        args = []\n",
+    "        for a in l[\"args\"]:\n",
+    "            if \"tensor\" in a:\n",
+    "                args.append(\"Ptr{%s.data()}\" % names[a[\"tensor\"]])\n",
+    "            elif \"buffer\" in a:\n",
+    "                args.append(\"Ptr{%s.data()}\" % names[\"buffer:\" + a[\"buffer\"]])\n",
+    "            else:\n",
+    "                (kind, v), = a.items()\n",
+    "                args.append({\"i32\": \"(int)%d\", \"i64\": \"(long long)%dLL\"}.get(kind, \"%r\") % v)\n",
+    "        lines.append(\"  emu_launch(%d, %d, %d, [&] { %s(%s); });\" % (l[\"grid\"][0], l[\"grid\"][1], l[\"block\"][0], l[\"kernel\"], \", \".join(args)))\n",
+    "    for i, o in enumerate(outs):\n",
+    "        lines.append('  { std::ofstream f(\"%s/out%d.bin\", std::ios::binary); f.write(O%d.data(), O%d.size()); }' % (work, i, i, i))\n",
+    "    lines.append(\"  return 0;\\n}\")\n",
+    "    return \"\\n\".join(lines)\n",
+    "\n",
+    "def run_case(header, case, work):\n",
+    "    mod, model, inputs = model_and_inputs(case[\"source\"], 42)\n",
+    "    with torch.no_grad():\n",
+    "        ref = model(*inputs)\n",
+    "        m64 = model_and_inputs(case[\"source\"], 42)[1].double()\n",
+    "        ref64 = m64(*[x.double() if x.is_floating_point() else x for x in inputs])\n",
+    "    outs = [ref] if torch.is_tensor(ref) else list(ref)\n",
+    "    refs64 = [ref64] if torch.is_tensor(ref64) else list(ref64)\n",
+    "    tensors = {\"input:%d\" % i: x.contiguous().numpy() for i, x in enumerate(inputs)}\n",
+    "    src = os.path.join(work, \"main.cpp\")\n",
+    "    with open(src, \"w\") as f:\n",
+    "        f.write(main_cpp(case[\"candidate\"], tensors, outs, work))\n",
+    "    exe = os.path.join(work, \"emu\")\n",
+    "    r = subprocess.run([\"g++\", \"-std=c++17\", \"-O1\", \"-w\", \"-include\", header, src, \"-o\", exe],\n",
+    "                       capture_output=True, text=True)\n",
+    "    if r.returncode != 0:\n",
+    "        return \"compile failed: \" + r.stderr[:1500]\n",
+    "    r = subprocess.run([exe], capture_output=True, text=True, timeout=300)\n",
+    "    if r.returncode != 0:\n",
+    "        return \"run failed: \" + r.stderr[:500]\n",
+    "    for i, o in enumerate(outs):\n",
+    "        got = np.fromfile(os.path.join(work, \"out%d.bin\" % i), dtype=np.float32).reshape(o.shape)\n",
+    "        r32, r64 = o.numpy(), refs64[i].numpy()\n",
+    "        if not np.allclose(got, r32, atol=1e-4, rtol=1e-4, equal_nan=True):\n",
+    "            return \"output %d differs: max |emu - eager| %g\" % (i, float(np.nanmax(np.abs(got - r32))))\n",
+    "        fin = np.isfinite(r64)\n",
+    "        err = float(np.max(np.abs(got - r64)[fin])) if fin.any() else 0.0\n",
+    "        eager = float(np.max(np.abs(r32 - r64)[fin])) if fin.any() else 0.0\n",
+    "        budget = 8 * eager + 1e-6 * (float(np.max(np.abs(r64[fin]))) if fin.any() else 0.0)\n",
+    "        if err > budget:\n",
+    "            return \"output %d: error %g against float64 exceeds %g\" % (i, err, budget)\n",
+    "    return None\n",
+    "\n",
+    "def main():\n",
+    "    header, cases, work = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]\n",
+    "    failed = 0\n",
+    "    for case in cases:\n",
+    "        why = run_case(header, case, work)\n",
+    "        print(\"%-28s %s\" % (case[\"name\"], \"OK\" if why is None else \"FAILED: \" + why), flush=True)\n",
+    "        failed += why is not None\n",
+    "    sys.exit(failed)\n",
+    "\n",
+    "main()\n",
+    NULL,
+};
+
+struct emu_case {
+  const char *program;          /* a synthetics[] name */
+  const char *knob, *op, *mode; /* an optional move (MODE when mode is set) */
+  long long value;
+};
+
+static const struct synthetic *find_synthetic(const char *name) {
+  for (size_t i = 0; i < sizeof synthetics / sizeof synthetics[0]; i++)
+    if (strcmp(synthetics[i].name, name) == 0)
+      return &synthetics[i];
+  return NULL;
+}
+
+/* The candidate of a case (caller owns): its family's match on the program's profile,
+ * defaults, then the move. */
+static json_t *emu_candidate(struct evaluator *ev, const struct emu_case *c,
+                             const struct synthetic *t) {
+  json_t *profile = evaluator_profile(ev, t->name, t->source);
+  assert_non_null(profile);
+  const struct builtin_family *fam = NULL;
+  for (size_t f = 0; f < N_MINE; f++)
+    if (strcmp(mine[f]->name, t->family) == 0)
+      fam = mine[f];
+  json_t *m = NULL, *cand = NULL;
+  char why[512] = "";
+  assert_int_equal(fam->match(profile, &m, why, sizeof why), 1);
+  struct knob_set k;
+  if (c->knob)
+    assert_int_equal(moved(fam, m, c->knob, c->op, c->value, c->mode, &k, why, sizeof why), 0);
+  else
+    fam->defaults(m, &k);
+  assert_int_equal(fam->generate(m, &k, &cand, why, sizeof why), 0);
+  json_decref(m);
+  json_decref(profile);
+  return cand;
+}
+
+/* Writes the NULL-ended lines to path. */
+static void write_lines(const char *path, const char *const *lines) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  for (size_t i = 0; lines[i]; i++)
+    assert_true(fputs(lines[i], f) >= 0);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void test_emulated_kernels(void **state) {
+  (void)state;
+  struct evaluator *ev = shared_evaluator();
+  if (!ev || system("g++ --version > /dev/null 2>&1") != 0) {
+    printf("%s\n", ev ? "no g++ to build the CPU emulation" : "no evaluator");
+    skip();
+    return;
+  }
+  static const struct emu_case cases[] = {
+      {"exclusive_cat", NULL, NULL, NULL, 0},
+      {"exclusive_sub", NULL, NULL, NULL, 0},
+      {"reverse_masked", NULL, NULL, NULL, 0},
+      {"reverse_masked", "MODE", "set", "decoupled_lookback", 0},
+      {"reverse_masked", "MODE", "set", "two_level", 0},
+      {"cumprod_dim0", NULL, NULL, NULL, 0},
+      {"max_pool3d", NULL, NULL, NULL, 0},
+      {"max_pool3d", "MODE", "set", "thread_per_output", 0},
+      {"avg_pool2d_functional", NULL, NULL, NULL, 0},
+      {"avg_pool2d_functional", "MODE", "set", "pad_smem", 0},
+      {"avg_pool3d", NULL, NULL, NULL, 0},
+      {"kl_div_batchmean", NULL, NULL, NULL, 0},
+      {"kl_div_log_target", NULL, NULL, NULL, 0},
+      {"hinge_broadcast", NULL, NULL, NULL, 0},
+      {"hinge_broadcast", "MODE", "set", "grid_stride", 0},
+      {"huber_delta", NULL, NULL, NULL, 0},
+      {"cosine", NULL, NULL, NULL, 0},
+      {"cross_entropy_ignore", NULL, NULL, NULL, 0},
+      {"cross_entropy_ignore", "MODE", "set", "online", 0},
+  };
+  json_t *list = json_array();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const struct synthetic *t = find_synthetic(cases[i].program);
+    assert_non_null(t);
+    char name[96];
+    snprintf(name, sizeof name, "%s%s%s", t->name, cases[i].mode ? "/" : "",
+             cases[i].mode ? cases[i].mode : "");
+    json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", name, "source", t->source,
+                                          "candidate", emu_candidate(ev, &cases[i], t)));
+  }
+  char dir[] = "/tmp/opforge_emu_XXXXXX", path[256], cmd[1024];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/emu.h", dir);
+  write_lines(path, emu_header);
+  snprintf(path, sizeof path, "%s/run.py", dir);
+  write_lines(path, emu_runner);
+  snprintf(path, sizeof path, "%s/cases.json", dir);
+  assert_int_equal(json_dump_file(list, path, 0), 0);
+  json_decref(list);
+  snprintf(cmd, sizeof cmd, "'%s' %s/run.py %s/emu.h %s/cases.json %s", python_path(), dir, dir,
+           dir, dir);
+  int rc = system(cmd);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(rc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_refusals),
@@ -1049,6 +1364,7 @@ int main(void) {
       cmocka_unit_test(test_compile_every_move),
       cmocka_unit_test(test_match_public_tasks),
       cmocka_unit_test(test_match_synthetic),
+      cmocka_unit_test(test_emulated_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, stop_shared_evaluator);
 }

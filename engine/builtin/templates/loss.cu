@@ -217,7 +217,8 @@ __device__ __forceinline__ float grp_max(float v, float* scratch) {
 __device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2) {
   const float mn = fmaxf(m, m2);
   if (mn == -INFINITY) return;
-  s = (m == -INFINITY ? 0.0f : s * OFG_EXPF(m - mn)) + (m2 == -INFINITY ? 0.0f : s2 * OFG_EXPF(m2 - mn));
+  s = (m == -INFINITY ? 0.0f : s * OFG_EXPF(m - mn)) +
+      (m2 == -INFINITY ? 0.0f : s2 * OFG_EXPF(m2 - mn));
   m = mn;
 }
 

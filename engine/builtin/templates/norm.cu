@@ -49,20 +49,38 @@ __device__ __forceinline__ void ofg_ldv(const float* __restrict__ p, float* r) {
 #endif
 }
 
+// One 128-bit (64-bit) global store: a plain float4 store may be split into scalar ones.
+__device__ __forceinline__ void ofg_st4(float* p, float4 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float4*>(p) = t;
+#else
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(t.x), "f"(t.y), "f"(t.z),
+               "f"(t.w) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ofg_st2(float* p, float2 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float2*>(p) = t;
+#else
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(t.x), "f"(t.y) : "memory");
+#endif
+}
+
 __device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
 #if VEC == 4
   const float4 t = make_float4(r[0], r[1], r[2], r[3]);
 #ifdef MODE_STREAM_STORE
   __stcs(reinterpret_cast<float4*>(p), t);
 #else
-  *reinterpret_cast<float4*>(p) = t;
+  ofg_st4(p, t);
 #endif
 #elif VEC == 2
   const float2 t = make_float2(r[0], r[1]);
 #ifdef MODE_STREAM_STORE
   __stcs(reinterpret_cast<float2*>(p), t);
 #else
-  *reinterpret_cast<float2*>(p) = t;
+  ofg_st2(p, t);
 #endif
 #else
 #ifdef MODE_STREAM_STORE
@@ -73,6 +91,20 @@ __device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
 #endif
 }
 
+// VEC floats from shared memory (16-byte aligned for VEC 4).
+__device__ __forceinline__ void ofg_ldsv(const float* p, float* r) {
+#if VEC == 4
+  const float4 t = *reinterpret_cast<const float4*>(p);
+  r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w;
+#elif VEC == 2
+  const float2 t = *reinterpret_cast<const float2*>(p);
+  r[0] = t.x; r[1] = t.y;
+#else
+  r[0] = *p;
+#endif
+}
+
+// Asynchronous copy of VEC floats global -> shared (cp.async, LDGSTS).
 __device__ __forceinline__ void ofg_cp(float* s, const float* g) {
 #ifdef OFG_EMU
   for (int j = 0; j < VEC; j++) s[j] = g[j];
@@ -363,7 +395,7 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_norm_rows(const float* __r
   OFG_PRAGMA(unroll UNROLL)                                            \
   for (long long q = lo + g; q < hi; q += OFG_GROUP) {                 \
     float val[VEC];                                                    \
-    _Pragma("unroll") for (int j = 0; j < VEC; j++) val[j] = sm[(q - lo) * VEC + j]; \
+    ofg_ldsv(sm + (q - lo) * VEC, val);                                \
     BODY                                                               \
   }
 #else
@@ -383,12 +415,15 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_norm_rows(const float* __r
 #else
 // ---- rows split over SPLIT blocks in two launches ----
 
-// Partial statistics of chunk (row, part) into p0/p1/p2[row * SPLIT + part].
+// Partial statistics of chunk (row, part) into p0/p1/p2[row * SPLIT + part]. Blocks run
+// chunk-major (rows fastest), like ofg_norm_apply, whose consecutive blocks then share one
+// chunk of the affine parameters in L2.
 extern "C" __global__ void OFG_BOUNDS ofg_norm_part(const float* __restrict__ x,
                                                     float* __restrict__ p0,
                                                     float* __restrict__ p1,
                                                     float* __restrict__ p2) {
-  const long long row = blockIdx.x / SPLIT, part = blockIdx.x % SPLIT;
+  const long long row = blockIdx.x % OFG_OUTER, part = blockIdx.x / OFG_OUTER;
+  const long long at = row * SPLIT + part;
   const long long lo = part * OFG_CHUNKV;
   const long long hi = lo + OFG_CHUNKV < OFG_R / VEC ? lo + OFG_CHUNKV : OFG_R / VEC;
   const float* __restrict__ xr = x + row * OFG_R;
@@ -399,22 +434,22 @@ extern "C" __global__ void OFG_BOUNDS ofg_norm_part(const float* __restrict__ x,
   OFG_EACH_STREAM(ofg_wf_add(w, val);)
   w = ofg_block_wf(w);
   if (threadIdx.x == 0) {
-    p0[blockIdx.x] = w.n;
-    p1[blockIdx.x] = w.mean;
-    p2[blockIdx.x] = w.m2;
+    p0[at] = w.n;
+    p1[at] = w.mean;
+    p2[at] = w.m2;
   }
 #elif defined(OFG_STAT_SUM)
   __shared__ float scratch[32];
   float s1 = 0.0f;
   OFG_EACH_STREAM(_Pragma("unroll") for (int j = 0; j < VEC; j++) s1 += ofg_pre(val[j]);)
   s1 = ofg_block_sum(s1, scratch);
-  if (threadIdx.x == 0) p0[blockIdx.x] = s1;
+  if (threadIdx.x == 0) p0[at] = s1;
 #else
   __shared__ float scratch[32];
   float s1 = -INFINITY;
   OFG_EACH_STREAM(_Pragma("unroll") for (int j = 0; j < VEC; j++) s1 = fmaxf(s1, ofg_pre(val[j]));)
   s1 = ofg_block_max(s1, scratch);
-  if (threadIdx.x == 0) p0[blockIdx.x] = s1;
+  if (threadIdx.x == 0) p0[at] = s1;
 #endif
   (void)p1;
   (void)p2;
@@ -427,9 +462,10 @@ extern "C" __global__ void OFG_BOUNDS ofg_norm_apply(const float* __restrict__ x
                                                      const float* __restrict__ p1,
                                                      const float* __restrict__ p2,
                                                      float* __restrict__ y OFG_AFF_PARAMS) {
-  // Chunks in reverse order: the first blocks re-read what ofg_norm_part read last, which
-  // is still in L2.
-  const long long b = gridDim.x - 1 - blockIdx.x, row = b / SPLIT, part = b % SPLIT;
+  // Chunk-major with rows fastest, so that consecutive blocks share one chunk of the affine
+  // parameters in L2; in reverse order, so that the first blocks re-read what
+  // ofg_norm_part read last, which is still in L2.
+  const long long b = gridDim.x - 1 - blockIdx.x, row = b % OFG_OUTER, part = b / OFG_OUTER;
   const long long lo = part * OFG_CHUNKV;
   const long long hi = lo + OFG_CHUNKV < OFG_R / VEC ? lo + OFG_CHUNKV : OFG_R / VEC;
   const float* __restrict__ xr = x + row * OFG_R;

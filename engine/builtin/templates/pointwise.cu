@@ -41,6 +41,24 @@ __device__ __forceinline__ void ofg_ldv(const float* __restrict__ p, float* r) {
 #endif
 }
 
+// One 128-bit (64-bit) global store: a plain float4 store may be split into scalar ones.
+__device__ __forceinline__ void ofg_st4(float* p, float4 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float4*>(p) = t;
+#else
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(t.x), "f"(t.y), "f"(t.z),
+               "f"(t.w) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ofg_st2(float* p, float2 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float2*>(p) = t;
+#else
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(t.x), "f"(t.y) : "memory");
+#endif
+}
+
 __device__ __forceinline__ void ofg_st1(float* __restrict__ p, float v) {
 #ifdef MODE_STREAM_STORE
   __stcs(p, v);
@@ -56,14 +74,14 @@ __device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
 #ifdef MODE_STREAM_STORE
   __stcs(reinterpret_cast<float4*>(p), t);
 #else
-  *reinterpret_cast<float4*>(p) = t;
+  ofg_st4(p, t);
 #endif
 #elif VEC == 2
   const float2 t = make_float2(r[0], r[1]);
 #ifdef MODE_STREAM_STORE
   __stcs(reinterpret_cast<float2*>(p), t);
 #else
-  *reinterpret_cast<float2*>(p) = t;
+  ofg_st2(p, t);
 #endif
 #else
   ofg_st1(p, r[0]);

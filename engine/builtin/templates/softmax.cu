@@ -48,20 +48,38 @@ __device__ __forceinline__ void ofg_ldv(const float* __restrict__ p, float* r) {
 #endif
 }
 
+// One 128-bit (64-bit) global store: a plain float4 store may be split into scalar ones.
+__device__ __forceinline__ void ofg_st4(float* p, float4 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float4*>(p) = t;
+#else
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(t.x), "f"(t.y), "f"(t.z),
+               "f"(t.w) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ofg_st2(float* p, float2 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float2*>(p) = t;
+#else
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(t.x), "f"(t.y) : "memory");
+#endif
+}
+
 __device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
 #if VEC == 4
   const float4 t = make_float4(r[0], r[1], r[2], r[3]);
 #ifdef MODE_STREAM_STORE
   __stcs(reinterpret_cast<float4*>(p), t);
 #else
-  *reinterpret_cast<float4*>(p) = t;
+  ofg_st4(p, t);
 #endif
 #elif VEC == 2
   const float2 t = make_float2(r[0], r[1]);
 #ifdef MODE_STREAM_STORE
   __stcs(reinterpret_cast<float2*>(p), t);
 #else
-  *reinterpret_cast<float2*>(p) = t;
+  ofg_st2(p, t);
 #endif
 #else
 #ifdef MODE_STREAM_STORE
@@ -69,6 +87,19 @@ __device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
 #else
   *p = r[0];
 #endif
+#endif
+}
+
+// VEC floats from shared memory (16-byte aligned for VEC 4).
+__device__ __forceinline__ void ofg_ldsv(const float* p, float* r) {
+#if VEC == 4
+  const float4 t = *reinterpret_cast<const float4*>(p);
+  r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w;
+#elif VEC == 2
+  const float2 t = *reinterpret_cast<const float2*>(p);
+  r[0] = t.x; r[1] = t.y;
+#else
+  r[0] = *p;
 #endif
 }
 
@@ -261,6 +292,15 @@ __device__ __forceinline__ float ofg_out(float v, float m, float s, float inv, f
 }
 
 #ifndef OFG_MULTI
+// The output from a cached e = exp(v - m).
+__device__ __forceinline__ float ofg_scale(float e, float s, float inv) {
+#ifdef MODE_RECIP_MUL
+  return e * inv;
+#else
+  return OFG_DIV(e, s);
+#endif
+}
+
 extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_softmax_rows(const float* __restrict__ x,
                                                                    float* __restrict__ y) {
 #if OFG_CL > 1
@@ -297,6 +337,7 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_softmax_rows(const float* 
     BODY                                                               \
   }
 #define OFG_EACH_IN(BODY) OFG_EACH(if (q < hi) { BODY })
+#define OFG_EACH_RW(BODY) OFG_EACH_IN(BODY)
 #elif defined(OFG_PATH_SMEM)
 #ifdef OFG_EMU
   float4* const ofg_smem4 = (float4*)ofg_emu_dyn_smem();
@@ -315,10 +356,19 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_softmax_rows(const float* 
   OFG_PRAGMA(unroll UNROLL)                                            \
   for (long long q = lo + g; q < hi; q += OFG_GROUP) {                 \
     float val[VEC];                                                    \
-    _Pragma("unroll") for (int j = 0; j < VEC; j++) val[j] = sm[(q - lo) * VEC + j]; \
+    ofg_ldsv(sm + (q - lo) * VEC, val);                                \
     BODY                                                               \
   }
 #define OFG_EACH(BODY) OFG_EACH_IN(BODY)
+// Visits the values and stores them back (BODY may change val).
+#define OFG_EACH_RW(BODY)                                              \
+  OFG_PRAGMA(unroll UNROLL)                                            \
+  for (long long q = lo + g; q < hi; q += OFG_GROUP) {                 \
+    float val[VEC];                                                    \
+    ofg_ldsv(sm + (q - lo) * VEC, val);                                \
+    BODY                                                               \
+    _Pragma("unroll") for (int j = 0; j < VEC; j++) sm[(q - lo) * VEC + j] = val[j]; \
+  }
 #else
   // Streamed: every pass reads the row from global memory, ITEMS vectors per batch.
 #define OFG_EACH_IN(BODY)                                              \
@@ -350,7 +400,16 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_softmax_rows(const float* 
   OFG_EACH(_Pragma("unroll") for (int j = 0; j < VEC; j++) m = fmaxf(m, val[j]);)
   m = ofg_row_max(m);
   float s = 0.0f;
+#if defined(OFG_PATH_STREAM) || defined(OFG_LOG_SOFTMAX)
   OFG_EACH_IN(_Pragma("unroll") for (int j = 0; j < VEC; j++) s += OFG_EXP(val[j] - m);)
+#else
+  // A cached row keeps exp(x - m) in place of x: the output pass only divides.
+#define OFG_CACHED_EXP 1
+  OFG_EACH_RW(_Pragma("unroll") for (int j = 0; j < VEC; j++) {
+    val[j] = OFG_EXP(val[j] - m);
+    s += val[j];
+  })
+#endif
   s = ofg_row_sum(s);
 #endif
 #if OFG_CL > 1
@@ -360,9 +419,15 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_softmax_rows(const float* 
   const float inv = 1.0f / s, ls = OFG_LOG(s);
   (void)inv;
   (void)ls;
+#ifdef OFG_CACHED_EXP
+  OFG_EACH_IN(float o[VEC];
+              _Pragma("unroll") for (int j = 0; j < VEC; j++) o[j] = ofg_scale(val[j], s, inv);
+              ofg_stv(yr + q * VEC, o);)
+#else
   OFG_EACH_IN(float o[VEC];
               _Pragma("unroll") for (int j = 0; j < VEC; j++) o[j] = ofg_out(val[j], m, s, inv, ls);
               ofg_stv(yr + q * VEC, o);)
+#endif
 }
 
 #else
