@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/builtin/codegen.h"
 #include "engine/builtin/expr.h"
 #include "engine/builtin/norm.h"
 #include "engine/builtin/reduction.h"
@@ -703,22 +704,10 @@ static int nm_check(json_t *match, const struct knob_set *k, char *why, size_t w
   if (row_layout_resolve(c, k, &L, why, whylen) != 0)
     return -1;
   refusal = rows_refusal(match, k->mode, &L);
-  if (refusal) {
-    snprintf(why, whylen, "MODE %s: %s", k->mode, refusal);
-    return -1;
-  }
-  if (L.warp && k->block % L.group != 0) {
-    snprintf(why, whylen, "BLOCK=%d is not a multiple of %d lanes per row", k->block, L.group);
-    return -1;
-  }
-  return 0;
+  return cg_row_check(&L, k, refusal, why, whylen);
 }
 
 /* ---- generation ---- */
-
-static void define_ll(struct cg_buf *b, const char *name, long long v) {
-  cg_printf(b, "#define %s %lld%s\n", name, v, v > 2147483647LL ? "LL" : "");
-}
 
 /* Whether leaf i of the epilogue is the normalized input itself (passed as x). */
 static bool is_x_leaf(json_t *match, size_t i) {
@@ -868,17 +857,17 @@ static char *nm_fragment(json_t *match, const struct knob_set *k, const struct r
   struct cg_buf b = {0};
   if (nm_is(match, "batch_norm")) {
     cg_printf(&b, "#define OFG_BATCH_NORM 1\n");
-    define_ll(&b, "OFG_N", c[0]);
-    define_ll(&b, "OFG_C", c[1]);
-    define_ll(&b, "OFG_S", c[2]);
+    cg_define_ll(&b, "OFG_N", c[0]);
+    cg_define_ll(&b, "OFG_C", c[1]);
+    cg_define_ll(&b, "OFG_S", c[2]);
     long long nvc = c[0] * c[2] / k->vec;
-    define_ll(&b, "OFG_CHUNKV", (nvc + k->split - 1) / k->split);
+    cg_define_ll(&b, "OFG_CHUNKV", (nvc + k->split - 1) / k->split);
   } else {
     static const char *const paths[] = {"REG", "SMEM", "STREAM"};
-    define_ll(&b, "OFG_OUTER", c[0]);
-    define_ll(&b, "OFG_R", c[1]);
-    define_ll(&b, "OFG_INNER", c[2]);
-    define_ll(&b, "OFG_CHUNKV", L->chunkv);
+    cg_define_ll(&b, "OFG_OUTER", c[0]);
+    cg_define_ll(&b, "OFG_R", c[1]);
+    cg_define_ll(&b, "OFG_INNER", c[2]);
+    cg_define_ll(&b, "OFG_CHUNKV", L->chunkv);
     cg_printf(&b, "#define OFG_GROUP %d\n#define OFG_CL %d\n#define OFG_NVT %d\n"
                   "#define OFG_PATH_%s 1\n#define OFG_CLUSTER",
               L->cols || L->multi ? k->block : L->group, L->cl, L->nvt, paths[L->path]);
@@ -988,18 +977,13 @@ static int nm_generate(json_t *match, const struct knob_set *k, json_t **ret_can
       (!nm_is(match, "batch_norm") && row_layout_resolve(c, k, &L, why, whylen) != 0))
     return -1;
   char *frag = nm_fragment(match, k, &L);
-  char *src = frag ? cg_source("norm.cu", frag) : NULL;
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", nm_plan(match, k, &L))
-                     : NULL;
+  char *src = frag ? cg_row_source("norm.cu", frag) : NULL;
+  int rc = cg_candidate(src, k, src ? nm_plan(match, k, &L) : NULL,
+                        "norm: could not generate the candidate (out of memory)", ret_candidate,
+                        why, whylen);
   free(frag);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "norm: could not generate the candidate (out of memory)");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_norm = {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/builtin/codegen.h"
 #include "engine/builtin/pooling.h"
 
 #define IDX32_LIMIT 2147483647LL
@@ -504,16 +505,11 @@ static int pool_generate(json_t *match, const struct knob_set *k, json_t **ret_c
   struct pool_layout l;
   layout_of(&s, k, &l);
   char *src = build_source(&s, &l);
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", build_plan(&s, k, &l))
-                     : NULL;
+  int rc = cg_candidate(src, k, src ? build_plan(&s, k, &l) : NULL,
+                        "out of memory generating the pooling candidate", ret_candidate, why,
+                        whylen);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "out of memory generating the pooling candidate");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_pooling = {

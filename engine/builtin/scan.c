@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/builtin/codegen.h"
 #include "engine/builtin/scan.h"
 
 #define SM_COUNT 132          /* H200; only sizes default grids */
@@ -761,16 +762,11 @@ static int scan_generate(json_t *match, const struct knob_set *k, json_t **ret_c
   struct scan_layout l;
   layout_of(&s, k, &l);
   char *src = build_source(&s, k, &l);
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", build_plan(&s, k, &l))
-                     : NULL;
+  int rc = cg_candidate(src, k, src ? build_plan(&s, k, &l) : NULL,
+                        "out of memory generating the scan candidate", ret_candidate, why,
+                        whylen);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "out of memory generating the scan candidate");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_scan = {

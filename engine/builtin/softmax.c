@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/builtin/codegen.h"
 #include "engine/builtin/expr.h"
 #include "engine/builtin/reduction.h"
 #include "engine/builtin/softmax.h"
@@ -176,21 +177,7 @@ static int sm_check(json_t *match, const struct knob_set *k, char *why, size_t w
   sm_canon(match, c);
   if (cg_check_common(k, why, whylen) != 0 || row_layout_resolve(c, k, &L, why, whylen) != 0)
     return -1;
-  const char *refusal = sm_mode_refusal(match, k, &L);
-  if (refusal) {
-    snprintf(why, whylen, "MODE %s: %s", k->mode, refusal);
-    return -1;
-  }
-  if (L.warp && k->block % L.group != 0) {
-    snprintf(why, whylen, "BLOCK=%d is not a multiple of %d lanes per row", k->block, L.group);
-    return -1;
-  }
-  return 0;
-}
-
-/* Writes `#define NAME v` with an LL suffix only when v does not fit an int. */
-static void define_ll(struct cg_buf *b, const char *name, long long v) {
-  cg_printf(b, "#define %s %lld%s\n", name, v, v > 2147483647LL ? "LL" : "");
+  return cg_row_check(&L, k, sm_mode_refusal(match, k, &L), why, whylen);
 }
 
 static char *sm_fragment(json_t *match, const struct knob_set *k, const struct row_layout *L) {
@@ -198,10 +185,10 @@ static char *sm_fragment(json_t *match, const struct knob_set *k, const struct r
   sm_canon(match, c);
   static const char *const paths[] = {"REG", "SMEM", "STREAM"};
   struct cg_buf b = {0};
-  define_ll(&b, "OFG_OUTER", c[0]);
-  define_ll(&b, "OFG_R", c[1]);
-  define_ll(&b, "OFG_INNER", c[2]);
-  define_ll(&b, "OFG_CHUNKV", L->chunkv);
+  cg_define_ll(&b, "OFG_OUTER", c[0]);
+  cg_define_ll(&b, "OFG_R", c[1]);
+  cg_define_ll(&b, "OFG_INNER", c[2]);
+  cg_define_ll(&b, "OFG_CHUNKV", L->chunkv);
   cg_printf(&b, "#define OFG_GROUP %d\n#define OFG_CL %d\n#define OFG_NVT %d\n"
                 "#define OFG_PATH_%s 1\n",
             L->cols || L->multi ? k->block : L->group, L->cl, L->nvt, paths[L->path]);
@@ -259,18 +246,13 @@ static int sm_generate(json_t *match, const struct knob_set *k, json_t **ret_can
   if (sm_check(match, k, why, whylen) != 0 || row_layout_resolve(c, k, &L, why, whylen) != 0)
     return -1;
   char *frag = sm_fragment(match, k, &L);
-  char *src = frag ? cg_source("softmax.cu", frag) : NULL;
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", sm_plan(match, k, &L))
-                     : NULL;
+  char *src = frag ? cg_row_source("softmax.cu", frag) : NULL;
+  int rc = cg_candidate(src, k, src ? sm_plan(match, k, &L) : NULL,
+                        "softmax: could not generate the candidate (out of memory)",
+                        ret_candidate, why, whylen);
   free(frag);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "softmax: could not generate the candidate (out of memory)");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_softmax = {

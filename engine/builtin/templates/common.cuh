@@ -58,3 +58,142 @@ __device__ __forceinline__ float ofg_block_max(float v, float* scratch) {
   v = lane < (blockDim.x >> 5) ? scratch[lane] : -INFINITY;
   return ofg_warp_max(v);
 }
+
+// ---- Vector global loads and stores of VEC floats. VEC arrives as a -D knob: the
+// generators that call these always pass it, since the template defaults come later. ----
+#ifdef MODE_LDG
+#define OFG_LD(p) __ldg(p)
+#else
+#define OFG_LD(p) (*(p))
+#endif
+
+// VEC consecutive floats at p (VEC*4-byte aligned) into r.
+__device__ __forceinline__ void ofg_ldv(const float* __restrict__ p, float* r) {
+#if VEC == 4
+  const float4 t = OFG_LD(reinterpret_cast<const float4*>(p));
+  r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w;
+#elif VEC == 2
+  const float2 t = OFG_LD(reinterpret_cast<const float2*>(p));
+  r[0] = t.x; r[1] = t.y;
+#else
+  r[0] = OFG_LD(p);
+#endif
+}
+
+// One 128-bit (64-bit) global store: a plain float4 store may be split into scalar ones.
+__device__ __forceinline__ void ofg_st4(float* p, float4 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float4*>(p) = t;
+#else
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(t.x), "f"(t.y), "f"(t.z),
+               "f"(t.w) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ofg_st2(float* p, float2 t) {
+#ifdef OFG_EMU
+  *reinterpret_cast<float2*>(p) = t;
+#else
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(t.x), "f"(t.y) : "memory");
+#endif
+}
+
+// VEC floats of r to p (VEC*4-byte aligned).
+__device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
+#if VEC == 4
+  const float4 t = make_float4(r[0], r[1], r[2], r[3]);
+#ifdef MODE_STREAM_STORE
+  __stcs(reinterpret_cast<float4*>(p), t);
+#else
+  ofg_st4(p, t);
+#endif
+#elif VEC == 2
+  const float2 t = make_float2(r[0], r[1]);
+#ifdef MODE_STREAM_STORE
+  __stcs(reinterpret_cast<float2*>(p), t);
+#else
+  ofg_st2(p, t);
+#endif
+#else
+#ifdef MODE_STREAM_STORE
+  __stcs(p, r[0]);
+#else
+  *p = r[0];
+#endif
+#endif
+}
+
+// ---- Row kernels (norm, softmax): shared-memory staging and clusters. Only their
+// sources define OFG_ROW_HELPERS: only their CPU emulator in the tests supplies the
+// ofg_emu_* cluster primitives, and gemm.cu has its own ofg_cp_wait. ----
+#ifdef OFG_ROW_HELPERS
+// VEC floats from shared memory (16-byte aligned for VEC 4).
+__device__ __forceinline__ void ofg_ldsv(const float* p, float* r) {
+#if VEC == 4
+  const float4 t = *reinterpret_cast<const float4*>(p);
+  r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w;
+#elif VEC == 2
+  const float2 t = *reinterpret_cast<const float2*>(p);
+  r[0] = t.x; r[1] = t.y;
+#else
+  r[0] = *p;
+#endif
+}
+
+// Asynchronous copy of VEC floats global -> shared (cp.async, LDGSTS).
+__device__ __forceinline__ void ofg_cp(float* s, const float* g) {
+#ifdef OFG_EMU
+  for (int j = 0; j < VEC; j++) s[j] = g[j];
+#else
+  const unsigned a = (unsigned)__cvta_generic_to_shared(s);
+#if VEC == 4
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(g) : "memory");
+#elif VEC == 2
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(a), "l"(g) : "memory");
+#else
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(a), "l"(g) : "memory");
+#endif
+#endif
+}
+
+__device__ __forceinline__ void ofg_cp_wait() {
+#ifndef OFG_EMU
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+// Cluster helpers (Hopper): barrier with release/acquire semantics, this block's rank,
+// and a load from the shared memory of block `rank` of the cluster. OFG_EMU: the tests'
+// CPU emulator.
+__device__ __forceinline__ void ofg_cluster_sync() {
+#ifdef OFG_EMU
+  ofg_emu_cluster_sync();
+#else
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+               ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned ofg_cluster_rank() {
+#ifdef OFG_EMU
+  return ofg_emu_cluster_rank();
+#else
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+#endif
+}
+
+__device__ __forceinline__ float ofg_dsmem_ld(const float* p, unsigned rank) {
+#ifdef OFG_EMU
+  return ofg_emu_dsmem_ld(p, rank);
+#else
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  unsigned r;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+  return v;
+#endif
+}
+#endif  // OFG_ROW_HELPERS

@@ -21,70 +21,13 @@ typedef unsigned int ofg_i;
 #else
 typedef long long ofg_i;
 #endif
-
-#ifdef MODE_LDG
-#define OFG_LD(p) __ldg(p)
-#else
-#define OFG_LD(p) (*(p))
-#endif
-
-// VEC consecutive floats at p (VEC*4-byte aligned) into r.
-__device__ __forceinline__ void ofg_ldv(const float* __restrict__ p, float* r) {
-#if VEC == 4
-  const float4 t = OFG_LD(reinterpret_cast<const float4*>(p));
-  r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w;
-#elif VEC == 2
-  const float2 t = OFG_LD(reinterpret_cast<const float2*>(p));
-  r[0] = t.x; r[1] = t.y;
-#else
-  r[0] = OFG_LD(p);
-#endif
-}
-
-// One 128-bit (64-bit) global store: a plain float4 store may be split into scalar ones.
-__device__ __forceinline__ void ofg_st4(float* p, float4 t) {
-#ifdef OFG_EMU
-  *reinterpret_cast<float4*>(p) = t;
-#else
-  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(t.x), "f"(t.y), "f"(t.z),
-               "f"(t.w) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void ofg_st2(float* p, float2 t) {
-#ifdef OFG_EMU
-  *reinterpret_cast<float2*>(p) = t;
-#else
-  asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(t.x), "f"(t.y) : "memory");
-#endif
-}
+// ofg_ldv (and ofg_stv) come from common.cuh.
 
 __device__ __forceinline__ void ofg_st1(float* __restrict__ p, float v) {
 #ifdef MODE_STREAM_STORE
   __stcs(p, v);
 #else
   *p = v;
-#endif
-}
-
-// VEC floats of r to p (VEC*4-byte aligned).
-__device__ __forceinline__ void ofg_stv(float* __restrict__ p, const float* r) {
-#if VEC == 4
-  const float4 t = make_float4(r[0], r[1], r[2], r[3]);
-#ifdef MODE_STREAM_STORE
-  __stcs(reinterpret_cast<float4*>(p), t);
-#else
-  ofg_st4(p, t);
-#endif
-#elif VEC == 2
-  const float2 t = make_float2(r[0], r[1]);
-#ifdef MODE_STREAM_STORE
-  __stcs(reinterpret_cast<float2*>(p), t);
-#else
-  ofg_st2(p, t);
-#endif
-#else
-  ofg_st1(p, r[0]);
 #endif
 }
 

@@ -27,18 +27,7 @@ typedef unsigned int ofg_i;
 #else
 typedef long long ofg_i;
 #endif
-
-__device__ __forceinline__ void ofg_ldv(const float* __restrict__ p, float* r) {
-#if VEC == 4
-  const float4 t = *reinterpret_cast<const float4*>(p);
-  r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w;
-#elif VEC == 2
-  const float2 t = *reinterpret_cast<const float2*>(p);
-  r[0] = t.x; r[1] = t.y;
-#else
-  r[0] = *p;
-#endif
-}
+// ofg_ldv (and ofg_stv) come from common.cuh.
 
 // @OFG_FRAGMENT@
 
