@@ -26,6 +26,8 @@
 #include "engine/builtin/gemm_epilogue.h"
 #include "gpu/nvrtc_compile.h"
 
+#include "builtin_testlib.h"
+
 /* ---- environment: source tree, KernelBench, the venv's python ---- */
 
 static const char *source_root(void) {
@@ -33,148 +35,7 @@ static const char *source_root(void) {
   return r && r[0] ? r : NULL;
 }
 
-/* KernelBench's directory (static storage), or NULL with a printed reason. */
-static const char *kernelbench_dir(void) {
-  static char dir[1024];
-  const char *root = source_root();
-  if (!root) {
-    printf("OPFORGE_SOURCE_ROOT is not set\n");
-    return NULL;
-  }
-  snprintf(dir, sizeof dir, "%s/../shared/kernelbench", root);
-  if (access(dir, R_OK) != 0) {
-    printf("no KernelBench tasks at %s\n", dir);
-    return NULL;
-  }
-  return dir;
-}
-
-/* The evaluator's python (static storage), or NULL with a printed reason. */
-static const char *python_path(void) {
-  static char path[1024];
-  const char *p = getenv("OPFORGE_PYTHON");
-  if (p && p[0])
-    snprintf(path, sizeof path, "%s", p);
-  else
-    snprintf(path, sizeof path, "%s/.cache/opforge/venv/bin/python",
-             getenv("HOME") ? getenv("HOME") : "");
-  if (access(path, X_OK) != 0) {
-    printf("no python venv at %s\n", path);
-    return NULL;
-  }
-  return path;
-}
-
-/* The whole file at path (caller frees), or NULL. */
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  rewind(f);
-  char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-    free(b);
-    b = NULL;
-  }
-  if (b)
-    b[n] = 0;
-  fclose(f);
-  return b;
-}
-
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  assert_int_equal(fputs(text, f) >= 0, 1);
-  assert_int_equal(fclose(f), 0);
-}
-
 /* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
-
-struct evaluator {
-  pid_t pid;
-  FILE *to, *from;
-  int next_id;
-};
-
-/* Starts `python gpu/evaluator.py --device meta`. Returns false (printing why) when the
- * venv or the source tree is missing. */
-static bool evaluator_start(struct evaluator *ev) {
-  const char *py = python_path(), *root = source_root();
-  if (!py || !root)
-    return false;
-  char script[1024];
-  snprintf(script, sizeof script, "%s/gpu/evaluator.py", root);
-  int in[2], out[2];
-  assert_int_equal(pipe(in), 0);
-  assert_int_equal(pipe(out), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    execl(py, py, script, "--device", "meta", (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  ev->pid = pid;
-  ev->to = fdopen(in[1], "w");
-  ev->from = fdopen(out[0], "r");
-  ev->next_id = 1;
-  char line[4096];
-  assert_non_null(fgets(line, sizeof line, ev->from));
-  assert_non_null(strstr(line, "\"ready\""));
-  return true;
-}
-
-/* Sends one request (stolen) and returns the reply's result (caller owns), or NULL
- * when the reply is an error (printed). */
-static json_t *evaluator_call(struct evaluator *ev, json_t *req) {
-  json_object_set_new(req, "id", json_integer(ev->next_id++));
-  char *s = json_dumps(req, JSON_COMPACT);
-  json_decref(req);
-  fprintf(ev->to, "%s\n", s);
-  fflush(ev->to);
-  free(s);
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  assert_non_null(buf);
-  int c;
-  while ((c = fgetc(ev->from)) != EOF && c != '\n') {
-    if (len + 2 > cap)
-      assert_non_null(buf = realloc(buf, cap *= 2));
-    buf[len++] = (char)c;
-  }
-  buf[len] = 0;
-  json_t *reply = json_loads(buf, 0, NULL);
-  free(buf);
-  assert_non_null(reply);
-  json_t *result = NULL;
-  if (json_is_true(json_object_get(reply, "ok")))
-    result = json_incref(json_object_get(reply, "result"));
-  else
-    printf("evaluator error: %s\n",
-           json_string_value(json_object_get(json_object_get(reply, "error"), "message")));
-  json_decref(reply);
-  return result;
-}
-
-/* The profile of a task source (caller owns), or NULL. */
-static json_t *evaluator_profile(struct evaluator *ev, const char *name, const char *source) {
-  json_t *r =
-      evaluator_call(ev, json_pack("{s:s,s:s,s:i,s:s,s:{s:f,s:f},s:i,s:s}", "op", "load_task",
-                                   "source", source, "seed", 42, "precision", "fp32", "tolerance",
-                                   "atol", 1e-4, "rtol", 1e-4, "trials", 1, "name", name));
-  if (!r)
-    return NULL;
-  json_decref(r);
-  return evaluator_call(ev, json_pack("{s:s}", "op", "profile"));
-}
 
 /* The evaluator the tests share (started on first use, stopped by the group teardown). */
 static struct evaluator shared_ev;
@@ -184,14 +45,6 @@ static struct evaluator *shared_evaluator(void) {
   if (!shared_ev_started)
     shared_ev_started = evaluator_start(&shared_ev);
   return shared_ev_started ? &shared_ev : NULL;
-}
-
-static void evaluator_stop(struct evaluator *ev) {
-  json_decref(evaluator_call(ev, json_pack("{s:s}", "op", "shutdown")));
-  fclose(ev->to);
-  fclose(ev->from);
-  int status;
-  waitpid(ev->pid, &status, 0);
 }
 
 /* ---- knob helpers ---- */

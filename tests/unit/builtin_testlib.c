@@ -1,0 +1,371 @@
+/* Helpers shared by the builtin-family unit tests: the environment lookups, a client of one
+ * meta-device evaluator process, and the CPU-emulation harness of generated candidates. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#define BUILTIN_TESTLIB_EMULATOR
+#include "builtin_testlib.h"
+
+/* ---- environment: source tree, KernelBench, the venv's python ---- */
+
+/* KernelBench's directory (static storage), or NULL with a printed reason. */
+const char *kernelbench_dir(void) {
+  static char dir[1024];
+  const char *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!root || !root[0]) {
+    printf("OPFORGE_SOURCE_ROOT is not set\n");
+    return NULL;
+  }
+  snprintf(dir, sizeof dir, "%s/../shared/kernelbench", root);
+  if (access(dir, R_OK) != 0) {
+    printf("no KernelBench tasks at %s\n", dir);
+    return NULL;
+  }
+  return dir;
+}
+
+/* The evaluator's python (static storage), or NULL with a printed reason. */
+const char *python_path(void) {
+  static char path[1024];
+  const char *p = getenv("OPFORGE_PYTHON");
+  if (p && p[0])
+    snprintf(path, sizeof path, "%s", p);
+  else
+    snprintf(path, sizeof path, "%s/.cache/opforge/venv/bin/python",
+             getenv("HOME") ? getenv("HOME") : "");
+  if (access(path, X_OK) != 0) {
+    printf("no python venv at %s\n", path);
+    return NULL;
+  }
+  return path;
+}
+
+/* The whole file at path (caller frees), or NULL. */
+char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  if (b)
+    b[n] = 0;
+  fclose(f);
+  return b;
+}
+
+/* Writes text to path, replacing it; fails the running test on any error. Takes nothing
+ * over. */
+void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(text, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+
+/* Starts `python gpu/evaluator.py --device meta` into *ev; false (printing why) when the
+ * venv or the source tree is missing. The caller stops a started one with evaluator_stop. */
+bool evaluator_start(struct evaluator *ev) {
+  const char *py = python_path(), *root = getenv("OPFORGE_SOURCE_ROOT");
+  if (!py || !root)
+    return false;
+  char script[1024];
+  snprintf(script, sizeof script, "%s/gpu/evaluator.py", root);
+  int in[2], out[2];
+  assert_int_equal(pipe(in), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    execl(py, py, script, "--device", "meta", (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  ev->pid = pid;
+  ev->to = fdopen(in[1], "w");
+  ev->from = fdopen(out[0], "r");
+  ev->next_id = 1;
+  char line[4096];
+  assert_non_null(fgets(line, sizeof line, ev->from));
+  assert_non_null(strstr(line, "\"ready\""));
+  return true;
+}
+
+/* Sends one request (stolen); the reply's result (caller owns), or NULL on an error
+ * reply (printed). */
+json_t *evaluator_call(struct evaluator *ev, json_t *req) {
+  json_object_set_new(req, "id", json_integer(ev->next_id++));
+  char *s = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  fprintf(ev->to, "%s\n", s);
+  fflush(ev->to);
+  free(s);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  int c;
+  while ((c = fgetc(ev->from)) != EOF && c != '\n') {
+    if (len + 2 > cap)
+      assert_non_null(buf = realloc(buf, cap *= 2));
+    buf[len++] = (char)c;
+  }
+  buf[len] = 0;
+  json_t *reply = json_loads(buf, 0, NULL);
+  free(buf);
+  assert_non_null(reply);
+  json_t *result = NULL;
+  if (json_is_true(json_object_get(reply, "ok")))
+    result = json_incref(json_object_get(reply, "result"));
+  else
+    printf("evaluator error: %s\n",
+           json_string_value(json_object_get(json_object_get(reply, "error"), "message")));
+  json_decref(reply);
+  return result;
+}
+
+/* The profile of a task source (caller owns), or NULL. */
+json_t *evaluator_profile(struct evaluator *ev, const char *name, const char *source) {
+  json_t *r = evaluator_call(ev, json_pack("{s:s,s:s,s:i,s:s,s:{s:f,s:f},s:i,s:s}", "op",
+                                           "load_task", "source", source, "seed", 42,
+                                           "precision", "fp32", "tolerance", "atol", 1e-4,
+                                           "rtol", 1e-4, "trials", 1, "name", name));
+  if (!r)
+    return NULL;
+  json_decref(r);
+  return evaluator_call(ev, json_pack("{s:s}", "op", "profile"));
+}
+
+/* Shuts down the evaluator started by evaluator_start and releases its pipes and process. */
+void evaluator_stop(struct evaluator *ev) {
+  json_decref(evaluator_call(ev, json_pack("{s:s}", "op", "shutdown")));
+  fclose(ev->to);
+  fclose(ev->from);
+  int status;
+  waitpid(ev->pid, &status, 0);
+}
+
+/* ---- CPU emulation of generated candidates: shared by the pointwise and reduce tests ---- */
+
+/* Python, one line per string: each task's inputs, parameters, eager output and float64
+ * output as raw files in their own dtypes. */
+const char *const ref_script[] = {
+    "# For each (task, dir): inputs, parameters, eager output and float64 output as raw files.",
+    "import os, sys, types, torch",
+    "def name(n): return ''.join(c if c.isalnum() else '_' for c in n)",
+    "def save(t, path): t.detach().contiguous().cpu().numpy().tofile(path)",
+    "for src, out in zip(sys.argv[1::2], sys.argv[2::2]):",
+    "    mod = types.ModuleType('task')",
+    "    exec(compile(open(src).read(), src, 'exec'), mod.__dict__)",
+    "    torch.manual_seed(42)",
+    "    model = mod.Model(*mod.get_init_inputs())",
+    "    with torch.no_grad():",
+    "        for p in model.parameters():",
+    "            p.add_(0.1 * torch.randn_like(p))",
+    "    torch.manual_seed(7)",
+    "    inputs = mod.get_inputs()",
+    "    for i, t in enumerate(inputs):",
+    "        if isinstance(t, torch.Tensor):",
+    "            save(t, os.path.join(out, name('input:%d' % i) + '.bin'))",
+    "    def copy(t, f64):",
+    "        if not isinstance(t, torch.Tensor): return t",
+    "        return t.clone().double() if f64 and t.is_floating_point() else t.clone()",
+    "    state = {k: v.clone() for k, v in model.state_dict().items()}",
+    "    for k, t in state.items():",
+    "        save(t, os.path.join(out, name('param:' + k) + '.bin'))",
+    "    with torch.no_grad():",
+    "        y = model(*[copy(t, False) for t in inputs])",
+    "    save(y, os.path.join(out, 'expected.bin'))",
+    "    m64 = mod.Model(*mod.get_init_inputs())",
+    "    m64.load_state_dict(state)",
+    "    m64 = m64.double()",
+    "    with torch.no_grad():",
+    "        y64 = m64(*[copy(t, True) for t in inputs])",
+    "    save(y64 if y64.is_floating_point() else y64.long(), os.path.join(out, 'expected64.bin'))",
+    NULL,
+};
+
+/* The size in bytes of one element of dtype. */
+size_t dtype_size(const char *dtype) {
+  return strcmp(dtype, "int64") == 0 || strcmp(dtype, "float64") == 0 ? 8
+         : strcmp(dtype, "bool") == 0 || strcmp(dtype, "uint8") == 0  ? 1
+                                                                       : 4;
+}
+
+/* Copies n into out (len bytes, NUL-terminated) with every non-alphanumeric replaced by
+ * '_', so that a tensor name becomes a C identifier. The caller owns both buffers. */
+void sanitize(const char *n, char *out, size_t len) {
+  size_t i = 0;
+  for (; n[i] && i + 1 < len; i++)
+    out[i] = (n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+                     (n[i] >= '0' && n[i] <= '9')
+                 ? n[i]
+                 : '_';
+  out[i] = 0;
+}
+
+/* Writes `#define`s for the options, the source (without extern "C") in namespace ns,
+ * a run() that executes the plan on the files of dir, and #undefs of every macro the
+ * options or the source define, so that the next candidate starts clean. Takes nothing
+ * over: profile and cand stay the caller's. */
+void write_candidate(FILE *f, const char *ns, json_t *profile, json_t *cand,
+                            const char *dir, const char *result) {
+  json_t *macros = json_array();
+  size_t i;
+  json_t *o;
+  json_array_foreach(json_object_get(cand, "options"), i, o) {
+    char name[64], value[64] = "1";
+    assert_int_equal(sscanf(json_string_value(o), "-D%63[^=]=%63s", name, value) >= 1, 1);
+    fprintf(f, "#define %s %s\n", name, value);
+    json_array_append_new(macros, json_string(name));
+  }
+  const char *src = json_string_value(json_object_get(cand, "source"));
+  fprintf(f, "namespace %s {\n", ns);
+  for (const char *line = src; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *ex = strstr(line, "extern \"C\" ");
+    if (ex && ex < line + len) {
+      fprintf(f, "%.*s%.*s\n", (int)(ex - line), line, (int)(len - (size_t)(ex - line) - 11),
+              ex + 11);
+    } else {
+      fprintf(f, "%.*s\n", (int)len, line);
+    }
+    char name[128];
+    if ((sscanf(line, " # define %127[A-Za-z0-9_]", name) == 1 ||
+         sscanf(line, " #define %127[A-Za-z0-9_]", name) == 1) &&
+        strcmp(name, "INFINITY") != 0)
+      json_array_append_new(macros, json_string(name));
+    line = end ? end + 1 : line + len;
+  }
+  fprintf(f, "static void run() {\n  const char* dir = \"%s\";\n", dir);
+  static const char *const lists[] = {"inputs", "params", "outputs"};
+  for (int l = 0; l < 3; l++) {
+    json_t *t;
+    json_array_foreach(json_object_get(profile, lists[l]), i, t) {
+      char s[256];
+      sanitize(json_string_value(json_object_get(t, "name")), s, sizeof s);
+      size_t bytes = (size_t)json_integer_value(json_object_get(t, "numel")) *
+                     dtype_size(json_string_value(json_object_get(t, "dtype")));
+      if (l < 2)
+        fprintf(f, "  ofg_emu_ptr %s{ofg_emu_load(dir, \"%s\", %zu)};\n", s, s, bytes);
+      else
+        fprintf(f, "  ofg_emu_ptr %s{ofg_emu_alloc(%zu, 0xff)};\n", s, bytes);
+    }
+  }
+  json_t *plan = json_object_get(cand, "plan"), *x;
+  json_array_foreach(json_object_get(plan, "buffers"), i, x) {
+    char s[256];
+    sanitize(json_string_value(json_object_get(x, "name")), s, sizeof s);
+    fprintf(f, "  ofg_emu_ptr buf_%s{ofg_emu_alloc(%lld, 0)};\n", s,
+            (long long)json_integer_value(json_object_get(x, "bytes")));
+  }
+  fprintf(f, "  unsigned cl = 1;\n#ifdef OFG_CL\n  cl = OFG_CL;\n#endif\n");
+  json_array_foreach(json_object_get(plan, "launches"), i, x) {
+    json_t *g = json_object_get(x, "grid"), *b = json_object_get(x, "block");
+    fprintf(f, "  ofg_emu_launch(%lld, %lld, %lld, %lld, %lld, %lld, %lld, cl, [&] { %s(",
+            json_integer_value(json_array_get(g, 0)), json_integer_value(json_array_get(g, 1)),
+            json_integer_value(json_array_get(g, 2)), json_integer_value(json_array_get(b, 0)),
+            json_integer_value(json_array_get(b, 1)), json_integer_value(json_array_get(b, 2)),
+            json_integer_value(json_object_get(x, "shared_bytes")),
+            json_string_value(json_object_get(x, "kernel")));
+    size_t j;
+    json_t *a;
+    json_array_foreach(json_object_get(x, "args"), j, a) {
+      char s[256];
+      const char *t = json_string_value(json_object_get(a, "tensor"));
+      const char *bf = json_string_value(json_object_get(a, "buffer"));
+      assert_true(t || bf);
+      sanitize(t ? t : bf, s, sizeof s);
+      fprintf(f, "%s%s%s", j ? ", " : "", t ? "" : "buf_", s);
+    }
+    fprintf(f, "); });\n");
+  }
+  json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+  fprintf(f, "  ofg_emu_save(\"%s\", output_0.p, %zu);\n}\n}  // namespace %s\n", result,
+          (size_t)json_integer_value(json_object_get(out, "numel")) *
+              dtype_size(json_string_value(json_object_get(out, "dtype"))),
+          ns);
+  json_array_foreach(macros, i, o) fprintf(f, "#undef %s\n", json_string_value(o));
+  json_decref(macros);
+}
+
+/* The whole raw file at path (caller frees) and its size in bytes; fails the running test
+ * when it cannot be read. */
+void *read_raw(const char *path, size_t *ret_bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot read %s", path);
+  fseek(f, 0, SEEK_END);
+  long bytes = ftell(f);
+  rewind(f);
+  void *p = malloc((size_t)bytes + 8);
+  assert_non_null(p);
+  assert_int_equal(fread(p, 1, (size_t)bytes, f), (size_t)bytes);
+  fclose(f);
+  *ret_bytes = (size_t)bytes;
+  return p;
+}
+
+/* The evaluator's rules: allclose(1e-4, 1e-4) against eager fp32, and an error against
+ * float64 of at most 8 times eager's own plus 1e-6 of the largest output (gpu/evaluator.py
+ * accuracy_budget); int64 outputs exactly. Describes the comparison in msg (len bytes,
+ * caller's buffer); takes nothing over. */
+bool compare_result(const char *dir, const char *result, const char *dtype, char *msg,
+                           size_t len) {
+  char p1[1200], p2[1200];
+  size_t nr, ne, n64;
+  snprintf(p1, sizeof p1, "%s/expected.bin", dir);
+  snprintf(p2, sizeof p2, "%s/expected64.bin", dir);
+  void *res = read_raw(result, &nr), *eager = read_raw(p1, &ne), *ref = read_raw(p2, &n64);
+  bool ok = nr == ne;
+  size_t bad = 0;
+  double err_c = 0, err_e = 0, max_ref = 0;
+  if (ok && strcmp(dtype, "int64") == 0) {
+    for (size_t i = 0; i < nr / 8; i++)
+      bad += ((long long *)res)[i] != ((long long *)eager)[i];
+  } else if (ok) {
+    const float *r = res, *e = eager;
+    const double *d = ref;
+    for (size_t i = 0; i < nr / 4; i++) {
+      if (!(fabs((double)r[i] - e[i]) <= 1e-4 + 1e-4 * fabs(e[i])))
+        bad++;
+      double dc = fabs(r[i] - d[i]), de = fabs(e[i] - d[i]);
+      err_c = dc > err_c || isnan(dc) ? dc : err_c;
+      err_e = de > err_e ? de : err_e;
+      max_ref = fabs(d[i]) > max_ref ? fabs(d[i]) : max_ref;
+    }
+  }
+  ok = ok && bad == 0 && err_c <= 8 * err_e + 1e-6 * max_ref;
+  snprintf(msg, len, "%zu bytes, %zu mismatches, err64 %.3g (eager %.3g)", nr, bad, err_c,
+           err_e);
+  free(res);
+  free(eager);
+  free(ref);
+  return ok;
+}
+

@@ -1,0 +1,79 @@
+/* Helpers shared by the builtin-family unit tests (test_builtin_*.c); see builtin_testlib.c. */
+#ifndef OPFORGE_TESTS_UNIT_BUILTIN_TESTLIB_H
+#define OPFORGE_TESTS_UNIT_BUILTIN_TESTLIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+/* ---- environment: source tree, KernelBench, the venv's python ---- */
+
+/* KernelBench's directory (static storage), or NULL with a printed reason. */
+const char *kernelbench_dir(void);
+
+/* The evaluator's python (static storage), or NULL with a printed reason. */
+const char *python_path(void);
+
+/* The whole file at path (caller frees), or NULL. */
+char *read_file(const char *path);
+
+/* Writes text to path, replacing it; fails the running test on any error. */
+void write_file(const char *path, const char *text);
+
+/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+
+struct evaluator {
+  pid_t pid;
+  FILE *to, *from;
+  int next_id;
+};
+
+/* Starts `python gpu/evaluator.py --device meta` into *ev; false (printing why) when the
+ * venv or the source tree is missing. The caller stops a started one with evaluator_stop. */
+bool evaluator_start(struct evaluator *ev);
+
+/* Sends one request (stolen); the reply's result (caller owns), or NULL on an error
+ * reply (printed). */
+json_t *evaluator_call(struct evaluator *ev, json_t *req);
+
+/* The profile of a task source (caller owns), or NULL. name and source stay the caller's. */
+json_t *evaluator_profile(struct evaluator *ev, const char *name, const char *source);
+
+/* Shuts down the evaluator started by evaluator_start and releases its pipes and process. */
+void evaluator_stop(struct evaluator *ev);
+
+/* The CPU-emulation harness is shared by the pointwise and reduce tests only; the others
+ * have their own helpers of the same names, so they leave BUILTIN_TESTLIB_EMULATOR unset. */
+#ifdef BUILTIN_TESTLIB_EMULATOR
+
+/* Python, one line per string (NULL-terminated): each task's inputs, parameters, eager
+ * output and float64 output as raw files in their own dtypes. */
+extern const char *const ref_script[];
+
+/* The size in bytes of one element of dtype. */
+size_t dtype_size(const char *dtype);
+
+/* Copies n into out (len bytes, NUL-terminated) with every non-alphanumeric replaced by
+ * '_'. The caller owns both buffers. */
+void sanitize(const char *n, char *out, size_t len);
+
+/* Writes candidate cand of profile as a namespace ns whose run() executes the plan on the
+ * files of dir and saves the output to result. Takes nothing over. */
+void write_candidate(FILE *f, const char *ns, json_t *profile, json_t *cand, const char *dir,
+                     const char *result);
+
+/* The whole raw file at path (caller frees) and its size in bytes; fails the running test
+ * when it cannot be read. */
+void *read_raw(const char *path, size_t *ret_bytes);
+
+/* Whether result matches the references of dir under the evaluator's rules, with the
+ * comparison described in msg (len bytes, caller's buffer). Takes nothing over. */
+bool compare_result(const char *dir, const char *result, const char *dtype, char *msg,
+                    size_t len);
+
+#endif /* BUILTIN_TESTLIB_EMULATOR */
+
+#endif /* OPFORGE_TESTS_UNIT_BUILTIN_TESTLIB_H */
