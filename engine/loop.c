@@ -260,5 +260,6 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   json_decref(run.task);
   json_decref(run.profile);
   json_decref(run.baselines);
+  json_decref(run.evaluated);
   return result;
 }

@@ -30,6 +30,8 @@ struct task_run {
   int correct;
   double best_speedup, best_ms;
   char best_candidate[40];
+  json_t *evaluated;            /* owned: candidate digest -> {id, result} of this run's
+                                   evaluations, so a repeated proposal is not re-run */
 };
 
 /* Runs one step (choice, proposal, evaluation, commit). Returns a store status:

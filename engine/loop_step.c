@@ -7,6 +7,7 @@
 
 #include "engine/loop_internal.h"
 #include "engine/memory_view.h"
+#include "gpu/sha256.h"
 #include "server/event_bus.h"
 #include "server/ids.h"
 #include "server/log.h"
@@ -138,6 +139,50 @@ static json_t *evaluate(struct task_run *run, json_t *candidate) {
     json_object_set_new(result, "failure",
                         json_pack("{s:s, s:s, s:s}", "stage", "crash", "class",
                                   "crash/no_reply", "message", "the evaluator gave no reply"));
+  return result;
+}
+
+/* The digest of what decides a candidate's evaluation (source, options, plan) as hex in
+ * ret_hex; false when it cannot be computed. */
+static bool candidate_digest(json_t *candidate, char ret_hex[SHA256_HEX_BYTES]) {
+  json_t *key = json_pack("{s:O?, s:O?, s:O?}", "source", json_object_get(candidate, "source"),
+                          "options", json_object_get(candidate, "options"), "plan",
+                          json_object_get(candidate, "plan"));
+  char *text = key ? json_dumps(key, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(key);
+  if (!text)
+    return false;
+  sha256_hex(text, strlen(text), ret_hex);
+  free(text);
+  return true;
+}
+
+/* Evaluates a candidate unless this run already evaluated the same one (templates
+ * often reach one knob set by different moves): then the earlier result is reused,
+ * marked with "reused_from", and the GPU is spared. Returns the result (caller owns).
+ * The memory of reuse lasts for this process's run of the task: after a restart, a
+ * repeat is evaluated again. */
+static json_t *evaluate_once(struct task_run *run, json_t *candidate, const char *id) {
+  char digest[SHA256_HEX_BYTES];
+  bool keyed = candidate_digest(candidate, digest);
+  json_t *seen = keyed && run->evaluated ? json_object_get(run->evaluated, digest) : NULL;
+  if (seen) {
+    json_t *result = json_deep_copy(json_object_get(seen, "result"));
+    if (result)
+      json_object_set(result, "reused_from", json_object_get(seen, "id"));
+    return result;
+  }
+  json_t *result = evaluate(run, candidate);
+  json_t *failure = json_object_get(result, "failure");
+  const char *stage = json_string_value(json_object_get(failure, "stage"));
+  /* Crashes and timeouts may be the machine's fault, not the candidate's: never cached. */
+  bool cacheable = result && (!stage || (strcmp(stage, "crash") != 0 &&
+                                         strcmp(stage, "timeout") != 0));
+  if (keyed && cacheable) {
+    if (!run->evaluated)
+      run->evaluated = json_object();
+    json_object_set_new(run->evaluated, digest, json_pack("{s:s, s:O}", "id", id, "result", result));
+  }
   return result;
 }
 
@@ -301,15 +346,15 @@ int loop_step(struct task_run *run) {
     return STORE_ERROR;
   }
   json_t *candidate = NULL, *failure = NULL, *result;
+  char id[ID_LEN + 1];
+  id_new(id);
   propose(run, &choice, &memory, &candidate, &failure);
   if (candidate) {
-    result = evaluate(run, candidate);
+    result = evaluate_once(run, candidate, id);
   } else {
     candidate = json_pack("{s:s, s:n, s:n}", "source", "", "options", "plan");
     result = json_pack("{s:b, s:o}", "correct", 0, "failure", failure);
   }
-  char id[ID_LEN + 1];
-  id_new(id);
   annotate(candidate, run, &choice, result, id);
   struct outcome o = read_outcome(run, result);
   size_t child;

@@ -12,6 +12,7 @@ call unless they say so; dicts returned are new objects the caller owns.
 import argparse
 import copy
 import ctypes
+import fcntl
 import gc
 import json
 import linecache
@@ -20,6 +21,7 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 import types
@@ -782,6 +784,48 @@ def to_device(obj, dev):
 # ---------------------------------------------------------------------------------------
 # The evaluator
 
+class DeviceLock:
+    """Exclusive use of one GPU among the evaluator processes of a host (the worker slots
+    of `--workers-per-gpu`, or several servers): every stretch that runs kernels, and
+    above all every timing, holds it, so that timings never overlap other work on the
+    device, while compiles (NVRTC, torch.compile) and task loading run concurrently.
+    An flock on a file named after the device's UUID; re-entrant within the process.
+    path None makes it a no-op (CPU and meta evaluators)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.fd = None
+        self.depth = 0
+        self.waited_s = 0.0
+
+    @staticmethod
+    def path_for(props, index):
+        """The lock file of a device: one per physical GPU, whatever the index order."""
+        uuid = str(getattr(props, "uuid", "") or "index-%d" % index)
+        safe = "".join(c for c in uuid if c.isalnum() or c == "-")
+        return os.path.join(tempfile.gettempdir(), "opforge-gpu-%s.lock" % safe)
+
+    def __enter__(self):
+        if self.path is None:
+            return self
+        if self.depth == 0:
+            if self.fd is None:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            started = time.monotonic()
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            self.waited_s += time.monotonic() - started
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        if self.path is None:
+            return False
+        self.depth -= 1
+        if self.depth == 0:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        return False
+
+
 class Evaluator:
     """State of one evaluator process: the device, the GPU library and the loaded task.
 
@@ -804,6 +848,7 @@ class Evaluator:
         self.copy_bw = None
         self.device_info = {"type": device} if not self.is_cuda else {}
         self.flush_buf = None
+        self.gpu = DeviceLock(None)
 
     # -- device
 
@@ -817,6 +862,7 @@ class Evaluator:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         props = torch.cuda.get_device_properties(idx)
+        self.gpu = DeviceLock(DeviceLock.path_for(props, idx))
         info = {"type": "cuda", "name": props.name, "index": idx,
                 "capability": "%d.%d" % (props.major, props.minor),
                 "arch": "sm_%d%d%s" % (props.major, props.minor,
@@ -1045,7 +1091,7 @@ class Evaluator:
         floors."""
         from torch.utils.flop_counter import FlopCounterMode
         inputs = self.make_inputs(task, task.seed)
-        with torch.no_grad():
+        with torch.no_grad(), self.gpu:
             with FlopCounterMode(display=False) as counter:
                 outputs = task.model(*inputs)
         flops = int(counter.get_total_flops())
@@ -1071,7 +1117,8 @@ class Evaluator:
                                      if t.dtype.is_floating_point) and any(
                 t.dtype.is_floating_point for t in outs)
         del outputs, outs
-        prof.update(extract_graph(task.model, inputs, dict((id(t), n) for n, t in state)))
+        with self.gpu:
+            prof.update(extract_graph(task.model, inputs, dict((id(t), n) for n, t in state)))
         prof.update(self._timings(task, inputs, prof))
         task.specs = {"tensors": [{"name": s["name"], "dtype": s["dtype"],
                                    "numel": s["numel"], "bytes": s["bytes"]}
@@ -1089,11 +1136,13 @@ class Evaluator:
         out = {"timing_skipped_reason": None}
         tf32 = task.precision != "fp32"
         with torch.no_grad(), allow_tf32(tf32):
-            eager = self.time_fn(lambda: task.model(*inputs))
+            with self.gpu:
+                eager = self.time_fn(lambda: task.model(*inputs))
             out["eager_ms"] = eager["median_ms"]
             out["eager"] = eager
             out.update(self._time_compiled(task, inputs))
-        out.update(self.floors(prof["min_bytes"], prof["flops"], task.precision))
+        with self.gpu:
+            out.update(self.floors(prof["min_bytes"], prof["flops"], task.precision))
         return out
 
     def _time_compiled(self, task, inputs):
@@ -1101,11 +1150,13 @@ class Evaluator:
         try:
             import torch._dynamo
             compiled = torch.compile(task.model)
+            # The first call compiles (CPU work, outside the device lock) and runs once.
             t0 = time.monotonic()
             compiled(*inputs)
             torch.cuda.synchronize()
             compile_s = time.monotonic() - t0
-            timed = self.time_fn(lambda: compiled(*inputs))
+            with self.gpu:
+                timed = self.time_fn(lambda: compiled(*inputs))
             return {"compile_ms": timed["median_ms"], "compile": timed,
                     "compile_s": compile_s, "compile_error": None}
         except Exception as exc:
@@ -1272,7 +1323,8 @@ class CandidateRun:
             return self.result
         self.handle = prep.get("handle")
         try:
-            self._verify_and_time()
+            with self.ev.gpu:
+                self._verify_and_time()
             self.result["correct"] = True
         except CandidateFailure as fail:
             self.result["failure"] = fail.failure
@@ -1378,19 +1430,28 @@ class CandidateRun:
         try:
             self._check_outputs(record, outs, refs, robust)
         except CandidateFailure as failure:
-            # randn inputs make sums cross zero, where two fp32 summation orders differ by
-            # more than atol; such a candidate still passes when it is as accurate as
-            # eager against a float64 reference (the accuracy budget).
-            if not (robust and failure.failure["class"] == "correctness/robust_mismatch"
-                    and task.precision == "fp32"
-                    and self._accuracy_budget(inputs, refs, outs, key="robust_accuracy",
-                                              raise_on_fail=False)):
+            if not (failure.failure["class"] in ("correctness/mismatch",
+                                                 "correctness/robust_mismatch")
+                    and self._within_float64_budget(
+                        inputs, refs, outs, "robust_accuracy" if robust else "trial_accuracy")):
                 raise
             record["ok"] = True
             record["judged_by"] = "float64 accuracy budget"
         if f64:
             self._accuracy_budget(inputs, refs, outs)
         return inputs, refs, outs, named
+
+    def _within_float64_budget(self, inputs, refs, outs, key):
+        """Whether outputs that failed the element-wise comparison still pass on
+        accuracy. Where sums cancel (randn inputs, or a row sum of a GEMM's signed
+        outputs) two fp32 summation orders differ by more than atol + rtol * |ref|, and
+        the fp32 eager reference is no closer to the truth than the candidate; such a
+        candidate passes when it is as accurate as eager against a float64 reference
+        (the accuracy budget, recorded under result[key]). fp32 tasks with floating
+        outputs only: an integer output has no budget."""
+        return (self.task.precision == "fp32"
+                and all(o.dtype.is_floating_point for o in outs)
+                and self._accuracy_budget(inputs, refs, outs, key=key, raise_on_fail=False))
 
     def _alloc_outputs(self, refs):
         """New output tensors shaped like the profile says, filled with the poison
@@ -1487,7 +1548,7 @@ class CandidateRun:
         if not timing.get("ok"):
             self._library_failure(timing)
         self.result["time"] = {k: timing.get(k) for k in ("median_ms", "mean_ms", "reps", "rse")}
-        self._recheck(outs, refs, "after the timing loop")
+        self._recheck(inputs, outs, refs, "after the timing loop")
         # New values in the very buffers the candidate saw: a kernel that caches its
         # result by pointer, or only computes on its first call, returns stale data.
         fresh = self.ev.make_inputs(self.task, self.task.seed + self.task.trials + 1)
@@ -1503,16 +1564,19 @@ class CandidateRun:
         # State kept from the timing loop's last run (module globals, scratch buffers)
         # is left in place, so a kernel that remembers its first call shows itself.
         self._launch(named, reset_state=False)
-        self._recheck(outs, refs, "with new input values in the same buffers")
+        self._recheck(inputs, outs, refs, "with new input values in the same buffers")
         self.result["checks"]["repeat_consistent"] = True
         self._apply_floor()
 
-    def _recheck(self, outs, refs, when):
-        """Compares outputs again; a difference is check/repeat_inconsistent."""
+    def _recheck(self, inputs, outs, refs, when):
+        """Compares outputs again, by the rules of a trial; a difference is
+        check/repeat_inconsistent."""
         for i, (out, ref) in enumerate(zip(outs, refs)):
             cmp = compare_outputs(out, ref, self.task.atol, self.task.rtol)
             verdict = classify_comparison("output:%d" % i, cmp)
-            if verdict is not None:
+            if verdict is not None and not (
+                    verdict[0] == "correctness/mismatch"
+                    and self._within_float64_budget(inputs, refs, outs, "recheck_accuracy")):
                 self.result["checks"]["repeat_consistent"] = False
                 raise CandidateFailure("check", "check/repeat_inconsistent",
                                        "%s: %s" % (when, verdict[1]))

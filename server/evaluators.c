@@ -32,6 +32,9 @@ static void start_slot(struct supervisor_pool *pool, const struct opforge_config
   sc.stderr_path = log_path;
   sc.compile_eval_deadline_s = cfg->evaluate_deadline_s;
   sc.profile_deadline_s = cfg->profile_deadline_s;
+  /* Slots that share a GPU share its memory; the evaluators take turns for GPU work (the
+   * device lock in evaluator.py), so each may use its part of 90%. */
+  sc.mem_fraction = 0.9 / cfg->workers_per_gpu;
   struct supervisor *sv = NULL;
   if (!evaluator) {
     snprintf(err, sizeof err, "no evaluator found (set --evaluator)");

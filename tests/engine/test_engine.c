@@ -57,7 +57,7 @@ static const struct fixture_set fixture_sets[] = {
   {"softmax_b", 4, {WRONG, OK(2.5), OK(1.0), COMPILE}},
   {"mixed", 6, {OK(1.5), COMPILE, WRONG, OK(0.5), OK(1.0), COMPILE}},
   {"crashy", 3, {OK(1.6), CRASH, OK(1.0)}},
-  {"allfail", 2, {COMPILE, WRONG}},
+  {"allfail", 3, {COMPILE, WRONG, WRONG}},
 };
 
 static const char REFERENCE[] =
@@ -1330,6 +1330,37 @@ static int group_teardown(void **state) {
   return 0;
 }
 
+/* A candidate the task already evaluated is not evaluated again: softmax_b's 4 fixtures
+ * over 6 steps make steps 5 and 6 repeats of 1 and 2, so the evaluator sees 4 evaluate
+ * requests, and candidates 5 and 6 carry the results of 1 and 2 with reused_from naming
+ * them. */
+static void test_repeated_candidate_reused(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "softmax_b", "refine", "test", 6, 600);
+  struct run_record r;
+  check_run(s, id, "softmax_b", 6, 6, "succeeded", true, &r);
+  assert_int_equal(count_log_ops(s, "evaluate"), 4);
+  assert_int_equal(json_array_size(r.candidates), 6);
+  for (size_t i = 0; i < 6; i++) {
+    json_t *result = json_object_get(json_array_get(r.candidates, i), "result");
+    json_t *from = json_object_get(result, "reused_from");
+    if (i < 4) {
+      assert_null(from);
+      continue;
+    }
+    const char *first = json_string_value(json_object_get(json_array_get(r.candidates, i - 4), "id"));
+    assert_non_null(first);
+    assert_string_equal(json_string_value(from), first);
+    json_t *earlier = json_object_get(json_array_get(r.candidates, i - 4), "result");
+    assert_true(json_equal(json_object_get(result, "correct"), json_object_get(earlier, "correct")));
+    assert_true(json_equal(json_object_get(result, "time"), json_object_get(earlier, "time")));
+  }
+  run_record_clear(&r);
+  free(id);
+  es_stop(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_policy_single, teardown),
@@ -1340,6 +1371,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_policy_htam_tree, teardown),
     cmocka_unit_test_teardown(test_memory_counts_each_step_once, teardown),
     cmocka_unit_test_teardown(test_budget_steps, teardown),
+    cmocka_unit_test_teardown(test_repeated_candidate_reused, teardown),
     cmocka_unit_test_teardown(test_budget_seconds, teardown),
     cmocka_unit_test_teardown(test_cancel_running_task, teardown),
     cmocka_unit_test_teardown(test_resume_after_kill9, teardown),

@@ -57,6 +57,23 @@ def get_init_inputs():
     return []
 """
 
+# A GEMM whose signed outputs are summed per row (KernelBench level2 14_Gemm_Divide_Sum_
+# Scaling in small): rows whose sum cancels to near zero leave two fp32 summation orders
+# further apart than atol + rtol * |ref|.
+ROWSUM_TASK = """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n, n))
+    def forward(self, x):
+        return (torch.matmul(x, self.weight.T) / 2).sum(dim=1, keepdim=True) * 1.5
+def get_inputs():
+    return [torch.rand(1024, 1024)]
+def get_init_inputs():
+    return [1024]
+"""
+
 
 def gemm_ref(t):
     return torch.relu(F.linear(t["input:0"], t["param:fc.weight"], t["param:fc.bias"]))
@@ -160,6 +177,28 @@ def k_tiny_off_by_10_percent(t, lib):
     t["output:0"].copy_(t["input:0"] * 1.1e-6)
 
 
+def rowsum(t, dtype):
+    x, w = t["input:0"].to(dtype), t["param:weight"].to(dtype)
+    return (torch.matmul(x, w.T) / 2).sum(dim=1, keepdim=True) * 1.5
+
+
+def k_rowsum_other_order(t, lib):
+    # Exact (float64) except the row with the smallest |sum|, moved by 4x eager's own
+    # largest error: over atol + rtol * |ref| there (that sum is near zero), yet within
+    # the budget of 8x eager's error against float64.
+    y = rowsum(t, torch.float64)
+    eager_err = float((rowsum(t, torch.float32).double() - y).abs().max())
+    i = int(y.abs().argmin())
+    y[i] += 4 * eager_err
+    t["output:0"].copy_(y)
+
+
+def k_rowsum_off(t, lib):
+    y = rowsum(t, torch.float64)
+    y[int(y.abs().argmin())] += 1.0
+    t["output:0"].copy_(y)
+
+
 def k_argmax(t, lib):
     t["output:0"].copy_(torch.argmax(t["input:0"], dim=1))
 
@@ -231,6 +270,27 @@ def test_prepare_gets_the_tensor_specs_and_timing_parameters(make_ev):
         {"name": "output:0", "dtype": "float32", "numel": 512, "bytes": 2048}]}
     assert lib.last_timing == {"warmup": 3, "min_reps": 10, "max_reps": 200,
                                "target_rse": 0.01, "flush_bytes": 268435456}
+
+
+def test_trial_mismatch_within_float64_budget_passes(make_ev):
+    ev, _ = make_ev(ROWSUM_TASK)
+    r = result_of(ev, "rowsum_other_order")
+    assert r["correct"] is True and r["failure"] is None, (r["failure"], r.get("trial_accuracy"))
+    for trial in r["trials"]:
+        assert trial["ok"] is True
+        assert trial["judged_by"] == "float64 accuracy budget"
+        assert trial["max_abs"] > 1e-4  # over atol: allclose alone would have failed it
+    acc = r["trial_accuracy"]["outputs"][0]
+    assert 0 < acc["candidate_err"] <= acc["budget"]
+    assert acc["budget"] == 8 * acc["eager_err"] + 1e-6 * acc["max_ref"]
+
+
+def test_trial_mismatch_over_float64_budget_fails(make_ev):
+    ev, _ = make_ev(ROWSUM_TASK)
+    r = result_of(ev, "rowsum_off")
+    assert r["correct"] is False
+    assert r["failure"]["class"] == "correctness/mismatch"
+    assert r["trials"][0]["ok"] is False and "judged_by" not in r["trials"][0]
 
 
 def test_float64_kernel_is_within_budget(make_ev):

@@ -20,7 +20,16 @@
 #define A_TILE (A_KC ? BM * (BK + 4) : BK * (BM + 8))
 #define B_TILE (B_KC ? BN * (BK + 4) : BK * (BN + 8))
 
-__device__ __forceinline__ unsigned ofg_tf32(float x) {
+// How x splits into big + small (OFG_TF32_SPLIT): 0 rounds both parts to tf32 with
+// cvt.rna; 1 rounds big and truncates small; 2 truncates both with a bit mask. The
+// conversion instruction issues at a fraction of the rate of a logic op, and each warp
+// converts 24 values per k8 slice, so the masks keep the split off the critical path;
+// truncation costs about one bit of each part's accuracy.
+#ifndef OFG_TF32_SPLIT
+#define OFG_TF32_SPLIT 0
+#endif
+
+__device__ __forceinline__ unsigned ofg_tf32_rna(float x) {
 #ifndef OFG_EMU
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
@@ -29,6 +38,25 @@ __device__ __forceinline__ unsigned ofg_tf32(float x) {
   unsigned u = (unsigned)__float_as_int(x);
   if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
   return u;
+#endif
+}
+
+__device__ __forceinline__ unsigned ofg_tf32_trunc(float x) {
+  return (unsigned)__float_as_int(x) & 0xffffe000u;
+}
+
+// x as big + small, both tf32 bit patterns.
+__device__ __forceinline__ void ofg_tf32_split(float x, unsigned* big, unsigned* small) {
+#if OFG_TF32_SPLIT == 2
+  *big = ofg_tf32_trunc(x);
+#else
+  *big = ofg_tf32_rna(x);
+#endif
+  const float rest = x - __int_as_float((int)*big);
+#if OFG_TF32_SPLIT == 0
+  *small = ofg_tf32_rna(rest);
+#else
+  *small = ofg_tf32_trunc(rest);
 #endif
 }
 
@@ -92,20 +120,14 @@ __device__ __forceinline__ void ofg_tc_compute(const float* As, const float* Bs,
       const float x[4] = {ofg_a_at(As, m, kk + t), ofg_a_at(As, m + 8, kk + t),
                           ofg_a_at(As, m, kk + t + 4), ofg_a_at(As, m + 8, kk + t + 4)};
       OFG_PRAGMA(unroll)
-      for (int c = 0; c < 4; ++c) {
-        ab[i][c] = ofg_tf32(x[c]);
-        as[i][c] = ofg_tf32(x[c] - __int_as_float((int)ab[i][c]));
-      }
+      for (int c = 0; c < 4; ++c) ofg_tf32_split(x[c], &ab[i][c], &as[i][c]);
     }
     OFG_PRAGMA(unroll)
     for (int j = 0; j < NTL; ++j) {
       const int n = wn + j * 8 + g;
       const float x[2] = {ofg_b_at(Bs, kk + t, n), ofg_b_at(Bs, kk + t + 4, n)};
       OFG_PRAGMA(unroll)
-      for (int c = 0; c < 2; ++c) {
-        bb[j][c] = ofg_tf32(x[c]);
-        bs[j][c] = ofg_tf32(x[c] - __int_as_float((int)bb[j][c]));
-      }
+      for (int c = 0; c < 2; ++c) ofg_tf32_split(x[c], &bb[j][c], &bs[j][c]);
     }
     OFG_PRAGMA(unroll)
     for (int i = 0; i < MT; ++i)
