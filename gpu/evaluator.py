@@ -62,7 +62,7 @@ TENSOR_RATES = {(8, 0): (1024, 2048, 1.41e9), (8, 6): (512, 1024, 1.70e9),
                 (9, 0): (2048, 4096, 1.83e9), (10, 0): (4096, 8192, 1.965e9),
                 (10, 3): (4096, 8192, 1.965e9), (12, 0): (1024, 2048, 2.6e9)}
 
-COMPARE_CHUNK = 1 << 24
+COMPARE_CHUNK = 1 << 26
 FINGERPRINT_CHUNK = 1 << 24
 
 # Quiet NaNs with a payload no arithmetic produces: an output element that still holds
@@ -445,11 +445,11 @@ class InputGuard:
 
 
 def compare_outputs(out, ref, atol, rtol):
-    """Element-wise allclose of a candidate output against its reference, in float64
-    chunks. Counts unwritten elements (sentinel bits left), NaNs the reference does not
-    have, and mismatches; returns max_abs, max_rel (over elements with |ref| > atol,
-    where a relative error means something) and the L2 norms the degenerate criterion
-    needs. Takes nothing over."""
+    """Element-wise allclose of a candidate output against its reference, in chunks.
+    Counts unwritten elements (sentinel bits left), NaNs the reference does not have,
+    and mismatches; returns max_abs, max_rel (over elements with |ref| > atol, where a
+    relative error means something) and the L2 norms the degenerate criterion needs.
+    Takes nothing over."""
     o = out.reshape(-1)
     r = ref.reshape(-1)
     res = {"numel": o.numel(), "mismatches": 0, "unwritten": 0, "nan": 0, "max_abs": 0.0,
@@ -465,50 +465,73 @@ def compare_outputs(out, ref, atol, rtol):
     return res
 
 
+def _unwritten_mask(oc, rc, sent):
+    """Elements whose bits still hold the poison pattern the reference does not have."""
+    if sent is None:
+        return torch.zeros(oc.shape, dtype=torch.bool, device=oc.device)
+    sentinel = sent[1]
+    ov, rv = oc.view(sent[0]), rc.view(sent[0])
+    unwritten = (ov == sentinel) & (rv != sentinel)
+    if oc.dtype.is_floating_point:
+        # libopforge_gpu poisons outputs again right before the launch with all bits
+        # set (0xff bytes: a NaN), so that pattern also means "never written".
+        unwritten |= (ov == -1) & (rv != -1)
+    return unwritten
+
+
+def _work_dtype(dtype):
+    """Arithmetic type of a comparison: float32 for float32 and narrower floats (exact
+    for their values, and allclose's own precision for fp32), float64 otherwise. Outputs
+    of several GB make every pass count: float64 temporaries would double the traffic of
+    each of the comparison's dozen elementwise passes."""
+    if dtype in (torch.float16, torch.bfloat16, torch.float32):
+        return torch.float32
+    return torch.float64
+
+
 def _compare_chunk(oc, rc, offset, sent, exact, atol, rtol, res):
     """Adds one chunk's counts and maxima to res (see compare_outputs)."""
-    if sent is not None:
-        sentinel = sent[1]
-        ov, rv = oc.view(sent[0]), rc.view(sent[0])
-        unwritten = (ov == sentinel) & (rv != sentinel)
-        if oc.dtype.is_floating_point:
-            # libopforge_gpu poisons outputs again right before the launch with all bits
-            # set (0xff bytes: a NaN), so that pattern also means "never written".
-            unwritten |= (ov == -1) & (rv != -1)
-    else:
-        unwritten = torch.zeros(oc.shape, dtype=torch.bool, device=oc.device)
-    o64 = oc.to(torch.float64)
-    r64 = rc.to(torch.float64)
-    diff = (o64 - r64).abs()
+    unwritten = _unwritten_mask(oc, rc, sent)
+    work = torch.float64 if exact else _work_dtype(oc.dtype)
+    ow = oc.to(work)
+    rw = rc.to(work)
+    diff = (ow - rw).abs_()
+    rabs = rw.abs()
     if exact:
         bad = oc != rc
         bad_nan = torch.zeros_like(bad)
     else:
-        o_nan = torch.isnan(o64)
-        r_nan = torch.isnan(r64)
+        o_nan = torch.isnan(ow)
+        r_nan = torch.isnan(rw)
         # A finite difference within tolerance, or equal values (same-signed
         # infinities), or NaN where the reference is NaN. An infinite reference must
         # not make the tolerance infinite.
-        close = (((diff <= atol + rtol * r64.abs()) & torch.isfinite(diff))
-                 | (o64 == r64) | (o_nan & r_nan))
+        close = (diff <= rabs * rtol + atol) & torch.isfinite(diff)
+        close |= ow == rw
+        close |= o_nan & r_nan
         bad = ~close
         bad_nan = o_nan & ~r_nan & ~unwritten
+        del o_nan, r_nan, close
     finite = torch.isfinite(diff)
-    fdiff = torch.where(finite, diff, torch.zeros_like(diff))
-    rel_mask = finite & (r64.abs() > atol)
-    rel = torch.where(rel_mask, diff / r64.abs().clamp_min(1e-300), torch.zeros_like(diff))
+    fdiff = torch.where(finite, diff, 0.0)
+    del diff
+    rel = torch.where(finite & (rabs > atol), fdiff / rabs.clamp_min(1e-300 if work ==
+                                                                     torch.float64 else 1e-38),
+                      0.0)
     nbad = int(bad.sum().item())
     res["mismatches"] += nbad
     res["unwritten"] += int(unwritten.sum().item())
     res["nan"] += int(bad_nan.sum().item())
-    if diff.numel():
+    if fdiff.numel():
         res["max_abs"] = max(res["max_abs"], float(fdiff.max().item()))
         res["max_rel"] = max(res["max_rel"], float(rel.max().item()))
-    res["diff_sq"] += float((fdiff * fdiff).sum().item())
+    del rel
+    # Squares summed in float64, where neither overflows nor tiny values underflow.
+    res["diff_sq"] += float(torch.linalg.vector_norm(fdiff, dtype=torch.float64).item()) ** 2
     if int((~finite & bad).sum().item()):
         res["diff_sq"] = math.inf
-    rfin = torch.where(torch.isfinite(r64), r64, torch.zeros_like(r64))
-    res["ref_sq"] += float((rfin * rfin).sum().item())
+    rfin = torch.where(torch.isfinite(rw), rw, 0.0)
+    res["ref_sq"] += float(torch.linalg.vector_norm(rfin, dtype=torch.float64).item()) ** 2
     if nbad and res["first_bad"] is None:
         res["first_bad"] = offset + int(torch.nonzero(bad)[0].item())
 

@@ -350,6 +350,11 @@ static void pool_defaults(json_t *match, struct knob_set *ret_knobs) {
     k.vec = s.in[2] % 4 == 0 ? 4 : s.in[2] % 2 == 0 ? 2 : 1;
     /* A strip of output rows per thread when windows overlap vertically. */
     k.items = s.out[1] >= 8 && overlapping(&s, 1) ? 4 : 1;
+    /* Windows that share no input (stride >= window in every axis): staging buys no
+     * reuse, and one thread per output streams the input once (45_Average_Pooling_2D
+     * on the H200: 4.06 ms direct, 6.27 ms staged, floor 4.07 ms). */
+    if (!overlapping(&s, 0) && !overlapping(&s, 1) && !overlapping(&s, 2))
+      snprintf(k.mode, sizeof k.mode, "thread_per_output");
   }
   *ret_knobs = k;
 }

@@ -8,8 +8,8 @@
       (eager only; torch.compile is skipped to save time), evaluates every candidate
       (the full verification of gpu/evaluator.py) and prints one table row per candidate.
 
-A SPEC is TASK:LABEL=KNOBS (knobs as for `opforge propose --knobs`; "default" for none)
-or TASK:strategies (every seed-memory strategy that applies, one candidate each).
+A SPEC is TASK:LABEL=KNOBS[|-DNAME=V...] (knobs as for `opforge propose --knobs`, empty for
+the defaults; after a |, extra -D options appended to the candidate's) or TASK:strategies (every seed-memory strategy that applies, one candidate each).
 TASK is a path relative to KB. Without SPECs, DEFAULT_SPECS below is used."""
 import argparse
 import json
@@ -21,20 +21,19 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-TF32 = ["MODE=tf32x3,BM=128,BN=128,BK=16,TM=8,TN=8,STAGES=3",
-        "MODE=tf32x3,BM=128,BN=128,BK=32,TM=8,TN=8,STAGES=2",
-        "MODE=tf32x3,BM=128,BN=128,BK=16,TM=8,TN=8,STAGES=4",
-        "MODE=tf32x3,BM=64,BN=128,BK=16,TM=4,TN=8,STAGES=3",
-        "MODE=tf32x3,BM=128,BN=64,BK=16,TM=8,TN=4,STAGES=3"]
-GEMM_TASKS = ["level1/1_Square_matrix_multiplication_.py", "level1/6_Matmul_with_large_K_dimension_.py",
-              "level1/8_Matmul_with_irregular_shapes_.py", "level1/17_Matmul_with_transposed_B.py",
-              "level2/12_Gemm_Multiply_LeakyReLU.py"]
-DEFAULT_SPECS = ([t + ":default=" for t in GEMM_TASKS]
-                 + [t + ":tf%d=%s" % (i, k) for t in GEMM_TASKS for i, k in enumerate(TF32)]
-                 + ["level1/4_Matrix_vector_multiplication_.py:default="]
-                 + [t + ":strategies" for t in ("level1/42_Max_Pooling_2D.py",
-                                                "level1/45_Average_Pooling_2D.py",
-                                                "level1/40_LayerNorm.py", "level1/23_Softmax.py")])
+TF32 = ["",
+        "MODE=tf32x3,BK=16,STAGES=3",
+        "MODE=tf32x3,BK=32,STAGES=3",
+        "MODE=tf32x3,BK=32,STAGES=2",
+        "MODE=tf32x3,BK=16,STAGES=4,MINB=2",
+        "MODE=tf32x3,BM=256,BN=128,BK=16,TM=8,TN=8,STAGES=3",
+        "MODE=tf32x3,BM=128,BN=256,BK=16,TM=8,TN=8,STAGES=3",
+        "MODE=tf32x3,BM=256,BN=128,BK=16,TM=8,TN=8,STAGES=4"]
+GEMM_TASKS = ["level1/1_Square_matrix_multiplication_.py", "level1/3_Batched_matrix_multiplication.py",
+              "level1/18_Matmul_with_transposed_both.py", "level2/12_Gemm_Multiply_LeakyReLU.py"]
+DEFAULT_SPECS = ([t + ":tf%d=%s" % (i, k) for t in GEMM_TASKS for i, k in enumerate(TF32)]
+                 + ["level1/42_Max_Pooling_2D.py:default=",
+                    "level1/33_BatchNorm.py:strategies"])
 
 
 def stem(task):
@@ -80,10 +79,12 @@ def prepare(args):
             label, knobs = what.split("=", 1)
             jobs = [(label, knobs or None, None)]
         for label, knobs, strategy in jobs:
-            cand, err = propose(args, task, knobs, strategy)  # err: the family when ok
+            knobs, _, extra = (knobs or "").partition("|")
+            cand, err = propose(args, task, knobs or None, strategy)  # err: the family when ok
             if cand is None:
                 print("refused %s %s: %s" % (stem(task), label, err))
                 continue
+            cand["options"] = list(cand.get("options") or []) + [o for o in extra.split("|") if o]
             with open(os.path.join(out, label + ".json"), "w") as f:
                 json.dump({"task": task, "label": label, "candidate": cand}, f)
             print("prepared %s %s" % (stem(task), label), flush=True)
@@ -100,11 +101,19 @@ def load_evaluator(lib):
     return ev
 
 
+def accuracy_ratio(res):
+    """The candidate's error against float64 over eager's (the accuracy budget's terms),
+    worst output; None when not computed."""
+    outs = ((res.get("accuracy") or {}).get("outputs")) or []
+    ratios = [o["candidate_err"] / o["eager_err"] for o in outs if o.get("eager_err")]
+    return max(ratios) if ratios else None
+
+
 def run(args):
     ev = load_evaluator(args.lib)
     rows = []
-    header = "%-42s %-34s %-34s %10s %8s %8s" % ("TASK", "CANDIDATE", "OUTCOME", "MS",
-                                                 "X_EAGER", "OF_FLOOR")
+    header = "%-42s %-34s %-34s %10s %8s %8s %9s" % ("TASK", "CANDIDATE", "OUTCOME", "MS",
+                                                     "X_EAGER", "OF_FLOOR", "ERR/EAGER")
     print(header, flush=True)
     for tdir in sorted(os.listdir(args.dir)):
         files = sorted(os.listdir(os.path.join(args.dir, tdir)))
@@ -134,12 +143,14 @@ def run(args):
             row = {"task": tdir, "label": c["label"], "outcome": outcome, "ms": ms,
                    "eager_ms": prof["eager_ms"], "floor_ms": prof["floor_ms"],
                    "options": c["candidate"].get("options"), "eval_s": time.monotonic() - t1,
+                   "err_ratio": accuracy_ratio(res),
                    "message": (fail or {}).get("message", "")[:300]}
             rows.append(row)
-            print("%-42s %-34s %-34s %10s %8s %8s  (%.1fs) %s" % (
+            print("%-42s %-34s %-34s %10s %8s %8s %9s  (%.1fs) %s" % (
                 tdir[:42], c["label"][:34], outcome[:34], "%.4f" % ms if ms else "-",
                 "%.3f" % (prof["eager_ms"] / ms) if ms else "-",
-                "%.2f" % (ms / prof["floor_ms"]) if ms else "-", row["eval_s"],
+                "%.2f" % (ms / prof["floor_ms"]) if ms else "-",
+                "%.2f" % row["err_ratio"] if row["err_ratio"] is not None else "-", row["eval_s"],
                 row["message"][:120] if not res.get("correct") else ""), flush=True)
     return rows
 
