@@ -1750,7 +1750,8 @@ static void prefer_tf32x3(const struct gm *g, struct knob_set *k) {
   t.split = 1;
   t.split = default_split(g, &t);
   /* Two blocks per SM (128 registers each) hide each other's barriers: 4-9% faster than
-   * one on the GEMMs swept, except 4096^3 where it tied. */
+   * one on the GEMMs swept, except 4096^3 where it tied. Only for tiles that divide the
+   * problem without split-K (check_tf32x3 says why). */
   t.minb = 2;
   char why[256];
   if (t.stages < 2)
@@ -1911,6 +1912,15 @@ static int check_simt_budget(const struct gm *g, const struct knob_set *k, const
                   "(M, N or K not divisible by the tile)");
   if (mode_is(k, "idx64") && L.idx64)
     return refuse(why, whylen, "idx64: the operands already need 64-bit indexing");
+  /* derive() keeps two blocks per SM off for these: NVRTC spilled 56-296 bytes under the
+   * resulting register cap (deeper K steps, more stages, 64-bit or batched addressing). */
+  bool spills = k->bk > 8 || k->stages > 2 || L.idx64 || mode_is(k, "idx64") || g->batch > 1 ||
+                (k->split ? k->split : 1) > 1;
+  if (k->minb >= 2 && cap <= 128 && spills)
+    return refuse(why, whylen,
+                  "MINB=%d caps the SIMT kernel at %d registers, and with BK=%d, STAGES=%d, "
+                  "batched, split or 64-bit addressing it spills under that cap",
+                  k->minb, cap, k->bk, k->stages);
   return check_mode_common(g, k, why, whylen);
 }
 
@@ -2301,6 +2311,15 @@ static int check_tf32x3(const struct gm *g, const struct knob_set *k, char *why,
                   "do not fit one SM",
                   k->minb, L.nt, L.smem);
   int split = k->split ? k->split : 1;
+  /* Predicated edge tiles and split-K address math do not fit the 128 registers of two
+   * blocks per SM: NVRTC spilled 24-244 bytes (8205x5921x2949, and SPLIT=4). */
+  bool even = g->m % k->bm == 0 && g->n % k->bn == 0 && g->k % k->bk == 0;
+  if ((!even || split > 1) && (cap <= 128 || k->bk > 16))
+    return refuse(why, whylen,
+                  "the 3xTF32 kernel spills with %d-register threads (MINB=%d, %d threads) "
+                  "or BK=%d > 16 when tiles do not divide the problem (%lldx%lldx%lld by "
+                  "%dx%dx%d) or K is split (SPLIT=%d)",
+                  cap, k->minb, L.nt, k->bk, g->m, g->n, g->k, k->bm, k->bn, k->bk, split);
   if (split > 1 && (split - 1) * L.kchunk >= g->k)
     return refuse(why, whylen, "SPLIT=%d leaves empty K slices (K=%lld, BK=%d)", split, g->k,
                   k->bk);

@@ -744,11 +744,20 @@ static void test_plans(void **state) {
              "{\"buffers\": [], \"launches\": [" LAUNCH("pool_direct", "2", "65535", "256",
                                                         ARGS(T("input:0") SEP T("output:0"))) "]}",
              NULL);
-  /* 46 x 46 outputs of 11 x 11 windows: tiles of 8 x 32, 6 x 2 per plane, 16 planes. */
+  /* 46 x 46 outputs of 11 x 11 windows at stride 11: no window shares input with another,
+   * so the default is one thread per output: ceil(46 / 256) = 1 block across a row, one
+   * grid row per output row, 16 planes x 46 = 736 (under the 65535 cap). ITEMS stays 1
+   * because the windows do not overlap vertically. */
   check_plan(&builtin_family_pooling, pool_avg_m, NULL, NULL, 0, NULL,
+             "{\"buffers\": [], \"launches\": [" LAUNCH("pool_direct", "1", "736", "256",
+                                                        ARGS(T("input:0") SEP T("output:0"))) "]}",
+             "[\"-DBLOCK=256\", \"-DVEC=4\", \"-DITEMS=1\", \"-DMODE_THREAD_PER_OUTPUT=1\"]");
+  /* MODE ldg (which changes only the loads) stages tiles again: tiles of 8 x 32 outputs,
+   * ceil(46 / 8) x ceil(46 / 32) = 6 x 2 per plane, 16 planes = 192 blocks. */
+  check_plan(&builtin_family_pooling, pool_avg_m, "MODE", "set", 0, "ldg",
              "{\"buffers\": [], \"launches\": [" LAUNCH("pool_tile", "192", "1", "256",
                                                         ARGS(T("input:0") SEP T("output:0"))) "]}",
-             "[\"-DBLOCK=256\", \"-DVEC=4\", \"-DITEMS=1\"]");
+             "[\"-DBLOCK=256\", \"-DVEC=4\", \"-DITEMS=1\", \"-DMODE_LDG=1\"]");
   /* 2^20 terms in tiles of 256 x 4 x 4: 256 partials of (sum, count). */
   check_plan(&builtin_family_loss, loss_mse_m, NULL, NULL, 0, NULL,
              "{\"buffers\": [{\"name\": \"partials\", \"bytes\": 2048}], \"launches\": ["
@@ -934,6 +943,8 @@ static const char *const emu_header[] = {
     "// glibc declares __expf and __logf itself; the device intrinsics map onto them.\n",
     "using std::isinf;\n",
     "using std::isnan;\n",
+    "// The templates' portable paths in place of inline PTX (max.NaN.f32 in pooling).\n",
+    "#define OFG_EMU 1\n",
     "struct dim3 { unsigned x = 1, y = 1, z = 1; };\n",
     "static dim3 threadIdx, blockIdx, blockDim, gridDim;\n",
     "#define __global__\n",
