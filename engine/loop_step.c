@@ -88,17 +88,53 @@ static bool invalid_move(json_t *failure) {
 
 #define MOVE_RETRIES 8
 
+/* The digest of what decides a candidate's evaluation (source, options, plan) as hex in
+ * ret_hex; false when it cannot be computed. */
+static bool candidate_digest(json_t *candidate, char ret_hex[SHA256_HEX_BYTES]) {
+  json_t *key = json_pack("{s:O?, s:O?, s:O?}", "source", json_object_get(candidate, "source"),
+                          "options", json_object_get(candidate, "options"), "plan",
+                          json_object_get(candidate, "plan"));
+  char *text = key ? json_dumps(key, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(key);
+  if (!text)
+    return false;
+  sha256_hex(text, strlen(text), ret_hex);
+  free(text);
+  return true;
+}
+
+/* True when this run already evaluated candidate. */
+static bool already_evaluated(const struct task_run *run, json_t *candidate) {
+  char digest[SHA256_HEX_BYTES];
+  return run->evaluated && candidate_digest(candidate, digest) &&
+         json_object_get(run->evaluated, digest) != NULL;
+}
+
+/* Whether an alternative proposal should replace the one in hand: none yet, and the
+ * last attempt was refused as an invalid move or repeated an evaluated candidate. */
+static bool keep_looking(json_t *candidate, json_t *failure, bool have_repeat) {
+  return !candidate && (have_repeat || invalid_move(failure));
+}
+
 /* Asks the proposer. When the chosen strategy's move does not fit the task (refused
- * before compiling, so nothing was spent), the other strategies of the same direction
- * are tried in memory order, so a step is not lost to a move that cannot apply;
- * choice->strategy then names the one used. */
+ * before compiling, so nothing was spent), or yields a candidate this run already
+ * evaluated (its result would only be reused), the other strategies of the same
+ * direction are tried in memory order, so a step is not lost; choice->strategy then
+ * names the one used. When every alternative repeats or does not fit, the repeat stands. */
 static void propose(struct task_run *run, struct policy_choice *choice,
                     const struct memory_view *memory, json_t **ret_candidate,
                     json_t **ret_failure) {
   propose_once(run, choice, memory, ret_candidate, ret_failure);
+  json_t *repeat = NULL;
+  char repeat_strategy[sizeof choice->strategy];
+  if (*ret_candidate && already_evaluated(run, *ret_candidate)) {
+    repeat = *ret_candidate;
+    *ret_candidate = NULL;
+    snprintf(repeat_strategy, sizeof repeat_strategy, "%s", choice->strategy);
+  }
   int tries = 0;
-  for (size_t i = 0; i < memory->n_locals && !*ret_candidate && invalid_move(*ret_failure) &&
-                     tries < MOVE_RETRIES;
+  for (size_t i = 0; i < memory->n_locals && tries < MOVE_RETRIES &&
+                     keep_looking(*ret_candidate, *ret_failure, repeat != NULL);
        i++) {
     const struct htam_local *l = &memory->locals[i];
     if (strcmp(l->id, choice->strategy) == 0 ||
@@ -109,7 +145,10 @@ static void propose(struct task_run *run, struct policy_choice *choice,
     json_t *candidate = NULL, *failure = NULL;
     propose_once(run, &alt, memory, &candidate, &failure);
     tries++;
-    if (candidate || !invalid_move(failure)) {
+    if (candidate && already_evaluated(run, candidate)) {
+      json_decref(candidate);
+      json_decref(failure);
+    } else if (candidate || !invalid_move(failure)) {
       json_decref(*ret_failure);
       *ret_candidate = candidate;
       *ret_failure = failure;
@@ -117,6 +156,14 @@ static void propose(struct task_run *run, struct policy_choice *choice,
     } else {
       json_decref(failure);
     }
+  }
+  if (!*ret_candidate && repeat) {
+    json_decref(*ret_failure);
+    *ret_failure = NULL;
+    *ret_candidate = repeat;
+    snprintf(choice->strategy, sizeof choice->strategy, "%s", repeat_strategy);
+  } else {
+    json_decref(repeat);
   }
 }
 
@@ -140,21 +187,6 @@ static json_t *evaluate(struct task_run *run, json_t *candidate) {
                         json_pack("{s:s, s:s, s:s}", "stage", "crash", "class",
                                   "crash/no_reply", "message", "the evaluator gave no reply"));
   return result;
-}
-
-/* The digest of what decides a candidate's evaluation (source, options, plan) as hex in
- * ret_hex; false when it cannot be computed. */
-static bool candidate_digest(json_t *candidate, char ret_hex[SHA256_HEX_BYTES]) {
-  json_t *key = json_pack("{s:O?, s:O?, s:O?}", "source", json_object_get(candidate, "source"),
-                          "options", json_object_get(candidate, "options"), "plan",
-                          json_object_get(candidate, "plan"));
-  char *text = key ? json_dumps(key, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-  json_decref(key);
-  if (!text)
-    return false;
-  sha256_hex(text, strlen(text), ret_hex);
-  free(text);
-  return true;
 }
 
 /* Evaluates a candidate unless this run already evaluated the same one (templates

@@ -170,7 +170,9 @@ static const struct option_spec options[] = {
   {"--listen", "OPFORGE_LISTEN", "HOST:PORT to listen on (127.0.0.1:8080)", parse_listen},
   {"--data", "OPFORGE_DATA", "directory for the SQLite file and artifacts (./var)", parse_data},
   {"--gpus", "OPFORGE_GPUS", "GPUs to use: all, none or a list like 0,1 (all)", parse_gpus},
-  {"--workers-per-gpu", "OPFORGE_WORKERS_PER_GPU", "worker slots per GPU (1)", parse_workers},
+  {"--workers-per-gpu", "OPFORGE_WORKERS_PER_GPU",
+   "worker slots per GPU (1); they take turns on the GPU, so timings stay exclusive while "
+   "compiles and torch.compile runs overlap", parse_workers},
   {"--token-file", "OPFORGE_TOKEN_FILE", "file of bearer tokens, one per line (none: open)",
    parse_token_file},
   {"--max-body", "OPFORGE_MAX_BODY", "request body cap in bytes (1048576)", parse_max_body},
@@ -190,9 +192,11 @@ static const struct option_spec options[] = {
   {"--fixtures", "OPFORGE_FIXTURES", "fixture candidates for the test proposer (DIR/<task>/*.json)",
    parse_fixtures},
   {"--evaluate-deadline", "OPFORGE_EVALUATE_DEADLINE",
-   "seconds for compiling and evaluating one candidate (60)", parse_eval_deadline},
+   "seconds for compiling and evaluating one candidate (60; times --workers-per-gpu, since "
+   "a slot may first wait for the GPU work of the others)", parse_eval_deadline},
   {"--profile-deadline", "OPFORGE_PROFILE_DEADLINE",
-   "seconds for profiling a task, torch.compile included (600)", parse_profile_deadline},
+   "seconds for profiling a task, torch.compile included (600; times --workers-per-gpu)",
+   parse_profile_deadline},
   {NULL, NULL, NULL, NULL},
 };
 

@@ -30,10 +30,13 @@ static void start_slot(struct supervisor_pool *pool, const struct opforge_config
   sc.cache_dir = cache;
   sc.device = device;
   sc.stderr_path = log_path;
-  sc.compile_eval_deadline_s = cfg->evaluate_deadline_s;
-  sc.profile_deadline_s = cfg->profile_deadline_s;
-  /* Slots that share a GPU share its memory; the evaluators take turns for GPU work (the
-   * device lock in evaluator.py), so each may use its part of 90%. */
+  /* Slots that share a GPU take turns for GPU work (the device lock in evaluator.py): a
+   * request may first wait for each other slot's request, itself bounded by the same
+   * deadline, so a slot's deadline is the configured one times the slots per GPU. A
+   * kernel that never ends is still killed, later; a request that only waited is not. */
+  sc.compile_eval_deadline_s = (double)cfg->evaluate_deadline_s * cfg->workers_per_gpu;
+  sc.profile_deadline_s = (double)cfg->profile_deadline_s * cfg->workers_per_gpu;
+  /* They also share its memory: each may use its part of 90%. */
   sc.mem_fraction = 0.9 / cfg->workers_per_gpu;
   struct supervisor *sv = NULL;
   if (!evaluator) {

@@ -1287,6 +1287,43 @@ static void test_builtin_proposer_unsupported_task(void **state) {
   es_stop(s);
 }
 
+/* With the builtin proposer a step does not repeat a candidate the task already
+ * evaluated while another strategy of the chosen direction yields a new one: over 10
+ * steps every evaluated candidate is distinct and none reuses an earlier result (every
+ * one fails here, since the scripted evaluator wants a SCRIPT directive). Steps whose
+ * every strategy is refused before compiling leave a candidate with no source. */
+static void test_builtin_steps_avoid_repeats(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "plain_softmax", "htam+tree", "builtin", 10, 600);
+  json_t *task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "failed");
+  json_decref(task);
+  json_t *candidates = get_candidates(s, id);
+  assert_int_equal(json_array_size(candidates), 10);
+  json_t *seen = json_object();
+  size_t i, evaluated = 0;
+  json_t *c;
+  json_array_foreach(candidates, i, c) {
+    assert_null(json_object_get(json_object_get(c, "result"), "reused_from"));
+    if (!json_string_length(json_object_get(c, "source")))
+      continue;
+    json_t *pair = json_pack("[O, O]", json_object_get(c, "source"), json_object_get(c, "options"));
+    char *key = json_dumps(pair, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(pair);
+    assert_null(json_object_get(seen, key));
+    json_object_set_new(seen, key, json_true());
+    free(key);
+    evaluated++;
+  }
+  assert_true(evaluated >= 5);
+  assert_int_equal(count_log_ops(s, "evaluate"), (int)evaluated);
+  json_decref(seen);
+  json_decref(candidates);
+  free(id);
+  es_stop(s);
+}
+
 /* Under OPFORGE_SPEC_SOFT, the spec violations met along the way fail here. */
 static void test_no_deferred_spec_violations(void **state) {
   (void)state;
@@ -1379,6 +1416,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_evaluator_crash_mid_task, teardown),
     cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
     cmocka_unit_test_teardown(test_builtin_proposer_unsupported_task, teardown),
+    cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
     cmocka_unit_test(test_no_deferred_spec_violations),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
