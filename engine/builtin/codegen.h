@@ -1,5 +1,6 @@
 /* Candidate assembly the builtin generators share: the row kernels' source and the
- * {source, options, plan} object every family hands back. */
+ * {source, options, plan} object every family hands back. The text builder every generator
+ * (gemm included) writes source into, struct cg_buf, is declared in expr.h. */
 #ifndef OPFORGE_BUILTIN_CODEGEN_H
 #define OPFORGE_BUILTIN_CODEGEN_H
 

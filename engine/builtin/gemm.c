@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/builtin/builtin.h"
+#include "engine/builtin/expr.h"
 #include "engine/builtin/gemm.h"
 #include "engine/builtin/gemm_epilogue.h"
 
@@ -14,50 +15,6 @@
 #define H200_SMS 132
 #define SMEM_LIMIT (227 * 1024)
 #define TAIL_SMEM_LIMIT (200 * 1024)
-
-/* ---- a growing string (NULL data after an allocation failure) ---- */
-
-struct sbuf {
-  char *data;
-  size_t len, cap;
-  bool failed;
-};
-
-static void sb_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(struct sbuf *b, const char *fmt, ...) {
-  if (b->failed)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0)
-    goto fail;
-  if (b->len + (size_t)n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->len + (size_t)n + 1)
-      cap *= 2;
-    char *d = realloc(b->data, cap);
-    if (!d)
-      goto fail;
-    b->data = d;
-    b->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-  return;
-fail:
-  free(b->data);
-  b->data = NULL;
-  b->failed = true;
-}
-
-static void sb_free(struct sbuf *b) {
-  free(b->data);
-  memset(b, 0, sizeof *b);
-}
 
 /* ---- what each graph node evaluates to while matching ---- */
 
@@ -100,7 +57,7 @@ struct matcher {
   const char *gemm_name;
 
   /* the row tail */
-  struct sbuf tail_fns, tail_body;
+  struct cg_buf tail_fns, tail_body;
   json_t *tail_ops, *tail_operands;
   long long tail_cols_in, tail_tmp;
   int nfn;
@@ -646,13 +603,13 @@ static void record_ops(struct matcher *m, json_t *list) {
 
 /* Emits the current segment as device function name into fns, returning the call with
  * the operand arguments mapped to parameters prefix<i> of operands (deduplicated). */
-static char *segment_call(struct matcher *m, const char *name, int out_var, struct sbuf *fns,
+static char *segment_call(struct matcher *m, const char *name, int out_var, struct cg_buf *fns,
                           json_t *operands, const char *prefix, const char *x, const char *row,
                           const char *col) {
   char *fn = epi_emit_function(&m->seg, name, out_var);
   if (!fn)
     return NULL;
-  sb_add(fns, "%s", fn);
+  cg_printf(fns, "%s", fn);
   free(fn);
   size_t n = json_array_size(m->seg.operands);
   char **args = calloc(n + 1, sizeof *args);
@@ -685,22 +642,22 @@ static char *segment_call(struct matcher *m, const char *name, int out_var, stru
 
 /* Ends the GEMM epilogue: its function becomes the match's "epilogue". */
 static int finish_epilogue(struct matcher *m, int out_var) {
-  struct sbuf fns = {0};
+  struct cg_buf fns = {0};
   json_t *operands = json_array();
   char *call =
       operands ? segment_call(m, "ofg_epi", out_var, &fns, operands, "e", "x", "row", "col") : NULL;
   free(call);
   if (!operands || fns.failed || !call) {
     json_decref(operands);
-    sb_free(&fns);
+    cg_free(&fns);
     return fail(m, "out of memory");
   }
   json_t *ops = json_array();
   record_ops(m, ops);
   json_object_set_new(m->match, "epilogue",
                       json_pack("{s:o,s:o,s:s}", "ops", ops, "operands", operands, "code",
-                                fns.data ? fns.data : ""));
-  sb_free(&fns);
+                                fns.s ? fns.s : ""));
+  cg_free(&fns);
   return 0;
 }
 
@@ -750,12 +707,12 @@ static int flush_tail_segment(struct matcher *m, int out_var) {
   if (!call)
     return fail(m, "out of memory");
   if (row)
-    sb_add(&m->tail_body,
-           "  for (int c = threadIdx.x; c < n; c += blockDim.x) row[c] = %s;\n"
-           "  __syncthreads();\n",
-           call);
+    cg_printf(&m->tail_body,
+              "  for (int c = threadIdx.x; c < n; c += blockDim.x) row[c] = %s;\n"
+              "  __syncthreads();\n",
+              call);
   else
-    sb_add(&m->tail_body, "  s = %s;\n", call);
+    cg_printf(&m->tail_body, "  s = %s;\n", call);
   free(call);
   record_ops(m, m->tail_ops);
   return 0;
@@ -792,7 +749,7 @@ static int row_op(struct matcher *m, struct val *x, const char *opname, enum pha
     return -1;
   if (flush_tail_segment(m, x->var) != 0)
     return -1;
-  sb_add(&m->tail_body, "%s", code);
+  cg_printf(&m->tail_body, "%s", code);
   json_array_append_new(m->tail_ops, json_string(opname));
   m->phase = next;
   return next_segment(m, m->rows, next_cols);
@@ -1292,32 +1249,32 @@ static bool has_stage_arg(struct matcher *m, json_t *v) {
 /* The tail's device function ofg_tail_body: segment functions, then the row program
  * ending with the store of its vector or scalar result. */
 static int finish_tail(struct matcher *m, bool scalar) {
-  struct sbuf b = {0};
-  sb_add(&b, "%s", m->tail_fns.data ? m->tail_fns.data : "");
-  sb_add(&b,
-         "__device__ __forceinline__ void ofg_tail_body(float* row, float* tmp, float* red, "
-         "i64 r, float* dst OFG_TAIL_PARAMS) {\n"
-         "  int n = %lld;\n  float s = 0.0f;\n  (void)s; (void)tmp; (void)red;\n%s",
-         m->tail_cols_in, m->tail_body.data ? m->tail_body.data : "");
+  struct cg_buf b = {0};
+  cg_printf(&b, "%s", m->tail_fns.s ? m->tail_fns.s : "");
+  cg_printf(&b,
+            "__device__ __forceinline__ void ofg_tail_body(float* row, float* tmp, float* red, "
+            "i64 r, float* dst OFG_TAIL_PARAMS) {\n"
+            "  int n = %lld;\n  float s = 0.0f;\n  (void)s; (void)tmp; (void)red;\n%s",
+            m->tail_cols_in, m->tail_body.s ? m->tail_body.s : "");
   if (scalar)
-    sb_add(&b, "  if (threadIdx.x == 0) dst[r] = s;\n}\n");
+    cg_printf(&b, "  if (threadIdx.x == 0) dst[r] = s;\n}\n");
   else
-    sb_add(&b, "  ofg_tail_store(dst + r * (i64)n, row, n);\n}\n");
+    cg_printf(&b, "  ofg_tail_store(dst + r * (i64)n, row, n);\n}\n");
   if (b.failed || m->tail_fns.failed || m->tail_body.failed) {
-    sb_free(&b);
+    cg_free(&b);
     return fail(m, "out of memory");
   }
   long long smem = (m->tail_cols_in + 3) / 4 * 4 + (m->tail_tmp + 3) / 4 * 4 + 32;
   if (smem * 4 > TAIL_SMEM_LIMIT) {
-    sb_free(&b);
+    cg_free(&b);
     return fail(m, "the row tail keeps a row of %lld floats in shared memory: too long",
                 m->tail_cols_in);
   }
   json_t *tail =
       json_pack("{s:O,s:O,s:s,s:I,s:I,s:I}", "ops", m->tail_ops, "operands", m->tail_operands,
-                "code", b.data, "cols_in", (json_int_t)m->tail_cols_in, "cols_out",
+                "code", b.s, "cols_in", (json_int_t)m->tail_cols_in, "cols_out",
                 (json_int_t)(scalar ? 0 : m->cols), "smem_floats", (json_int_t)smem);
-  sb_free(&b);
+  cg_free(&b);
   if (!tail)
     return fail(m, "out of memory");
   json_t *dst = json_object_get(m->match, "tail_dst");
@@ -1335,7 +1292,7 @@ static int finish_tail(struct matcher *m, bool scalar) {
 }
 
 static int finish_expand(struct matcher *m, int var) {
-  struct sbuf fns = {0};
+  struct cg_buf fns = {0};
   json_t *operands = json_array();
   char *call = operands
                    ? segment_call(m, "ofg_expand", var, &fns, operands, "x", "0.0f", "row", "col")
@@ -1343,17 +1300,17 @@ static int finish_expand(struct matcher *m, int var) {
   if (!call || fns.failed) {
     free(call);
     json_decref(operands);
-    sb_free(&fns);
+    cg_free(&fns);
     return fail(m, "out of memory");
   }
   json_t *ops = json_array();
   record_ops(m, ops);
   json_object_set_new(m->match, "expand",
                       json_pack("{s:o,s:o,s:s,s:s,s:I,s:I}", "ops", ops, "operands", operands,
-                                "code", fns.data, "call", call, "numel",
+                                "code", fns.s, "call", call, "numel",
                                 (json_int_t)(m->rows * m->cols), "cols", (json_int_t)m->cols));
   free(call);
-  sb_free(&fns);
+  cg_free(&fns);
   return 0;
 }
 
@@ -1535,8 +1492,8 @@ static void matcher_clear(struct matcher *m) {
   free(m->vals);
   free(m->users);
   epi_prog_clear(&m->seg);
-  sb_free(&m->tail_fns);
-  sb_free(&m->tail_body);
+  cg_free(&m->tail_fns);
+  cg_free(&m->tail_body);
   json_decref(m->tail_ops);
   json_decref(m->tail_operands);
   json_decref(m->match);
@@ -2018,15 +1975,15 @@ static void add_operand_args(json_t *args, json_t *operands) {
 }
 
 /* -D-style parameter macros for a stage's operands: NAME_PARAMS and NAME_ARGS. */
-static void param_macros(struct sbuf *s, const char *name, json_t *operands, const char *prefix) {
+static void param_macros(struct cg_buf *s, const char *name, json_t *operands, const char *prefix) {
   size_t n = json_array_size(operands);
-  sb_add(s, "#define %s_PARAMS ", name);
+  cg_printf(s, "#define %s_PARAMS ", name);
   for (size_t i = 0; i < n; i++)
-    sb_add(s, ", const float* __restrict__ %s%zu", prefix, i);
-  sb_add(s, "\n#define %s_ARGS ", name);
+    cg_printf(s, ", const float* __restrict__ %s%zu", prefix, i);
+  cg_printf(s, "\n#define %s_ARGS ", name);
   for (size_t i = 0; i < n; i++)
-    sb_add(s, ", %s%zu", prefix, i);
-  sb_add(s, "\n");
+    cg_printf(s, ", %s%zu", prefix, i);
+  cg_printf(s, "\n");
 }
 
 static json_t *launch(const char *kernel, long long gx, long long gy, long long gz, int bx, int by,
@@ -2041,53 +1998,53 @@ static int tail_threads(const struct gm *g) {
 }
 
 /* The problem and stage macros every kernel of the source reads. */
-static void problem_macros(struct sbuf *s, const struct gm *g, const struct layout *L) {
+static void problem_macros(struct cg_buf *s, const struct gm *g, const struct layout *L) {
   /* OFG_EMU: the unit tests' CPU emulator of the kernels supplies these itself. */
-  sb_add(s, "#ifndef OFG_EMU\n#define OFG_PRAGMA(x) _Pragma(#x)\n"
-            "#define OFG_DYN_SMEM(name) extern __shared__ float4 name[]\n"
-            "#else\n#define OFG_PRAGMA(x)\n"
-            "#define OFG_DYN_SMEM(name) float4* name = (float4*)ofg_emu_dyn_smem()\n#endif\n"
-            "#define OFG_UNROLL_N(n) OFG_PRAGMA(unroll n)\n");
+  cg_printf(s, "#ifndef OFG_EMU\n#define OFG_PRAGMA(x) _Pragma(#x)\n"
+               "#define OFG_DYN_SMEM(name) extern __shared__ float4 name[]\n"
+               "#else\n#define OFG_PRAGMA(x)\n"
+               "#define OFG_DYN_SMEM(name) float4* name = (float4*)ofg_emu_dyn_smem()\n#endif\n"
+               "#define OFG_UNROLL_N(n) OFG_PRAGMA(unroll n)\n");
   const char *opm = op_is(g, "gemm")   ? "OFG_OP_GEMM"
                     : op_is(g, "gemv") ? "OFG_OP_GEMV"
                                        : "OFG_OP_ROWSCALE";
-  sb_add(s,
-         "#define %s 1\n#define OFG_M %lld\n#define OFG_N %lld\n#define OFG_K %lld\n"
-         "#define OFG_BATCH %lld\n#define OFG_TRANS_A %d\n#define OFG_TRANS_B %d\n"
-         "#define OFG_A_BSTRIDE %lldLL\n#define OFG_B_BSTRIDE %lldLL\n",
-         opm, g->m, g->n, g->k, g->batch, g->ta, g->tb, g->abs, g->bbs);
-  sb_add(s, "#define OFG_MIN_BLOCKS %d\n", L->minb);
-  sb_add(s,
-         "#define OFG_PAD_A %d\n#define OFG_PAD_B %d\n#define OFG_VEC_A %d\n"
-         "#define OFG_VEC_B %d\n#define OFG_IDX64 %d\n",
-         L->pad_a, L->pad_b, L->va, L->vb, L->idx64 ? 1 : 0);
+  cg_printf(s,
+            "#define %s 1\n#define OFG_M %lld\n#define OFG_N %lld\n#define OFG_K %lld\n"
+            "#define OFG_BATCH %lld\n#define OFG_TRANS_A %d\n#define OFG_TRANS_B %d\n"
+            "#define OFG_A_BSTRIDE %lldLL\n#define OFG_B_BSTRIDE %lldLL\n",
+            opm, g->m, g->n, g->k, g->batch, g->ta, g->tb, g->abs, g->bbs);
+  cg_printf(s, "#define OFG_MIN_BLOCKS %d\n", L->minb);
+  cg_printf(s,
+            "#define OFG_PAD_A %d\n#define OFG_PAD_B %d\n#define OFG_VEC_A %d\n"
+            "#define OFG_VEC_B %d\n#define OFG_IDX64 %d\n",
+            L->pad_a, L->pad_b, L->va, L->vb, L->idx64 ? 1 : 0);
   const char *mk = g->mask ? json_string_value(json_object_get(g->mask, "kind")) : NULL;
-  sb_add(s, "#define OFG_MASK %d\n#define OFG_MASK_DIAG %lld\n",
-         mk ? (strcmp(mk, "triu") == 0 ? 1 : 2) : 0, g->mask ? jint(g->mask, "diagonal") : 0);
+  cg_printf(s, "#define OFG_MASK %d\n#define OFG_MASK_DIAG %lld\n",
+            mk ? (strcmp(mk, "triu") == 0 ? 1 : 2) : 0, g->mask ? jint(g->mask, "diagonal") : 0);
   if (op_is(g, "gemv"))
-    sb_add(s,
-           "#define OFG_GEMV_RPB %lldLL\n#define OFG_GEMV_MBSTRIDE %lldLL\n"
-           "#define OFG_GEMV_XBSTRIDE %lldLL\n#define OFG_GEMV_SWAP %d\n",
-           g->swap ? g->n : g->m, g->swap ? 0 : g->abs, g->swap ? 0 : g->bbs, g->swap);
+    cg_printf(s,
+              "#define OFG_GEMV_RPB %lldLL\n#define OFG_GEMV_MBSTRIDE %lldLL\n"
+              "#define OFG_GEMV_XBSTRIDE %lldLL\n#define OFG_GEMV_SWAP %d\n",
+              g->swap ? g->n : g->m, g->swap ? 0 : g->abs, g->swap ? 0 : g->bbs, g->swap);
   param_macros(s, "OFG_EPI", json_object_get(g->epi, "operands"), "e");
   if (g->tail) {
-    sb_add(s,
-           "#define OFG_TAIL_COLS_IN %lld\n#define OFG_TAIL_TMP %lld\n"
-           "#define TAIL_THREADS %d\n",
-           jint(g->tail, "cols_in"),
-           jint(g->tail, "smem_floats") - (jint(g->tail, "cols_in") + 3) / 4 * 4 - 32,
-           tail_threads(g));
+    cg_printf(s,
+              "#define OFG_TAIL_COLS_IN %lld\n#define OFG_TAIL_TMP %lld\n"
+              "#define TAIL_THREADS %d\n",
+              jint(g->tail, "cols_in"),
+              jint(g->tail, "smem_floats") - (jint(g->tail, "cols_in") + 3) / 4 * 4 - 32,
+              tail_threads(g));
     param_macros(s, "OFG_TAIL", json_object_get(g->tail, "operands"), "t");
   }
   if (g->colstats)
-    sb_add(s, "#define OFG_CS_ROWS %lld\n#define OFG_CS_COLS %lld\n#define OFG_CS_EPS %.9gf\n",
-           g->rows, g->n, json_number_value(json_object_get(g->colstats, "eps")));
+    cg_printf(s, "#define OFG_CS_ROWS %lld\n#define OFG_CS_COLS %lld\n#define OFG_CS_EPS %.9gf\n",
+              g->rows, g->n, json_number_value(json_object_get(g->colstats, "eps")));
   if (g->expand) {
-    sb_add(s,
-           "#define OFG_EXP_NUMEL %lldLL\n#define OFG_EXP_COLS %lldLL\n"
-           "#define OFG_EXP_CALL %s\n",
-           jint(g->expand, "numel"), jint(g->expand, "cols"),
-           json_string_value(json_object_get(g->expand, "call")));
+    cg_printf(s,
+              "#define OFG_EXP_NUMEL %lldLL\n#define OFG_EXP_COLS %lldLL\n"
+              "#define OFG_EXP_CALL %s\n",
+              jint(g->expand, "numel"), jint(g->expand, "cols"),
+              json_string_value(json_object_get(g->expand, "call")));
     param_macros(s, "OFG_EXP", json_object_get(g->expand, "operands"), "x");
   }
 }
@@ -2101,26 +2058,26 @@ static char *build_source(const struct gm *g, const struct layout *L, bool tf32)
   const char *tail_t = builtin_template("gemm_tail.cu");
   if (!common || !main_t || !tail_t || !tc_t)
     return NULL;
-  struct sbuf s = {0};
-  sb_add(&s, "// opforge builtin gemm: generated\n"
-             "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n");
-  sb_add(&s, "%s\n", common);
+  struct cg_buf s = {0};
+  cg_printf(&s, "// opforge builtin gemm: generated\n"
+                "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n");
+  cg_printf(&s, "%s\n", common);
   if (tf32)
-    sb_add(&s, "#define OFG_TF32X3 1\n");
+    cg_printf(&s, "#define OFG_TF32X3 1\n");
   problem_macros(&s, g, L);
-  sb_add(&s, "%s", epi_prelude());
-  sb_add(&s, "%s\n", json_string_value(json_object_get(g->epi, "code")));
-  sb_add(&s, "%s\n", main_t);
+  cg_printf(&s, "%s", epi_prelude());
+  cg_printf(&s, "%s\n", json_string_value(json_object_get(g->epi, "code")));
+  cg_printf(&s, "%s\n", main_t);
   if (tf32)
-    sb_add(&s, "%s\n", tc_t);
+    cg_printf(&s, "%s\n", tc_t);
   if (g->tail || g->colstats || g->expand) {
     if (g->expand)
-      sb_add(&s, "%s\n", json_string_value(json_object_get(g->expand, "code")));
-    sb_add(&s, "%s\n", tail_t);
+      cg_printf(&s, "%s\n", json_string_value(json_object_get(g->expand, "code")));
+    cg_printf(&s, "%s\n", tail_t);
     if (g->tail)
-      sb_add(&s, "%s\n", json_string_value(json_object_get(g->tail, "code")));
+      cg_printf(&s, "%s\n", json_string_value(json_object_get(g->tail, "code")));
   }
-  return s.failed ? NULL : s.data;
+  return cg_take(&s);
 }
 
 /* The launches after the first: split-K reduction, column statistics, row tail and the

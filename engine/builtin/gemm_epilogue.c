@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/builtin/builtin.h"
+#include "engine/builtin/expr.h"
 #include "engine/builtin/gemm_epilogue.h"
 
 #define EXPR_MAX 1024
@@ -733,64 +734,27 @@ int epi_add_value(struct epi_prog *p, int x, const struct epi_value *value, cons
 
 /* ---- emission ---- */
 
-/* A growing string; NULL data after an allocation failure. */
-struct sbuf {
-  char *data;
-  size_t len, cap;
-};
-
-static void sb_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(struct sbuf *b, const char *fmt, ...) {
-  if (!b->data && b->cap)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0)
-    goto fail;
-  if (b->len + (size_t)n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + (size_t)n + 1)
-      cap *= 2;
-    char *d = realloc(b->data, cap);
-    if (!d)
-      goto fail;
-    b->data = d;
-    b->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-  return;
-fail:
-  free(b->data);
-  b->data = NULL;
-  b->cap = 1;
-}
-
 char *epi_emit_function(const struct epi_prog *p, const char *name, int out_var) {
-  struct sbuf b = {0};
-  sb_add(&b, "__device__ __forceinline__ float %s(float v0, i64 row, i64 col", name);
+  struct cg_buf b = {0};
+  cg_printf(&b, "__device__ __forceinline__ float %s(float v0, i64 row, i64 col", name);
   for (size_t i = 0; i < json_array_size(p->operands); i++)
-    sb_add(&b, ", const float* __restrict__ e%zu", i);
-  sb_add(&b, ") {\n  (void)row; (void)col;\n");
+    cg_printf(&b, ", const float* __restrict__ e%zu", i);
+  cg_printf(&b, ") {\n  (void)row; (void)col;\n");
   size_t i;
   json_t *s;
   json_array_foreach(p->stmts, i, s) {
-    sb_add(&b, "  %s\n", json_string_value(s));
+    cg_printf(&b, "  %s\n", json_string_value(s));
   }
-  sb_add(&b, "  return v%d;\n}\n", out_var);
-  return b.data;
+  cg_printf(&b, "  return v%d;\n}\n", out_var);
+  return cg_take(&b);
 }
 
 char *epi_emit_call(const struct epi_prog *p, const char *name, const char *x, const char *row,
                     const char *col, const char *const *args) {
-  struct sbuf b = {0};
-  sb_add(&b, "%s(%s, %s, %s", name, x, row, col);
+  struct cg_buf b = {0};
+  cg_printf(&b, "%s(%s, %s, %s", name, x, row, col);
   for (size_t i = 0; i < json_array_size(p->operands); i++)
-    sb_add(&b, ", %s", args[i]);
-  sb_add(&b, ")");
-  return b.data;
+    cg_printf(&b, ", %s", args[i]);
+  cg_printf(&b, ")");
+  return cg_take(&b);
 }

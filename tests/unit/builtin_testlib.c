@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +80,23 @@ void write_file(const char *path, const char *text) {
   assert_non_null(f);
   assert_true(fputs(text, f) >= 0);
   assert_int_equal(fclose(f), 0);
+}
+
+/* A small task's source (caller frees): source itself, or the KernelBench file followed by
+ * sizes. Takes nothing over. */
+char *task_source(const char *source, const char *file, const char *sizes) {
+  if (source)
+    return strdup(source);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), file);
+  char *src = read_file(path);
+  assert_non_null(src);
+  size_t n = strlen(src) + strlen(sizes) + 2;
+  char *all = malloc(n);
+  assert_non_null(all);
+  snprintf(all, n, "%s\n%s", src, sizes);
+  free(src);
+  return all;
 }
 
 /* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
@@ -369,3 +387,53 @@ bool compare_result(const char *dir, const char *result, const char *dtype, char
   return ok;
 }
 
+/* Writes every task's source into its own directory of tmp and runs ref_script over them in
+ * one python process (one torch start-up for the whole table). tmp stays the caller's; each
+ * source task() returns is freed here. */
+void prepare_tasks(const char *tmp, size_t n, task_source_fn task) {
+  const char *py = python_path();
+  size_t cap = 1 << 16;
+  char *cmd = malloc(cap);
+  assert_non_null(cmd);
+  char script[1100];
+  snprintf(script, sizeof script, "%s/ref.py", tmp);
+  FILE *f = fopen(script, "w");
+  assert_non_null(f);
+  for (size_t i = 0; ref_script[i]; i++)
+    fprintf(f, "%s\n", ref_script[i]);
+  assert_int_equal(fclose(f), 0);
+  int used = snprintf(cmd, cap, "%s %s", py, script);
+  for (size_t i = 0; i < n; i++) {
+    const char *name = NULL;
+    char *src = task(i, &name);
+    char dir[1100], path[1200];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/task.py", dir);
+    write_file(path, src);
+    free(src);
+    used += snprintf(cmd + used, cap - (size_t)used, " %s %s", path, dir);
+  }
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+}
+
+/* Compares every run's result with its references and prints the verdicts; fails the
+ * running test on a mismatch. Takes nothing over: runs stays the caller's. */
+void check_runs(json_t *runs, int name_width, int what_width) {
+  size_t failed = 0;
+  size_t i;
+  json_t *r;
+  json_array_foreach(runs, i, r) {
+    char msg[256];
+    const char *dir = json_string_value(json_object_get(r, "dir"));
+    const char *what = json_string_value(json_object_get(r, "what"));
+    bool ok = compare_result(dir, json_string_value(json_object_get(r, "result")),
+                             json_string_value(json_object_get(r, "dtype")), msg, sizeof msg);
+    printf("  %-8s %-*s %-*s %s\n", ok ? "ok" : "MISMATCH", name_width, strrchr(dir, '/') + 1,
+           what_width, what[0] ? what : "defaults", msg);
+    failed += !ok;
+  }
+  printf("  %zu candidates emulated, %zu mismatched\n", json_array_size(runs), failed);
+  assert_int_equal(failed, 0);
+}

@@ -23,6 +23,12 @@ char *read_file(const char *path);
 /* Writes text to path, replacing it; fails the running test on any error. */
 void write_file(const char *path, const char *text);
 
+/* A small task's source (caller frees): source itself when not NULL, else the KernelBench
+ * file (a path relative to kernelbench_dir()) followed by sizes, assignments that override
+ * its size constants. Fails the running test when the file cannot be read. The arguments
+ * stay the caller's. */
+char *task_source(const char *source, const char *file, const char *sizes);
+
 /* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
 
 struct evaluator {
@@ -73,6 +79,21 @@ void *read_raw(const char *path, size_t *ret_bytes);
  * comparison described in msg (len bytes, caller's buffer). Takes nothing over. */
 bool compare_result(const char *dir, const char *result, const char *dtype, char *msg,
                     size_t len);
+
+/* Task i of a test's table, as prepare_tasks reads it: its name (the table's storage) into
+ * *ret_name, and its source, which the caller frees. */
+typedef char *(*task_source_fn)(size_t i, const char **ret_name);
+
+/* Writes the source of each of the n tasks (task(i)) to tmp/<name>/task.py, then runs
+ * ref_script over them all, which writes each task's reference data beside its source.
+ * Fails the running test on any error. tmp stays the caller's. */
+void prepare_tasks(const char *tmp, size_t n, task_source_fn task);
+
+/* Compares every emulated run of runs (objects {"dir", "result", "dtype", "what"}, "what"
+ * the knob variant, "" for the defaults) with its references, printing a line per run with
+ * the task (the last component of dir) name_width and the variant what_width characters
+ * wide; fails the running test on a mismatch. Takes nothing over. */
+void check_runs(json_t *runs, int name_width, int what_width);
 
 #endif /* BUILTIN_TESTLIB_EMULATOR */
 

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -739,18 +738,14 @@ static const struct small_task {
 
 /* The small task's source (caller frees): its own, or the public file plus sizes. */
 static char *small_source(const struct small_task *t) {
-  if (t->source)
-    return strdup(t->source);
-  char path[1200];
-  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), t->file);
-  char *src = read_file(path);
-  assert_non_null(src);
-  size_t n = strlen(src) + strlen(t->sizes) + 2;
-  char *all = malloc(n);
-  assert_non_null(all);
-  snprintf(all, n, "%s\n%s", src, t->sizes);
-  free(src);
-  return all;
+  return task_source(t->source, t->file, t->sizes);
+}
+
+/* Small task i as prepare_tasks reads it: its name (static storage) into *ret_name, and its
+ * source, which the caller frees. */
+static char *small_task(size_t i, const char **ret_name) {
+  *ret_name = small_tasks[i].name;
+  return small_source(&small_tasks[i]);
 }
 
 /* The profile of small task i (cached). */
@@ -1034,54 +1029,6 @@ static const char *const emu_prelude[] = {
     NULL,
 };
 
-/* Writes every small task's source, profiles it and writes its reference data. */
-static void prepare_tasks(const char *tmp) {
-  const char *py = python_path();
-  size_t cap = 1 << 16;
-  char *cmd = malloc(cap);
-  assert_non_null(cmd);
-  char script[1100];
-  snprintf(script, sizeof script, "%s/ref.py", tmp);
-  FILE *f = fopen(script, "w");
-  assert_non_null(f);
-  for (size_t i = 0; ref_script[i]; i++)
-    fprintf(f, "%s\n", ref_script[i]);
-  assert_int_equal(fclose(f), 0);
-  int used = snprintf(cmd, cap, "%s %s", py, script);
-  for (size_t i = 0; i < N_SMALL; i++) {
-    char dir[1100], path[1200];
-    snprintf(dir, sizeof dir, "%s/%s", tmp, small_tasks[i].name);
-    assert_int_equal(mkdir(dir, 0700), 0);
-    char *src = small_source(&small_tasks[i]);
-    snprintf(path, sizeof path, "%s/task.py", dir);
-    write_file(path, src);
-    free(src);
-    used += snprintf(cmd + used, cap - (size_t)used, " %s %s", path, dir);
-  }
-  assert_int_equal(system(cmd), 0);
-  free(cmd);
-}
-
-/* Compares the result of every emulated run with its references; fails on a mismatch. */
-static void check_runs(json_t *runs) {
-  size_t failed = 0;
-  size_t i;
-  json_t *r;
-  json_array_foreach(runs, i, r) {
-    char msg[256];
-    bool ok = compare_result(json_string_value(json_object_get(r, "dir")),
-                             json_string_value(json_object_get(r, "result")),
-                             json_string_value(json_object_get(r, "dtype")), msg, sizeof msg);
-    const char *dir = json_string_value(json_object_get(r, "dir"));
-    const char *what = json_string_value(json_object_get(r, "what"));
-    printf("  %-8s %-13s %-38s %s\n", ok ? "ok" : "MISMATCH", strrchr(dir, '/') + 1,
-           what[0] ? what : "defaults", msg);
-    failed += !ok;
-  }
-  printf("  %zu candidates emulated, %zu mismatched\n", json_array_size(runs), failed);
-  assert_int_equal(failed, 0);
-}
-
 /* Generates the candidate of every variant of every small task into one C++ program,
  * builds it, runs it, and compares every result. */
 static void test_emulated_tasks(void **state) {
@@ -1093,7 +1040,7 @@ static void test_emulated_tasks(void **state) {
   }
   char tmp[] = "/tmp/opforge-reduce-emu-XXXXXX";
   assert_non_null(mkdtemp(tmp));
-  prepare_tasks(tmp);
+  prepare_tasks(tmp, N_SMALL, small_task);
   char prog[1100];
   snprintf(prog, sizeof prog, "%s/emu.cpp", tmp);
   FILE *f = fopen(prog, "w");
@@ -1140,7 +1087,7 @@ static void test_emulated_tasks(void **state) {
   snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -pthread -o %s/emu %s && %s/emu", cxx, tmp,
            prog, tmp);
   assert_int_equal(system(cmd), 0);
-  check_runs(runs);
+  check_runs(runs, 13, 38);
   json_decref(runs);
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   assert_int_equal(system(cmd), 0);

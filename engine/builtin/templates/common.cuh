@@ -196,4 +196,63 @@ __device__ __forceinline__ float ofg_dsmem_ld(const float* p, unsigned rank) {
   return v;
 #endif
 }
+
+// ---- The per-row skeleton of ofg_norm_rows and ofg_softmax_rows: staging a row in
+// shared memory and visiting the thread's vectors of it. The macros expand in the kernel,
+// after the fragment has defined OFG_GROUP and the path, and read the kernel's lo, hi (the
+// thread's vectors, of VEC floats, lie in [lo, hi)), g (its lane among the row's
+// OFG_GROUP threads) and xr (the row in global memory) or sm (the row staged). ----
+#define OFG_STR(x) #x
+#define OFG_PRAGMA(x) _Pragma(OFG_STR(x))
+
+// Copies the thread's vectors lo + g, lo + g + G, ... below hi of row xr into dynamic
+// shared memory (cp.async) and waits until all G threads of the row have theirs there.
+// Returns the staged row: vector q at (q - lo) * VEC. Row slot of the block owns CHUNKV
+// vectors of the buffer. Template arguments, not macros: the fragment that defines
+// OFG_GROUP and OFG_CHUNKV comes after this file.
+template <int G, long long CHUNKV>
+__device__ __forceinline__ float* ofg_row_stage(const float* __restrict__ xr, long long lo,
+                                                long long hi, int g, int slot) {
+#ifdef OFG_EMU
+  float4* const smem4 = (float4*)ofg_emu_dyn_smem();
+#else
+  extern __shared__ float4 ofg_smem4[];
+  float4* const smem4 = ofg_smem4;
+#endif
+  float* const sm = reinterpret_cast<float*>(smem4) + (long long)slot * CHUNKV * VEC;
+  for (long long q = lo + g; q < hi; q += G) ofg_cp(sm + (q - lo) * VEC, xr + q * VEC);
+  ofg_cp_wait();
+  if (G == BLOCK)
+    __syncthreads();
+  else
+    __syncwarp();
+  return sm;
+}
+
+// Visits the thread's vectors q of the row staged at sm; val holds the VEC values of
+// vector q while BODY runs.
+#define OFG_ROW_EACH_SMEM(BODY)                                        \
+  OFG_PRAGMA(unroll UNROLL)                                            \
+  for (long long q = lo + g; q < hi; q += OFG_GROUP) {                 \
+    float val[VEC];                                                    \
+    ofg_ldsv(sm + (q - lo) * VEC, val);                                \
+    BODY                                                               \
+  }
+
+// Visits the thread's vectors q of [lo, hi) read from global memory, ITEMS per batch; val
+// points at the VEC values of vector q.
+#define OFG_ROW_EACH_STREAM(BODY)                                      \
+  OFG_PRAGMA(unroll UNROLL)                                            \
+  for (long long q0 = lo + g; q0 < hi; q0 += (long long)OFG_GROUP * ITEMS) { \
+    float vb[ITEMS][VEC];                                              \
+    _Pragma("unroll") for (int k = 0; k < ITEMS; k++) {                \
+      const long long q = q0 + (long long)k * OFG_GROUP;               \
+      if (q < hi) ofg_ldv(xr + q * VEC, vb[k]);                        \
+    }                                                                  \
+    _Pragma("unroll") for (int k = 0; k < ITEMS; k++) {                \
+      const long long q = q0 + (long long)k * OFG_GROUP;               \
+      float* const val = vb[k];                                        \
+      if (q < hi) { BODY }                                             \
+    }                                                                  \
+  }
 #endif  // OFG_ROW_HELPERS

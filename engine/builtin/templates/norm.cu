@@ -28,10 +28,9 @@
 #ifndef SPLIT
 #define SPLIT 1
 #endif
-#define OFG_STR(x) #x
-#define OFG_PRAGMA(x) _Pragma(OFG_STR(x))
-// The vector load/store, cp.async and cluster helpers come from common.cuh
-// (OFG_ROW_HELPERS, which cg_row_source defines).
+// The vector load/store, cp.async and cluster helpers, OFG_PRAGMA and the per-row
+// skeleton (ofg_row_stage, OFG_ROW_EACH_*) come from common.cuh (OFG_ROW_HELPERS, which
+// cg_row_source defines).
 
 // Partial statistics: count, mean and sum of squared deviations (Chan et al. merge).
 struct ofg_wf {
@@ -202,23 +201,6 @@ __device__ __forceinline__ ofg_wf ofg_row_wf(ofg_wf a) {
   f = ofg_finalize(ofg_row_max(s1), 0.0f);
 #endif
 
-// The thread's vectors q of [lo, hi) read from global memory, ITEMS per batch; val points
-// at the VEC values of vector q.
-#define OFG_EACH_STREAM(BODY)                                          \
-  OFG_PRAGMA(unroll UNROLL)                                            \
-  for (long long q0 = lo + g; q0 < hi; q0 += (long long)OFG_GROUP * ITEMS) { \
-    float vb[ITEMS][VEC];                                              \
-    _Pragma("unroll") for (int k = 0; k < ITEMS; k++) {                \
-      const long long q = q0 + (long long)k * OFG_GROUP;               \
-      if (q < hi) ofg_ldv(xr + q * VEC, vb[k]);                        \
-    }                                                                  \
-    _Pragma("unroll") for (int k = 0; k < ITEMS; k++) {                \
-      const long long q = q0 + (long long)k * OFG_GROUP;               \
-      float* const val = vb[k];                                        \
-      if (q < hi) { BODY }                                             \
-    }                                                                  \
-  }
-
 #ifndef OFG_MULTI
 extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_norm_rows(const float* __restrict__ x,
                                                                 float* __restrict__ y
@@ -250,28 +232,10 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_norm_rows(const float* __r
     if (q < hi) { BODY }                                               \
   }
 #elif defined(OFG_PATH_SMEM)
-#ifdef OFG_EMU
-  float4* const ofg_smem4 = (float4*)ofg_emu_dyn_smem();
+  float* const sm = ofg_row_stage<OFG_GROUP, OFG_CHUNKV>(xr, lo, hi, g, slot);
+#define OFG_EACH_IN(BODY) OFG_ROW_EACH_SMEM(BODY)
 #else
-  extern __shared__ float4 ofg_smem4[];
-#endif
-  float* const sm = reinterpret_cast<float*>(ofg_smem4) + (long long)slot * OFG_CHUNKV * VEC;
-  for (long long q = lo + g; q < hi; q += OFG_GROUP) ofg_cp(sm + (q - lo) * VEC, xr + q * VEC);
-  ofg_cp_wait();
-#if OFG_GROUP == BLOCK
-  __syncthreads();
-#else
-  __syncwarp();
-#endif
-#define OFG_EACH_IN(BODY)                                              \
-  OFG_PRAGMA(unroll UNROLL)                                            \
-  for (long long q = lo + g; q < hi; q += OFG_GROUP) {                 \
-    float val[VEC];                                                    \
-    ofg_ldsv(sm + (q - lo) * VEC, val);                                \
-    BODY                                                               \
-  }
-#else
-#define OFG_EACH_IN(BODY) OFG_EACH_STREAM(BODY)
+#define OFG_EACH_IN(BODY) OFG_ROW_EACH_STREAM(BODY)
 #endif
   OFG_ROW_STATS(f)
 #if OFG_CL > 1
@@ -303,7 +267,7 @@ extern "C" __global__ void OFG_BOUNDS ofg_norm_part(const float* __restrict__ x,
 #ifdef OFG_STAT_MEANVAR
   ofg_wf w;
   w.n = w.mean = w.m2 = 0.0f;
-  OFG_EACH_STREAM(ofg_wf_add(w, val);)
+  OFG_ROW_EACH_STREAM(ofg_wf_add(w, val);)
   w = ofg_block_wf(w);
   if (threadIdx.x == 0) {
     p0[at] = w.n;
@@ -313,13 +277,13 @@ extern "C" __global__ void OFG_BOUNDS ofg_norm_part(const float* __restrict__ x,
 #elif defined(OFG_STAT_SUM)
   __shared__ float scratch[32];
   float s1 = 0.0f;
-  OFG_EACH_STREAM(_Pragma("unroll") for (int j = 0; j < VEC; j++) s1 += ofg_pre(val[j]);)
+  OFG_ROW_EACH_STREAM(_Pragma("unroll") for (int j = 0; j < VEC; j++) s1 += ofg_pre(val[j]);)
   s1 = ofg_block_sum(s1, scratch);
   if (threadIdx.x == 0) p0[at] = s1;
 #else
   __shared__ float scratch[32];
   float s1 = -INFINITY;
-  OFG_EACH_STREAM(_Pragma("unroll") for (int j = 0; j < VEC; j++) s1 = fmaxf(s1, ofg_pre(val[j]));)
+  OFG_ROW_EACH_STREAM(_Pragma("unroll") for (int j = 0; j < VEC; j++) s1 = fmaxf(s1, ofg_pre(val[j]));)
   s1 = ofg_block_max(s1, scratch);
   if (threadIdx.x == 0) p0[at] = s1;
 #endif
@@ -369,10 +333,10 @@ extern "C" __global__ void OFG_BOUNDS ofg_norm_apply(const float* __restrict__ x
 #endif
   (void)p1;
   (void)p2;
-  OFG_EACH_STREAM(float o[VEC];
-              _Pragma("unroll") for (int j = 0; j < VEC; j++)
-                  o[j] = ofg_norm_out(val[j], f, row, q * VEC + j, row * OFG_R + q * VEC + j OFG_AFF_ARGS);
-              ofg_stv(yr + q * VEC, o);)
+  OFG_ROW_EACH_STREAM(float o[VEC];
+                      _Pragma("unroll") for (int j = 0; j < VEC; j++)
+                          o[j] = ofg_norm_out(val[j], f, row, q * VEC + j, row * OFG_R + q * VEC + j OFG_AFF_ARGS);
+                      ofg_stv(yr + q * VEC, o);)
 }
 #endif
 #else

@@ -23,10 +23,9 @@
 #ifndef SPLIT
 #define SPLIT 1
 #endif
-#define OFG_STR(x) #x
-#define OFG_PRAGMA(x) _Pragma(OFG_STR(x))
-// The vector load/store, cp.async and cluster helpers come from common.cuh
-// (OFG_ROW_HELPERS, which cg_row_source defines).
+// The vector load/store, cp.async and cluster helpers, OFG_PRAGMA and the per-row
+// skeleton (ofg_row_stage, OFG_ROW_EACH_*) come from common.cuh (OFG_ROW_HELPERS, which
+// cg_row_source defines).
 
 #ifdef MODE_FAST_MATH
 #define OFG_EXP(x) __expf(x)
@@ -217,52 +216,16 @@ extern "C" __global__ void OFG_CLUSTER OFG_BOUNDS ofg_softmax_rows(const float* 
 #define OFG_EACH_IN(BODY) OFG_EACH(if (q < hi) { BODY })
 #define OFG_EACH_RW(BODY) OFG_EACH_IN(BODY)
 #elif defined(OFG_PATH_SMEM)
-#ifdef OFG_EMU
-  float4* const ofg_smem4 = (float4*)ofg_emu_dyn_smem();
-#else
-  extern __shared__ float4 ofg_smem4[];
-#endif
-  float* const sm = reinterpret_cast<float*>(ofg_smem4) + (long long)slot * OFG_CHUNKV * VEC;
-  for (long long q = lo + g; q < hi; q += OFG_GROUP) ofg_cp(sm + (q - lo) * VEC, xr + q * VEC);
-  ofg_cp_wait();
-#if OFG_GROUP == BLOCK
-  __syncthreads();
-#else
-  __syncwarp();
-#endif
-#define OFG_EACH_IN(BODY)                                              \
-  OFG_PRAGMA(unroll UNROLL)                                            \
-  for (long long q = lo + g; q < hi; q += OFG_GROUP) {                 \
-    float val[VEC];                                                    \
-    ofg_ldsv(sm + (q - lo) * VEC, val);                                \
-    BODY                                                               \
-  }
+  float* const sm = ofg_row_stage<OFG_GROUP, OFG_CHUNKV>(xr, lo, hi, g, slot);
+#define OFG_EACH_IN(BODY) OFG_ROW_EACH_SMEM(BODY)
 #define OFG_EACH(BODY) OFG_EACH_IN(BODY)
 // Visits the values and stores them back (BODY may change val).
-#define OFG_EACH_RW(BODY)                                              \
-  OFG_PRAGMA(unroll UNROLL)                                            \
-  for (long long q = lo + g; q < hi; q += OFG_GROUP) {                 \
-    float val[VEC];                                                    \
-    ofg_ldsv(sm + (q - lo) * VEC, val);                                \
-    BODY                                                               \
-    _Pragma("unroll") for (int j = 0; j < VEC; j++) sm[(q - lo) * VEC + j] = val[j]; \
-  }
+#define OFG_EACH_RW(BODY)                                                        \
+  OFG_ROW_EACH_SMEM(BODY _Pragma("unroll") for (int j = 0; j < VEC; j++)         \
+                        sm[(q - lo) * VEC + j] = val[j];)
 #else
   // Streamed: every pass reads the row from global memory, ITEMS vectors per batch.
-#define OFG_EACH_IN(BODY)                                              \
-  OFG_PRAGMA(unroll UNROLL)                                            \
-  for (long long q0 = lo + g; q0 < hi; q0 += (long long)OFG_GROUP * ITEMS) { \
-    float vb[ITEMS][VEC];                                              \
-    _Pragma("unroll") for (int k = 0; k < ITEMS; k++) {                \
-      const long long q = q0 + (long long)k * OFG_GROUP;               \
-      if (q < hi) ofg_ldv(xr + q * VEC, vb[k]);                        \
-    }                                                                  \
-    _Pragma("unroll") for (int k = 0; k < ITEMS; k++) {                \
-      const long long q = q0 + (long long)k * OFG_GROUP;               \
-      float* const val = vb[k];                                        \
-      if (q < hi) { BODY }                                             \
-    }                                                                  \
-  }
+#define OFG_EACH_IN(BODY) OFG_ROW_EACH_STREAM(BODY)
 #define OFG_EACH(BODY) OFG_EACH_IN(BODY)
 #endif
 
