@@ -207,9 +207,13 @@ static json_t *evaluate_once(struct task_run *run, json_t *candidate, const char
   json_t *result = evaluate(run, candidate);
   json_t *failure = json_object_get(result, "failure");
   const char *stage = json_string_value(json_object_get(failure, "stage"));
-  /* Crashes and timeouts may be the machine's fault, not the candidate's: never cached. */
+  /* Crashes, timeouts and the evaluator's own failures (load, protocol: memory taken by
+   * another slot, a restart) may be the machine's fault, not the candidate's: never
+   * cached. */
   bool cacheable = result && (!stage || (strcmp(stage, "crash") != 0 &&
-                                         strcmp(stage, "timeout") != 0));
+                                         strcmp(stage, "timeout") != 0 &&
+                                         strcmp(stage, "load") != 0 &&
+                                         strcmp(stage, "protocol") != 0));
   if (keyed && cacheable) {
     if (!run->evaluated)
       run->evaluated = json_object();
