@@ -81,5 +81,31 @@ json_t *graph_calls(json_t *profile);
 bool graph_target_is(json_t *node, const char *op);
 /* Shape of a node as an int64 array of up to 8 dims; returns the rank, -1 if unknown. */
 int graph_shape(json_t *node, long long dims[8]);
+/* The product of dims[from] .. dims[to - 1] (1 when from >= to). */
+long long graph_dims_prod(const long long *dims, int from, int to);
+
+/* The node an argument {"node": name} refers to (borrowed from profile), or NULL. */
+json_t *graph_ref(json_t *profile, json_t *arg);
+/* True for call nodes (op call_function, call_method or call_module). */
+bool graph_is_call(json_t *node);
+/* True for call_module nodes. */
+bool graph_is_module(json_t *node);
+/* A call's argument: positional pos when the call has that many, else keyword kw (NULL
+ * for none), else NULL. Borrowed from node. A JSON null comes back as it is, unlike
+ * expr_arg, which treats it as absent. */
+json_t *graph_arg(json_t *node, size_t pos, const char *kw);
+/* A call_module node's attribute name (borrowed from node), or NULL. */
+json_t *graph_attr(json_t *node, const char *name);
+/* A parameter of a call: the attribute name of a module, else graph_arg(node, pos, name)
+ * of a function or method (borrowed from node, NULL when absent). */
+json_t *graph_param(json_t *node, size_t pos, const char *name);
+/* The tensor name ("input:<i>", borrowed from node) of a placeholder node whose dtype is
+ * dtype (any dtype when NULL, but one must be recorded), else NULL. */
+const char *graph_input_tensor(json_t *node, const char *dtype);
+
+/* How a family's match() hands back the match object it built: takes over match and
+ * stores it in *ret_match (the caller then owns it), returning 1; a NULL match (memory
+ * ran out building it) returns -1 with "out of memory" in why. */
+int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whylen);
 
 #endif

@@ -74,13 +74,6 @@ static int fail(struct matcher *m, const char *fmt, ...) {
   return -1;
 }
 
-static long long prod(const long long *d, int from, int to) {
-  long long p = 1;
-  for (int i = from; i < to; i++)
-    p *= d[i];
-  return p;
-}
-
 static const char *node_name(json_t *node) {
   const char *s = json_string_value(json_object_get(node, "name"));
   return s ? s : "?";
@@ -105,21 +98,6 @@ static const char *short_name(json_t *node) {
 
 static bool named(json_t *node, const char *name) {
   return strcmp(short_name(node), name) == 0;
-}
-
-static bool is_module_node(json_t *node) {
-  return strcmp(node_op(node), "call_module") == 0;
-}
-
-static json_t *arg_at(json_t *node, size_t pos, const char *kw) {
-  json_t *args = json_object_get(node, "args");
-  if (json_is_array(args) && pos < json_array_size(args))
-    return json_array_get(args, pos);
-  return kw ? json_object_get(json_object_get(node, "kwargs"), kw) : NULL;
-}
-
-static json_t *attr(json_t *node, const char *name) {
-  return json_object_get(json_object_get(node, "attrs"), name);
 }
 
 static int node_index(struct matcher *m, const char *name) {
@@ -280,20 +258,21 @@ static int permute_swaps_last(struct matcher *m, json_t *node, int nd, bool *ret
   for (int d = 0; d < nd; d++)
     perm[d] = d;
   if (strcmp(n, "permute") == 0) {
-    json_t *a1 = arg_at(node, 1, NULL);
+    json_t *a1 = graph_arg(node, 1, NULL);
     json_t *dims =
         json_array_size(json_object_get(node, "args")) == 2 && json_is_array(a1) ? a1 : NULL;
     for (int d = 0; d < nd; d++) {
       long long pd;
-      json_t *e = dims ? json_array_get(dims, (size_t)d) : arg_at(node, (size_t)d + 1, NULL);
+      json_t *e = dims ? json_array_get(dims, (size_t)d) : graph_arg(node, (size_t)d + 1, NULL);
       if (json_ll(e, &pd) != 0 || pd < -nd || pd >= nd)
         return fail(m, "permute: unsupported dims");
       perm[d] = (int)(pd < 0 ? pd + nd : pd);
     }
   } else {
     long long d0, d1;
-    if (json_ll(arg_at(node, 1, "dim0"), &d0) != 0 || json_ll(arg_at(node, 2, "dim1"), &d1) != 0 ||
-        d0 < -nd || d0 >= nd || d1 < -nd || d1 >= nd)
+    if (json_ll(graph_arg(node, 1, "dim0"), &d0) != 0 ||
+        json_ll(graph_arg(node, 2, "dim1"), &d1) != 0 || d0 < -nd || d0 >= nd || d1 < -nd ||
+        d1 >= nd)
       return fail(m, "transpose: unsupported dims");
     int a = (int)(d0 < 0 ? d0 + nd : d0), b = (int)(d1 < 0 ? d1 + nd : d1);
     perm[a] = b;
@@ -307,7 +286,7 @@ static int permute_swaps_last(struct matcher *m, json_t *node, int nd, bool *ret
 }
 
 static int tensor_op(struct matcher *m, json_t *node, struct val *out) {
-  struct val *x = arg_val(m, arg_at(node, 0, "input"));
+  struct val *x = arg_val(m, graph_arg(node, 0, "input"));
   const char *n = short_name(node);
   if (!x || x->kind != V_TENSOR)
     return fail(m, "unsupported op %s on a non-tensor", node_target(node));
@@ -318,7 +297,7 @@ static int tensor_op(struct matcher *m, json_t *node, struct val *out) {
     return fail(m, "%s: unknown shape", node_target(node));
   bool swap_last = false;
   if (named(node, "getattr")) {
-    const char *a = json_string_value(arg_at(node, 1, NULL));
+    const char *a = json_string_value(graph_arg(node, 1, NULL));
     if (a && strcmp(a, "T") == 0 && x->rank <= 2)
       swap_last = x->rank == 2;
     else if (a && strcmp(a, "mT") == 0 && x->rank >= 2)
@@ -350,7 +329,7 @@ static int tensor_op(struct matcher *m, json_t *node, struct val *out) {
   }
   if (swap_last)
     v.trans = !v.trans;
-  if (prod(s, 0, r) != prod(x->shape, 0, x->rank) && !v.diag)
+  if (graph_dims_prod(s, 0, r) != graph_dims_prod(x->shape, 0, x->rank) && !v.diag)
     return fail(m, "%s changes the element count", n);
   v.rank = r;
   memcpy(v.shape, s, sizeof s);
@@ -359,7 +338,7 @@ static int tensor_op(struct matcher *m, json_t *node, struct val *out) {
 }
 
 static bool is_gemm_node(json_t *node) {
-  if (is_module_node(node))
+  if (graph_is_module(node))
     return named(node, "Linear");
   const char *op = node_op(node);
   if (strcmp(op, "call_function") != 0 && strcmp(op, "call_method") != 0)
@@ -409,13 +388,13 @@ struct gemm_args {
 static int gemm_operands(struct matcher *m, json_t *node, struct gemm_args *g) {
   memset(g, 0, sizeof *g);
   const char *n = short_name(node);
-  if (!is_module_node(node) &&
+  if (!graph_is_module(node) &&
       (strcmp(n, "einsum") == 0 || strcmp(n, "baddbmm") == 0 || strcmp(n, "addbmm") == 0 ||
        strcmp(n, "tensordot") == 0 || strcmp(n, "matrix_power") == 0 || strcmp(n, "mv") == 0 ||
        strcmp(n, "addmv") == 0))
     return fail(m, "unsupported op %s", node_target(node));
-  if (is_module_node(node)) { /* nn.Linear: x @ W^T + b, W stored [out, in] */
-    struct val *x = arg_val(m, arg_at(node, 0, NULL));
+  if (graph_is_module(node)) { /* nn.Linear: x @ W^T + b, W stored [out, in] */
+    struct val *x = arg_val(m, graph_arg(node, 0, NULL));
     const char *w = module_param(node, "weight"), *b = module_param(node, "bias");
     if (!x || !w)
       return fail(m, "Linear: missing input or weight");
@@ -426,7 +405,7 @@ static int gemm_operands(struct matcher *m, json_t *node, struct gemm_args *g) {
     long long t = g->b.shape[0];
     g->b.shape[0] = g->b.shape[1];
     g->b.shape[1] = t;
-    if (json_is_true(attr(node, "bias"))) {
+    if (json_is_true(graph_attr(node, "bias"))) {
       if (!b || param_val(m, b, &g->bias) != 0)
         return fail(m, "Linear: missing bias");
       g->has_bias = true;
@@ -435,8 +414,8 @@ static int gemm_operands(struct matcher *m, json_t *node, struct gemm_args *g) {
   }
   bool lin = strcmp(n, "linear") == 0, addmm = strcmp(n, "addmm") == 0;
   size_t base = addmm ? 1 : 0;
-  struct val *a = arg_val(m, arg_at(node, base, addmm ? "mat1" : "input"));
-  struct val *b = arg_val(m, arg_at(node, base + 1, addmm ? "mat2" : lin ? "weight" : "other"));
+  struct val *a = arg_val(m, graph_arg(node, base, addmm ? "mat1" : "input"));
+  struct val *b = arg_val(m, graph_arg(node, base + 1, addmm ? "mat2" : lin ? "weight" : "other"));
   if (!a || !b)
     return fail(m, "%s: operands are not tensors", node_target(node));
   g->a = *a;
@@ -449,7 +428,7 @@ static int gemm_operands(struct matcher *m, json_t *node, struct gemm_args *g) {
     g->b.shape[0] = g->b.shape[1];
     g->b.shape[1] = t;
   }
-  json_t *bias = lin ? arg_at(node, 2, "bias") : addmm ? arg_at(node, 0, "input") : NULL;
+  json_t *bias = lin ? graph_arg(node, 2, "bias") : addmm ? graph_arg(node, 0, "input") : NULL;
   if (bias && !json_is_null(bias)) {
     struct val *bv = arg_val(m, bias);
     if (!bv || bv->kind != V_TENSOR || bv->trans || bv->diag)
@@ -483,8 +462,8 @@ static int gemm_dims(struct matcher *m, json_t *node, struct gemm_args *g, long 
   N = rb >= 2 ? b->shape[rb - 1] : 1;
   if (K != Kb)
     return fail(m, "%s: inner dims %lld and %lld differ", node_target(node), K, Kb);
-  long long la = ra > 2 ? prod(a->shape, 0, ra - 2) : 1;
-  long long lb = rb > 2 ? prod(b->shape, 0, rb - 2) : 1;
+  long long la = ra > 2 ? graph_dims_prod(a->shape, 0, ra - 2) : 1;
+  long long lb = rb > 2 ? graph_dims_prod(b->shape, 0, rb - 2) : 1;
   bool trans_a = ra >= 2 && a->trans, trans_b = rb >= 2 && b->trans;
   if (rb <= 2 && !trans_a) { /* A's batch dims flatten into M */
     M *= la;
@@ -499,7 +478,7 @@ static int gemm_dims(struct matcher *m, json_t *node, struct gemm_args *g, long 
   }
   long long s[MAX_RANK];
   int r = graph_shape(node, s);
-  if (r < 0 || prod(s, 0, r) != batch * M * N)
+  if (r < 0 || graph_dims_prod(s, 0, r) != batch * M * N)
     return fail(m, "%s: result shape does not match %lldx%lldx%lld", node_target(node), M, N, K);
   json_t *mt = m->match;
   json_object_set_new(mt, "batch", json_integer(batch));
@@ -759,7 +738,7 @@ static int row_op(struct matcher *m, struct val *x, const char *opname, enum pha
  * -1. */
 static int col_split(const struct matcher *m, const long long *S, int r) {
   for (int s = 0; s <= r; s++)
-    if (prod(S, s, r) == m->cols)
+    if (graph_dims_prod(S, s, r) == m->cols)
       return s;
   return -1;
 }
@@ -779,9 +758,9 @@ static bool dims_are_row(const struct matcher *m, const struct val *x, const int
 }
 
 static struct val *input_var(struct matcher *m, json_t *node) {
-  struct val *x = arg_val(m, arg_at(node, 0, "input"));
+  struct val *x = arg_val(m, graph_arg(node, 0, "input"));
   if (!x)
-    x = arg_val(m, arg_at(node, 0, "self"));
+    x = arg_val(m, graph_arg(node, 0, "self"));
   return x;
 }
 
@@ -792,7 +771,7 @@ static int reduce_op(struct matcher *m, json_t *node, struct val *out, const cha
     return fail(m, "%s: input is not the GEMM's value", node_target(node));
   bool tuple = (strcmp(kind, "max") == 0 || strcmp(kind, "min") == 0) && !named(node, "amax") &&
                !named(node, "amin");
-  json_t *dim = arg_at(node, 1, "dim");
+  json_t *dim = graph_arg(node, 1, "dim");
   json_t *dtype = json_object_get(json_object_get(node, "kwargs"), "dtype");
   if (dtype && !json_is_null(dtype))
     return fail(m, "%s with dtype is not supported", node_target(node));
@@ -830,14 +809,14 @@ static int softmax_op(struct matcher *m, json_t *node, struct val *out, bool log
   struct val *x = input_var(m, node);
   if (!x || x->kind != V_VAR)
     return fail(m, "%s: input is not the GEMM's value", node_target(node));
-  json_t *dim = is_module_node(node) ? attr(node, "dim") : arg_at(node, 1, "dim");
+  json_t *dim = graph_param(node, 1, "dim");
   json_t *dtype = json_object_get(json_object_get(node, "kwargs"), "dtype");
   long long d;
   if (json_ll(dim, &d) != 0 || d < -x->rank || d >= x->rank || (dtype && !json_is_null(dtype)))
     return fail(m, "%s: unsupported dim or dtype", node_target(node));
   if (d < 0)
     d += x->rank;
-  if (x->shape[d] != m->cols || prod(x->shape, (int)d + 1, x->rank) != 1 ||
+  if (x->shape[d] != m->cols || graph_dims_prod(x->shape, (int)d + 1, x->rank) != 1 ||
       (m->phase != PH_EPI && m->phase != PH_ROW))
     return fail(m, "%s over a dim other than the output features", node_target(node));
   char code[96];
@@ -880,14 +859,14 @@ static bool num(json_t *v, double *ret) {
 static int affine_params(struct matcher *m, json_t *node, const char *affine_attr, size_t wpos,
                          const char **ret_w, const char **ret_b) {
   const char *w = NULL, *b = NULL;
-  if (is_module_node(node)) {
-    if (json_is_true(attr(node, affine_attr))) {
+  if (graph_is_module(node)) {
+    if (json_is_true(graph_attr(node, affine_attr))) {
       w = module_param(node, "weight");
       b = module_param(node, "bias");
     }
   } else {
-    struct val *wv = arg_val(m, arg_at(node, wpos, "weight"));
-    struct val *bv = arg_val(m, arg_at(node, wpos + 1, "bias"));
+    struct val *wv = arg_val(m, graph_arg(node, wpos, "weight"));
+    struct val *bv = arg_val(m, graph_arg(node, wpos + 1, "bias"));
     if ((wv && wv->kind != V_TENSOR) || (bv && bv->kind != V_TENSOR))
       return fail(m, "%s: weight/bias are not tensors", node_target(node));
     w = wv ? wv->tensor : NULL;
@@ -900,7 +879,7 @@ static int affine_params(struct matcher *m, json_t *node, const char *affine_att
 
 /* eps from the module attribute or the function argument at pos (default 1e-5). */
 static int norm_eps(struct matcher *m, json_t *node, size_t pos, double *ret_eps) {
-  json_t *ev = is_module_node(node) ? attr(node, "eps") : arg_at(node, pos, "eps");
+  json_t *ev = graph_param(node, pos, "eps");
   *ret_eps = 1e-5;
   if (ev && !json_is_null(ev) && !num(ev, ret_eps))
     return fail(m, "%s: unsupported eps", node_target(node));
@@ -912,10 +891,10 @@ static int group_norm_op(struct matcher *m, json_t *node, struct val *x, struct 
   long long g;
   double eps;
   const char *w, *b;
-  json_t *gv = is_module_node(node) ? attr(node, "num_groups") : arg_at(node, 1, "num_groups");
+  json_t *gv = graph_param(node, 1, "num_groups");
   if (json_ll(gv, &g) != 0 || norm_eps(m, node, 4, &eps) != 0)
     return fail(m, "%s: unsupported arguments", node_target(node));
-  if (x->rank < 2 || x->shape[1] != m->cols || prod(x->shape, 2, x->rank) != 1)
+  if (x->rank < 2 || x->shape[1] != m->cols || graph_dims_prod(x->shape, 2, x->rank) != 1)
     return fail(m, "%s: channels are not the output features", node_target(node));
   if (affine_params(m, node, "affine", 2, &w, &b) != 0)
     return -1;
@@ -928,8 +907,7 @@ static int layer_norm_op(struct matcher *m, json_t *node, struct val *x, struct 
   const char *w, *b;
   const long long *S = x->shape;
   int r = x->rank;
-  json_t *ns =
-      is_module_node(node) ? attr(node, "normalized_shape") : arg_at(node, 1, "normalized_shape");
+  json_t *ns = graph_param(node, 1, "normalized_shape");
   if (norm_eps(m, node, 4, &eps) != 0)
     return -1;
   size_t nn = json_is_array(ns) ? json_array_size(ns) : 1;
@@ -951,16 +929,16 @@ static int layer_norm_op(struct matcher *m, json_t *node, struct val *x, struct 
 /* InstanceNorm1d/2d/3d: per (batch, channel) over spatial dims spanning the features. */
 static int instance_norm_op(struct matcher *m, json_t *node, struct val *x, struct val *out) {
   double eps;
-  bool mod = is_module_node(node);
+  bool mod = graph_is_module(node);
   if (norm_eps(m, node, 7, &eps) != 0)
     return -1;
-  json_t *wa = arg_at(node, 3, "weight");
-  bool affine = mod ? json_is_true(attr(node, "affine")) : (wa && !json_is_null(wa));
-  json_t *uis = mod ? NULL : arg_at(node, 5, "use_input_stats");
+  json_t *wa = graph_arg(node, 3, "weight");
+  bool affine = mod ? json_is_true(graph_attr(node, "affine")) : (wa && !json_is_null(wa));
+  json_t *uis = mod ? NULL : graph_arg(node, 5, "use_input_stats");
   if (affine || (uis && json_is_false(uis)))
     return fail(m, "%s with affine parameters or running statistics is not supported",
                 node_target(node));
-  if (x->rank < 3 || prod(x->shape, 2, x->rank) != m->cols)
+  if (x->rank < 3 || graph_dims_prod(x->shape, 2, x->rank) != m->cols)
     return fail(m, "%s: spatial dims are not the output features", node_target(node));
   return groupnorm_code(m, x, node, "instance_norm", 1, eps, NULL, NULL, out);
 }
@@ -979,7 +957,7 @@ static int norm_op(struct matcher *m, json_t *node, struct val *out) {
 
 static int batchnorm_op(struct matcher *m, json_t *node, struct val *out) {
   struct val *x = input_var(m, node);
-  bool mod = is_module_node(node);
+  bool mod = graph_is_module(node);
   if (!x || x->kind != V_VAR || x->gen != m->gen)
     return fail(m, "%s: input is not the GEMM's current value", node_target(node));
   if (m->phase != PH_EPI)
@@ -988,7 +966,7 @@ static int batchnorm_op(struct matcher *m, json_t *node, struct val *out) {
     return fail(m, "%s: features are not the GEMM's output columns", node_target(node));
   double eps;
   const char *w, *b;
-  json_t *tr = arg_at(node, 5, "training");
+  json_t *tr = graph_arg(node, 5, "training");
   if (!mod && !json_is_true(tr))
     return fail(m, "%s: only training-mode batch norm is supported", node_target(node));
   if (norm_eps(m, node, 7, &eps) != 0 || affine_params(m, node, "affine", 3, &w, &b) != 0)
@@ -1017,20 +995,17 @@ static int int_or_first(json_t *v, long long dflt, long long *ret) {
 /* AvgPool1d / MaxPool1d over the features (padding 0, dilation 1, floor mode). */
 static int pool_op(struct matcher *m, json_t *node, struct val *out, bool is_max) {
   struct val *x = input_var(m, node);
-  bool mod = is_module_node(node);
   if (!x || x->kind != V_VAR || x->gen != m->gen)
     return fail(m, "%s: input is not the GEMM's current value", node_target(node));
   long long k, st, pad, dil = 1;
-  json_t *kv = mod ? attr(node, "kernel_size") : arg_at(node, 1, "kernel_size");
-  json_t *sv = mod ? attr(node, "stride") : arg_at(node, 2, "stride");
-  json_t *pv = mod ? attr(node, "padding") : arg_at(node, 3, "padding");
-  json_t *cm = mod ? attr(node, "ceil_mode") : arg_at(node, is_max ? 5 : 4, "ceil_mode");
-  json_t *ri = mod ? attr(node, "return_indices") : arg_at(node, 6, "return_indices");
+  json_t *kv = graph_param(node, 1, "kernel_size");
+  json_t *sv = graph_param(node, 2, "stride");
+  json_t *pv = graph_param(node, 3, "padding");
+  json_t *cm = graph_param(node, is_max ? 5 : 4, "ceil_mode");
+  json_t *ri = graph_param(node, 6, "return_indices");
   if (int_or_first(kv, 0, &k) != 0 || k < 1 || int_or_first(sv, k, &st) != 0 || st < 1 ||
       int_or_first(pv, 0, &pad) != 0 || pad != 0 || json_is_true(cm) || json_is_true(ri) ||
-      (is_max &&
-       int_or_first(mod ? attr(node, "dilation") : arg_at(node, 4, "dilation"), 1, &dil) != 0) ||
-      dil != 1)
+      (is_max && int_or_first(graph_param(node, 4, "dilation"), 1, &dil) != 0) || dil != 1)
     return fail(m, "%s: only padding 0, dilation 1 and floor mode are supported",
                 node_target(node));
   if (x->rank < 2 || x->rank > 3 || x->shape[x->rank - 1] != m->cols ||
@@ -1086,15 +1061,15 @@ static int pointwise_op(struct matcher *m, json_t *node, struct val *out) {
   int r = graph_shape(node, S);
   if (r < 0)
     return fail(m, "%s: unknown shape", node_target(node));
-  long long numel = prod(S, 0, r), stage = m->rows * m->cols;
+  long long numel = graph_dims_prod(S, 0, r), stage = m->rows * m->cols;
   /* In-place ops must not change a value another node still reads. */
   const char *t = node_target(node);
   size_t tl = strlen(t);
-  json_t *ip = is_module_node(node) ? attr(node, "inplace")
-                                    : json_object_get(json_object_get(node, "kwargs"), "inplace");
+  json_t *ip = graph_is_module(node) ? graph_attr(node, "inplace")
+                                     : json_object_get(json_object_get(node, "kwargs"), "inplace");
   if (json_is_true(ip) || strncmp(t, "operator.i", 10) == 0 ||
       (strcmp(node_op(node), "call_method") == 0 && tl > 1 && t[tl - 1] == '_')) {
-    struct val *x = arg_val(m, arg_at(node, 0, NULL));
+    struct val *x = arg_val(m, graph_arg(node, 0, NULL));
     if (!x || m->users[x - m->vals] != 1)
       return fail(m, "in-place %s on a value that is used elsewhere", t);
   }
@@ -1103,7 +1078,7 @@ static int pointwise_op(struct matcher *m, json_t *node, struct val *out) {
       return fail(m, "%s broadcasts the result a second time", t);
     int var = -1;
     for (size_t i = 0; i < 3; i++) {
-      struct val *v = arg_val(m, arg_at(node, i, NULL));
+      struct val *v = arg_val(m, graph_arg(node, i, NULL));
       if (v && v->kind == V_VAR && v->gen == m->gen) {
         if (var >= 0 && v->var != var)
           return fail(m, "%s broadcasts two different GEMM values", t);
@@ -1135,7 +1110,7 @@ static bool name_in(const char *n, const char *const *list) {
 /* getitem / getattr on a (values, indices) tuple or a stage value. */
 static int item_op(struct matcher *m, json_t *node, struct val *out) {
   struct val *x = input_var(m, node);
-  json_t *key = arg_at(node, 1, NULL);
+  json_t *key = graph_arg(node, 1, NULL);
   const char *ks = json_string_value(key);
   if (x && x->kind == V_TUPLE &&
       ((json_is_integer(key) && json_integer_value(key) == 0) ||
@@ -1157,7 +1132,7 @@ static int view_op(struct matcher *m, json_t *node, struct val *out) {
   struct val *x = input_var(m, node);
   long long s[MAX_RANK];
   int r = graph_shape(node, s);
-  if (!x || x->kind != V_VAR || r < 0 || prod(s, 0, r) != m->rows * m->cols)
+  if (!x || x->kind != V_VAR || r < 0 || graph_dims_prod(s, 0, r) != m->rows * m->cols)
     return fail(m, "%s: unsupported view of a GEMM value", node_target(node));
   if (x->gen != m->gen)
     return fail(m, "a value from before a row operation is used after it");
@@ -1172,7 +1147,7 @@ static void note_mask(struct matcher *m, json_t *node) {
     return;
   struct val *x = input_var(m, node);
   int gi = node_index(m, m->gemm_name);
-  json_t *dg = arg_at(node, 1, "diagonal");
+  json_t *dg = graph_arg(node, 1, "diagonal");
   if (!x || x->kind != V_VAR || x->var != 0 || gi < 0 || m->users[gi] != 1 ||
       (dg && !json_is_integer(dg)))
     return;
@@ -1188,7 +1163,7 @@ static int stage_op(struct matcher *m, json_t *node, struct val *out) {
                                       "layer_norm",     "InstanceNorm1d", "InstanceNorm2d",
                                       "InstanceNorm3d", "instance_norm",  NULL};
   const char *n = short_name(node);
-  bool mod = is_module_node(node);
+  bool mod = graph_is_module(node);
   if (!mod && (strcmp(n, "getitem") == 0 || strcmp(n, "getattr") == 0))
     return item_op(m, node, out);
   if (!mod && (strcmp(n, "size") == 0 || strcmp(n, "dim") == 0)) {
@@ -1315,7 +1290,7 @@ static int finish_expand(struct matcher *m, int var) {
 }
 
 static int finish(struct matcher *m, json_t *node) {
-  json_t *a = arg_at(node, 0, NULL);
+  json_t *a = graph_arg(node, 0, NULL);
   while (json_is_array(a) && json_array_size(a) == 1)
     a = json_array_get(a, 0);
   struct val *v = arg_val(m, a);
@@ -1326,7 +1301,7 @@ static int finish(struct matcher *m, json_t *node) {
     return fail(m, "the output is not the GEMM pipeline's final value");
   long long s[MAX_RANK];
   int r = graph_shape(json_array_get(outs, 0), s);
-  if (r < 0 || prod(s, 0, r) != m->rows * m->cols)
+  if (r < 0 || graph_dims_prod(s, 0, r) != m->rows * m->cols)
     return fail(m, "the output's element count does not match the pipeline");
   switch (m->phase) {
   case PH_EPI:
@@ -1389,7 +1364,7 @@ static int match_row_scale(json_t *profile, json_t **ret_match) {
   int ok = 0;
   if (json_array_size(calls) == 2) {
     json_t *u = json_array_get(calls, 0), *mul = json_array_get(calls, 1);
-    json_t *ua = arg_at(u, 0, NULL), *ud = arg_at(u, 1, "dim");
+    json_t *ua = graph_arg(u, 0, NULL), *ud = graph_arg(u, 1, "dim");
     const char *uname = json_string_value(json_object_get(ua, "node"));
     json_t *a = uname ? graph_node(profile, uname) : NULL;
     long long as[MAX_RANK], bs[MAX_RANK], os[MAX_RANK];
@@ -1397,7 +1372,7 @@ static int match_row_scale(json_t *profile, json_t **ret_match) {
         (json_integer_value(ud) == 1 || json_integer_value(ud) == -1) &&
         strcmp(node_op(a), "placeholder") == 0 && graph_shape(a, as) == 1 &&
         graph_target_is(mul, "mul") && strcmp(node_op(mul), "call_function") == 0) {
-      json_t *x = arg_at(mul, 0, NULL), *y = arg_at(mul, 1, NULL);
+      json_t *x = graph_arg(mul, 0, NULL), *y = graph_arg(mul, 1, NULL);
       const char *xn = json_string_value(json_object_get(x, "node"));
       const char *yn = json_string_value(json_object_get(y, "node"));
       const char *other = xn && strcmp(xn, node_name(u)) == 0   ? yn
@@ -1820,6 +1795,34 @@ static int check_mode_common(const struct gm *g, const struct knob_set *k, char 
   return 0;
 }
 
+/* The register cap of L's threads at k's MINB (255 at most), shared by the SIMT and the
+ * 3xTF32 kernel: refuses knobs whose estimate regs (per kernel; tf32 picks the wording)
+ * exceeds the cap, or whose MINB blocks do not fit one SM. Returns 0 and *ret_cap, or -1
+ * with the reason in why. */
+static int check_regs_fit(const struct knob_set *k, const struct layout *L, int regs, bool tf32,
+                          int *ret_cap, char *why, size_t whylen) {
+  int cap = 65536 / (L->nt * (k->minb > 0 ? k->minb : 1));
+  if (cap > 255)
+    cap = 255;
+  if (regs > cap && tf32)
+    return refuse(why, whylen,
+                  "registers: TM*TN=%d outputs per thread need about %d "
+                  "registers with 3xTF32, above the cap of %d (MINB=%d)",
+                  k->tm * k->tn, regs, cap, k->minb);
+  if (regs > cap)
+    return refuse(why, whylen,
+                  "registers: TM*TN=%d accumulators need about %d registers, "
+                  "above the cap of %d (MINB=%d)",
+                  k->tm * k->tn, regs, cap, k->minb);
+  if (k->minb > 0 && (L->nt * k->minb > 2048 || L->smem * k->minb > 228LL * 1024))
+    return refuse(why, whylen,
+                  "MINB=%d blocks of %d threads and %lld bytes of shared memory "
+                  "do not fit one SM",
+                  k->minb, L->nt, L->smem);
+  *ret_cap = cap;
+  return 0;
+}
+
 /* The SIMT kernel's registers, occupancy, unroll, split and mode constraints. */
 static int check_simt_budget(const struct gm *g, const struct knob_set *k, const struct layout *lp,
                              char *why, size_t whylen) {
@@ -1828,19 +1831,9 @@ static int check_simt_budget(const struct gm *g, const struct knob_set *k, const
     return refuse(why, whylen,
                   "MINB=%d is already the SIMT kernel's default for %d threads of %dx%d outputs",
                   k->minb, L.nt, k->tm, k->tn);
-  int cap = 65536 / (L.nt * (k->minb > 0 ? k->minb : 1));
-  if (cap > 255)
-    cap = 255;
-  if (est_regs(k) > cap)
-    return refuse(why, whylen,
-                  "registers: TM*TN=%d accumulators need about %d registers, "
-                  "above the cap of %d (MINB=%d)",
-                  k->tm * k->tn, est_regs(k), cap, k->minb);
-  if (k->minb > 0 && (L.nt * k->minb > 2048 || L.smem * k->minb > 228LL * 1024))
-    return refuse(why, whylen,
-                  "MINB=%d blocks of %d threads and %lld bytes of shared memory "
-                  "do not fit one SM",
-                  k->minb, L.nt, L.smem);
+  int cap;
+  if (check_regs_fit(k, &L, est_regs(k), false, &cap, why, whylen) != 0)
+    return -1;
   if (k->unroll && (k->unroll >= k->bk || k->bk % k->unroll != 0))
     return refuse(why, whylen,
                   "UNROLL=%d: must divide BK=%d and be smaller (the default "
@@ -2254,19 +2247,9 @@ static int check_tf32x3(const struct gm *g, const struct knob_set *k, char *why,
   if (k->stages > L.nk)
     return refuse(why, whylen, "STAGES=%d exceeds the %lld K steps of BK=%d", k->stages, L.nk,
                   k->bk);
-  int cap = 65536 / (L.nt * (k->minb > 0 ? k->minb : 1));
-  if (cap > 255)
-    cap = 255;
-  if (est_regs_tf32(k) > cap)
-    return refuse(why, whylen,
-                  "registers: TM*TN=%d outputs per thread need about %d "
-                  "registers with 3xTF32, above the cap of %d (MINB=%d)",
-                  k->tm * k->tn, est_regs_tf32(k), cap, k->minb);
-  if (k->minb > 0 && (L.nt * k->minb > 2048 || L.smem * k->minb > 228LL * 1024))
-    return refuse(why, whylen,
-                  "MINB=%d blocks of %d threads and %lld bytes of shared memory "
-                  "do not fit one SM",
-                  k->minb, L.nt, L.smem);
+  int cap;
+  if (check_regs_fit(k, &L, est_regs_tf32(k), true, &cap, why, whylen) != 0)
+    return -1;
   int split = k->split ? k->split : 1;
   /* Predicated edge tiles and split-K address math do not fit the 128 registers of two
    * blocks per SM: NVRTC spilled 24-244 bytes (8205x5921x2949, and SPLIT=4). */

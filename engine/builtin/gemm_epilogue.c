@@ -75,23 +75,6 @@ static const char *short_target(json_t *node) {
   return dot ? dot + 1 : t;
 }
 
-static bool is_module(json_t *node) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  return op && strcmp(op, "call_module") == 0;
-}
-
-/* Positional argument pos, else keyword name, else NULL (borrowed). */
-static json_t *arg_at(json_t *node, size_t pos, const char *name) {
-  json_t *args = json_object_get(node, "args");
-  if (json_is_array(args) && pos < json_array_size(args))
-    return json_array_get(args, pos);
-  return name ? json_object_get(json_object_get(node, "kwargs"), name) : NULL;
-}
-
-static json_t *attr(json_t *node, const char *name) {
-  return json_object_get(json_object_get(node, "attrs"), name);
-}
-
 /* A JSON number (or "inf"/"-inf"/"nan") as a double. */
 static bool json_number(json_t *v, double *ret) {
   if (json_is_integer(v) || json_is_real(v)) {
@@ -114,7 +97,7 @@ static bool json_number(json_t *v, double *ret) {
 
 /* A numeric argument with a default; false when present but not a number. */
 static bool num_arg(json_t *node, size_t pos, const char *name, double dflt, double *ret) {
-  json_t *v = arg_at(node, pos, name);
+  json_t *v = graph_arg(node, pos, name);
   if (!v || json_is_null(v)) {
     *ret = dflt;
     return true;
@@ -124,7 +107,7 @@ static bool num_arg(json_t *node, size_t pos, const char *name, double dflt, dou
 
 /* A numeric module attribute with a default. */
 static bool num_attr(json_t *node, const char *name, double dflt, double *ret) {
-  json_t *v = attr(node, name);
+  json_t *v = graph_attr(node, name);
   if (!v) {
     *ret = dflt;
     return true;
@@ -151,13 +134,6 @@ static void fmt_float(double c, char *buf, size_t len) {
 
 /* ---- operand indexing ---- */
 
-static long long prod(const long long *d, int from, int to) {
-  long long p = 1;
-  for (int i = from; i < to; i++)
-    p *= d[i];
-  return p;
-}
-
 /* C expression of coordinate d of shape S (rank r) at element (row, col) of the stage.
  * S is a row-major view of rows x cols: when a suffix of S spans exactly cols, its dims
  * come from col and the rest from row; otherwise from the linear index. The modulo is
@@ -166,21 +142,21 @@ static void coord_expr(const struct epi_prog *p, const long long *S, int r, int 
                        size_t len) {
   int split = -1;
   for (int s = 0; s <= r && split < 0; s++)
-    if (prod(S, s, r) == p->cols)
+    if (graph_dims_prod(S, s, r) == p->cols)
       split = s;
-  long long inner = prod(S, d + 1, r);
+  long long inner = graph_dims_prod(S, d + 1, r);
   char q[96];
   bool bounded;
   if (split >= 0 && d >= split) {
     snprintf(q, sizeof q, "col");
-    bounded = prod(S, split, d) == 1;
+    bounded = graph_dims_prod(S, split, d) == 1;
   } else if (split >= 0) {
     snprintf(q, sizeof q, "row");
     inner /= p->cols;
-    bounded = prod(S, 0, d) == 1;
+    bounded = graph_dims_prod(S, 0, d) == 1;
   } else {
     snprintf(q, sizeof q, "(row * %lldLL + col)", p->cols);
-    bounded = prod(S, 0, d) == 1;
+    bounded = graph_dims_prod(S, 0, d) == 1;
   }
   char div[200];
   if (inner == 1)
@@ -238,7 +214,7 @@ static int value_expr(struct epi_prog *p, const struct epi_value *v, const long 
     }
     char c[400];
     coord_expr(p, S, r, d, c, sizeof c);
-    long long stride = prod(v->shape, od + 1, v->rank);
+    long long stride = graph_dims_prod(v->shape, od + 1, v->rank);
     int n = stride == 1 ? snprintf(off + used, sizeof off - used, "%s%s", used ? " + " : "", c)
                         : snprintf(off + used, sizeof off - used, "%s%s * %lldLL",
                                    used ? " + " : "", c, stride);
@@ -286,7 +262,7 @@ struct tr {
 
 /* The expression of argument (pos, kw) into buf; -1 with why when absent or invalid. */
 static int arg_expr(struct tr *t, size_t pos, const char *kw, char *buf, size_t len) {
-  json_t *a = arg_at(t->node, pos, kw);
+  json_t *a = graph_arg(t->node, pos, kw);
   if (!a) {
     snprintf(t->why, t->whylen, "%s: missing argument %s", t->name, kw ? kw : "");
     return -1;
@@ -299,7 +275,7 @@ static int arg_expr(struct tr *t, size_t pos, const char *kw, char *buf, size_t 
 
 /* The value of argument (pos, kw) when it is the program's variable; used for identities. */
 static int arg_var(struct tr *t, size_t pos, int *ret_var) {
-  json_t *a = arg_at(t->node, pos, NULL);
+  json_t *a = graph_arg(t->node, pos, NULL);
   struct epi_value v;
   if (!a || t->resolve(t->ctx, a, &v, t->why, t->whylen) != 0)
     return -1;
@@ -383,8 +359,8 @@ static int tr_clamp(struct tr *t, bool has_lo, bool has_hi, int *ret_var) {
   char x[EXPR_MAX], lo[EXPR_MAX] = "", hi[EXPR_MAX] = "";
   if (arg_expr(t, 0, "input", x, sizeof x) != 0)
     return -1;
-  json_t *lov = has_lo ? arg_at(t->node, 1, "min") : NULL;
-  json_t *hiv = has_hi ? arg_at(t->node, has_lo ? 2 : 1, "max") : NULL;
+  json_t *lov = has_lo ? graph_arg(t->node, 1, "min") : NULL;
+  json_t *hiv = has_hi ? graph_arg(t->node, has_lo ? 2 : 1, "max") : NULL;
   if (lov && !json_is_null(lov) && arg_expr(t, 1, "min", lo, sizeof lo) != 0)
     return -1;
   if (hiv && !json_is_null(hiv) && arg_expr(t, has_lo ? 2 : 1, "max", hi, sizeof hi) != 0)
@@ -441,7 +417,7 @@ static int tr_mask(struct tr *t, bool upper, int *ret_var) {
 /* pow(x, c) with a constant exponent. */
 static int tr_pow(struct tr *t, int *ret_var) {
   double c;
-  json_t *e = arg_at(t->node, 1, "exponent");
+  json_t *e = graph_arg(t->node, 1, "exponent");
   if (!e || !json_number(e, &c))
     return bad_param(t, "exponent (only a constant)");
   char x[EXPR_MAX], cs[64];
@@ -463,7 +439,7 @@ static void canonical_name(json_t *node, char *buf, size_t len) {
   const char *s = short_target(node);
   size_t n = 0;
   for (; s[n] && n + 1 < len; n++)
-    buf[n] = is_module(node) ? (char)(s[n] >= 'A' && s[n] <= 'Z' ? s[n] + 32 : s[n]) : s[n];
+    buf[n] = graph_is_module(node) ? (char)(s[n] >= 'A' && s[n] <= 'Z' ? s[n] + 32 : s[n]) : s[n];
   buf[n] = 0;
   if (n > 1 && buf[n - 1] == '_' && buf[n - 2] != '_')
     buf[n - 1] = 0;
@@ -487,7 +463,7 @@ static void canonical_name(json_t *node, char *buf, size_t len) {
 
 /* True when min/max (torch.min, torch.max, method) is the elementwise two-tensor form. */
 static bool minmax_is_binary(json_t *node) {
-  json_t *other = arg_at(node, 1, "other");
+  json_t *other = graph_arg(node, 1, "other");
   return other && json_is_object(other) && json_object_get(other, "node") &&
          !json_object_get(json_object_get(node, "kwargs"), "dim");
 }
@@ -528,11 +504,11 @@ static bool is_identity(const char *n, json_t *node, struct tr *t, bool *ret_ok)
   if (strcmp(n, "dropout") == 0) {
     double pr = 0.5;
     bool training = true;
-    if (is_module(node)) {
+    if (graph_is_module(node)) {
       num_attr(node, "p", 0.5, &pr);
     } else {
       num_arg(node, 1, "p", 0.5, &pr);
-      json_t *tv = arg_at(node, 2, "training");
+      json_t *tv = graph_arg(node, 2, "training");
       training = !tv || !json_is_false(tv);
     }
     /* The model runs in training mode: dropout with p > 0 is random. */
@@ -561,18 +537,18 @@ bool epi_is_pointwise(json_t *node) {
     if (strcmp(n, others[i]) == 0)
       return true;
   if (strcmp(n, "min") == 0 || strcmp(n, "max") == 0)
-    return !is_module(node) && minmax_is_binary(node);
+    return !graph_is_module(node) && minmax_is_binary(node);
   return false;
 }
 
 /* Parametrized activations: parameters from module attributes or call arguments. */
 static int tr_param_unary(struct tr *t, const char *n, int *ret_var) {
   json_t *node = t->node;
-  bool mod = is_module(node);
+  bool mod = graph_is_module(node);
   char c1[64], c2[64];
   double a, b;
   if (strcmp(n, "gelu") == 0) {
-    json_t *ap = mod ? attr(node, "approximate") : arg_at(node, 1, "approximate");
+    json_t *ap = graph_param(node, 1, "approximate");
     const char *approx = ap ? json_string_value(ap) : "none";
     if (!approx || (strcmp(approx, "none") != 0 && strcmp(approx, "tanh") != 0))
       return bad_param(t, "approximate");
@@ -671,7 +647,7 @@ int epi_translate(struct epi_prog *p, json_t *node, epi_resolve_fn resolve, void
     return -1;
   }
   t.r = graph_shape(node, t.S);
-  if (t.r < 0 || prod(t.S, 0, t.r) != p->rows * p->cols) {
+  if (t.r < 0 || graph_dims_prod(t.S, 0, t.r) != p->rows * p->cols) {
     snprintf(why, whylen, "%s: result shape is not a view of the %lld x %lld stage", t.name,
              p->rows, p->cols);
     return -1;
@@ -685,7 +661,7 @@ int epi_translate(struct epi_prog *p, json_t *node, epi_resolve_fn resolve, void
     return json_array_append_new(p->ops, json_string(n)) == 0 ? 0 : oom(&t);
   }
   if ((strcmp(n, "min") == 0 || strcmp(n, "max") == 0) &&
-      (is_module(node) || !minmax_is_binary(node))) {
+      (graph_is_module(node) || !minmax_is_binary(node))) {
     snprintf(why, whylen, "%s: a reduction, not a pointwise op", t.name);
     return -1;
   }

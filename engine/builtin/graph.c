@@ -1,4 +1,5 @@
 /* Helpers over the profile's FX graph for the builtin families. */
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/builtin/builtin.h"
@@ -19,11 +20,50 @@ json_t *graph_calls(json_t *profile) {
   size_t i;
   json_t *node;
   json_array_foreach(json_object_get(profile, "graph"), i, node) {
-    const char *op = json_string_value(json_object_get(node, "op"));
-    if (calls && op && strncmp(op, "call_", 5) == 0)
+    if (calls && graph_is_call(node))
       json_array_append(calls, node);
   }
   return calls;
+}
+
+json_t *graph_ref(json_t *profile, json_t *arg) {
+  const char *name = json_string_value(json_object_get(arg, "node"));
+  return name ? graph_node(profile, name) : NULL;
+}
+
+bool graph_is_call(json_t *node) {
+  const char *op = json_string_value(json_object_get(node, "op"));
+  return op && strncmp(op, "call_", 5) == 0;
+}
+
+bool graph_is_module(json_t *node) {
+  const char *op = json_string_value(json_object_get(node, "op"));
+  return op && strcmp(op, "call_module") == 0;
+}
+
+json_t *graph_arg(json_t *node, size_t pos, const char *kw) {
+  json_t *args = json_object_get(node, "args");
+  /* json_array_size is 0 for a missing or non-array "args": the keyword is read then. */
+  if (pos < json_array_size(args))
+    return json_array_get(args, pos);
+  return kw ? json_object_get(json_object_get(node, "kwargs"), kw) : NULL;
+}
+
+json_t *graph_attr(json_t *node, const char *name) {
+  return json_object_get(json_object_get(node, "attrs"), name);
+}
+
+json_t *graph_param(json_t *node, size_t pos, const char *name) {
+  return graph_is_module(node) ? graph_attr(node, name) : graph_arg(node, pos, name);
+}
+
+const char *graph_input_tensor(json_t *node, const char *dtype) {
+  const char *op = json_string_value(json_object_get(node, "op"));
+  const char *t = json_string_value(json_object_get(node, "tensor"));
+  const char *dt = json_string_value(json_object_get(node, "dtype"));
+  if (!op || strcmp(op, "placeholder") != 0 || !t || strncmp(t, "input:", 6) != 0 || !dt)
+    return NULL;
+  return !dtype || strcmp(dt, dtype) == 0 ? t : NULL;
 }
 
 bool graph_target_is(json_t *node, const char *op) {
@@ -46,4 +86,20 @@ int graph_shape(json_t *node, long long dims[8]) {
     dims[i] = json_integer_value(d);
   }
   return (int)json_array_size(shape);
+}
+
+long long graph_dims_prod(const long long *dims, int from, int to) {
+  long long p = 1;
+  for (int i = from; i < to; i++)
+    p *= dims[i];
+  return p;
+}
+
+int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whylen) {
+  if (!match) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  *ret_match = match;
+  return 1;
 }

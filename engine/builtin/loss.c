@@ -42,28 +42,6 @@ struct loss_spec {
 
 /* ---- graph helpers ------------------------------------------------------------------ */
 
-static json_t *ref_node(json_t *profile, json_t *arg) {
-  const char *name = json_string_value(json_object_get(arg, "node"));
-  return name ? graph_node(profile, name) : NULL;
-}
-
-static json_t *arg_at(json_t *node, size_t pos, const char *kw) {
-  json_t *args = json_object_get(node, "args");
-  if (pos < json_array_size(args))
-    return json_array_get(args, pos);
-  return kw ? json_object_get(json_object_get(node, "kwargs"), kw) : NULL;
-}
-
-static bool is_call(json_t *node) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  return op && strncmp(op, "call_", 5) == 0;
-}
-
-static bool is_module(json_t *node) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  return op && strcmp(op, "call_module") == 0;
-}
-
 static const char *node_name(json_t *node) {
   return json_string_value(json_object_get(node, "name"));
 }
@@ -75,22 +53,6 @@ static const char *node_target(json_t *node) {
 static bool dtype_is(json_t *node, const char *dt) {
   const char *s = json_string_value(json_object_get(node, "dtype"));
   return s && strcmp(s, dt) == 0;
-}
-
-/* The input tensor name of a placeholder node of dtype dt, else NULL. */
-static const char *input_tensor(json_t *node, const char *dt) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  const char *t = json_string_value(json_object_get(node, "tensor"));
-  if (!op || strcmp(op, "placeholder") != 0 || !t || strncmp(t, "input:", 6) != 0)
-    return NULL;
-  return dtype_is(node, dt) ? t : NULL;
-}
-
-/* A loss parameter: the module's attrs, else positional pos / keyword kw. */
-static json_t *param(json_t *node, size_t pos, const char *kw) {
-  if (is_module(node))
-    return json_object_get(json_object_get(node, "attrs"), kw);
-  return arg_at(node, pos, kw);
 }
 
 static bool absent(json_t *v) {
@@ -188,7 +150,7 @@ static int broadcast_index(const struct ectx *c, json_t *x, char *out, size_t ou
 
 /* Registers x as a leaf (once) and appends its value's name. */
 static int emit_leaf(struct ectx *c, json_t *x, struct sbuf *b) {
-  const char *t = input_tensor(x, "float32");
+  const char *t = graph_input_tensor(x, "float32");
   if (!t) {
     snprintf(c->why, c->whylen, "loss operand %s is not a float32 input",
              node_name(x) ? node_name(x) : "?");
@@ -222,10 +184,10 @@ static int emit_binary(struct ectx *c, json_t *n, const char *op, struct sbuf *b
     return -1;
   }
   sb_add(b, "(");
-  if (emit(c, arg_at(n, 0, "input"), b) != 0)
+  if (emit(c, graph_arg(n, 0, "input"), b) != 0)
     return -1;
   sb_add(b, " %s ", op);
-  if (emit(c, arg_at(n, 1, "other"), b) != 0)
+  if (emit(c, graph_arg(n, 1, "other"), b) != 0)
     return -1;
   sb_add(b, ")");
   return 0;
@@ -238,12 +200,12 @@ static int emit_clamp(struct ectx *c, json_t *n, struct sbuf *b) {
   if (graph_target_is(n, "relu")) {
     lo = json_integer(0);
   } else if (graph_target_is(n, "clamp_min")) {
-    lo = json_incref(arg_at(n, 1, "min"));
+    lo = json_incref(graph_arg(n, 1, "min"));
   } else if (graph_target_is(n, "clamp_max")) {
-    hi = json_incref(arg_at(n, 1, "max"));
+    hi = json_incref(graph_arg(n, 1, "max"));
   } else {
-    lo = json_incref(arg_at(n, 1, "min"));
-    hi = json_incref(arg_at(n, 2, "max"));
+    lo = json_incref(graph_arg(n, 1, "min"));
+    hi = json_incref(graph_arg(n, 2, "max"));
   }
   bool ok = (absent(lo) || float_literal(lo, l1, sizeof l1)) &&
             (absent(hi) || float_literal(hi, l2, sizeof l2)) && !(absent(lo) && absent(hi));
@@ -255,7 +217,7 @@ static int emit_clamp(struct ectx *c, json_t *n, struct sbuf *b) {
     return -1;
   }
   sb_add(b, "%s%s", has_hi ? "ofg_clamp_max(" : "", has_lo ? "ofg_clamp_min(" : "");
-  if (emit(c, arg_at(n, 0, "input"), b) != 0)
+  if (emit(c, graph_arg(n, 0, "input"), b) != 0)
     return -1;
   if (has_lo)
     sb_add(b, ", %s)", l1);
@@ -266,7 +228,7 @@ static int emit_clamp(struct ectx *c, json_t *n, struct sbuf *b) {
 
 /* pow(A, constant). */
 static int emit_pow(struct ectx *c, json_t *n, struct sbuf *b) {
-  json_t *e = arg_at(n, 1, "exponent");
+  json_t *e = graph_arg(n, 1, "exponent");
   char lit[48];
   if (!float_literal(e, lit, sizeof lit)) {
     snprintf(c->why, c->whylen, "pow with a tensor exponent is not supported");
@@ -274,7 +236,7 @@ static int emit_pow(struct ectx *c, json_t *n, struct sbuf *b) {
   }
   double x = json_number_value(e);
   sb_add(b, x == 2.0 ? "ofg_sq(" : x == 0.5 ? "sqrtf(" : x == 1.0 ? "(" : "powf(");
-  if (emit(c, arg_at(n, 0, "input"), b) != 0)
+  if (emit(c, graph_arg(n, 0, "input"), b) != 0)
     return -1;
   if (x != 2.0 && x != 0.5 && x != 1.0)
     sb_add(b, ", %s", lit);
@@ -302,7 +264,7 @@ static int emit_call(struct ectx *c, json_t *n, struct sbuf *b) {
     if (graph_target_is(n, un[i][0])) {
       c->s->transc = c->s->transc || i >= 4;
       sb_add(b, "%s", un[i][1]);
-      if (emit(c, arg_at(n, 0, "input"), b) != 0)
+      if (emit(c, graph_arg(n, 0, "input"), b) != 0)
         return -1;
       sb_add(b, ")");
       return 0;
@@ -323,12 +285,12 @@ static int emit(struct ectx *c, json_t *arg, struct sbuf *b) {
     sb_add(b, "%s", lit);
     return 0;
   }
-  json_t *n = ref_node(c->profile, arg);
+  json_t *n = graph_ref(c->profile, arg);
   if (!n) {
     snprintf(c->why, c->whylen, "loss term: unsupported argument");
     return -1;
   }
-  return is_call(n) ? emit_call(c, n, b) : emit_leaf(c, n, b);
+  return graph_is_call(n) ? emit_call(c, n, b) : emit_leaf(c, n, b);
 }
 
 /* ---- matching ----------------------------------------------------------------------- */
@@ -353,9 +315,9 @@ static int broadcast_full(struct ectx *c, json_t *a, json_t *b) {
 /* The reduction argument: 0 and *ret set, or -1 (none, legacy flags, unknown). */
 static int read_reduction(json_t *n, size_t pos, size_t legacy_pos, bool batchmean_ok,
                           enum loss_red *ret) {
-  json_t *r = param(n, pos, "reduction");
-  if (!is_module(n) && (!absent(arg_at(n, legacy_pos, "size_average")) ||
-                        !absent(arg_at(n, legacy_pos + 1, "reduce"))))
+  json_t *r = graph_param(n, pos, "reduction");
+  if (!graph_is_module(n) && (!absent(graph_arg(n, legacy_pos, "size_average")) ||
+                              !absent(graph_arg(n, legacy_pos + 1, "reduce"))))
     return -1;
   const char *v = absent(r) ? "mean" : json_string_value(r);
   for (int i = 0; v && i < 3; i++) {
@@ -395,11 +357,11 @@ static json_t *full_reduction(json_t *profile, json_t *root, enum loss_red *ret_
       json_is_true(json_object_get(kw, "keepdim")))
     return NULL;
   *ret_red = mean ? RED_MEAN : RED_SUM;
-  return ref_node(profile, arg_at(root, 0, "input"));
+  return graph_ref(profile, graph_arg(root, 0, "input"));
 }
 
 static int emit_node(struct ectx *c, json_t *n, struct sbuf *b) {
-  return is_call(n) ? emit_call(c, n, b) : emit_leaf(c, n, b);
+  return graph_is_call(n) ? emit_call(c, n, b) : emit_leaf(c, n, b);
 }
 
 /* mean/sum of an elementwise expression of two or more inputs. 1, or 0 when the graph is
@@ -407,7 +369,7 @@ static int emit_node(struct ectx *c, json_t *n, struct sbuf *b) {
 static int match_mean_expr(struct ectx *c, json_t *e, enum loss_red red) {
   struct loss_spec *s = c->s;
   c->frank = e ? graph_shape(e, c->full) : -1;
-  if (c->frank < 0 || !is_call(e))
+  if (c->frank < 0 || !graph_is_call(e))
     return 0;
   struct sbuf b = {s->expr, 0, sizeof s->expr, false};
   if (emit_node(c, e, &b) != 0 || b.overflow || s->nleaf < 2)
@@ -432,20 +394,20 @@ static int loss_term(json_t *n, const char *a, const char *t, struct loss_spec *
     snprintf(s->op, sizeof s->op, "l1");
     sb_add(&b, "fabsf((%s) - (%s))", a, t);
   } else if (graph_target_is(n, "smooth_l1_loss") || graph_target_is(n, "SmoothL1Loss")) {
-    json_t *beta = param(n, 5, "beta");
+    json_t *beta = graph_param(n, 5, "beta");
     if (!absent(beta) && (!float_literal(beta, lit, sizeof lit) || json_number_value(beta) < 0))
       goto bad;
     snprintf(s->op, sizeof s->op, "smooth_l1");
     sb_add(&b, "ofg_smooth_l1((%s) - (%s), %s)", a, t, absent(beta) ? "1.0f" : lit);
   } else if (graph_target_is(n, "huber_loss") || graph_target_is(n, "HuberLoss")) {
-    json_t *delta = param(n, 3, "delta");
+    json_t *delta = graph_param(n, 3, "delta");
     if (!absent(delta) && (!float_literal(delta, lit, sizeof lit) ||
                            json_number_value(delta) <= 0))
       goto bad;
     snprintf(s->op, sizeof s->op, "huber");
     sb_add(&b, "ofg_huber((%s) - (%s), %s)", a, t, absent(delta) ? "1.0f" : lit);
   } else {
-    json_t *lt = param(n, 5, "log_target");
+    json_t *lt = graph_param(n, 5, "log_target");
     snprintf(s->op, sizeof s->op, "kl_div");
     s->transc = true;
     int leaf;
@@ -474,12 +436,12 @@ static int match_loss_fn(struct ectx *c, json_t *n) {
     return -1;
   }
   bool weighted = graph_target_is(n, "mse_loss") || graph_target_is(n, "l1_loss") || huber;
-  if (weighted && !absent(param(n, huber ? 4 : 5, "weight"))) {
+  if (weighted && !absent(graph_param(n, huber ? 4 : 5, "weight"))) {
     snprintf(c->why, c->whylen, "%s with a weight is not supported", node_target(n));
     return -1;
   }
-  json_t *a = ref_node(c->profile, arg_at(n, 0, "input"));
-  json_t *t = ref_node(c->profile, arg_at(n, 1, "target"));
+  json_t *a = graph_ref(c->profile, graph_arg(n, 0, "input"));
+  json_t *t = graph_ref(c->profile, graph_arg(n, 1, "target"));
   if (!a || !t || broadcast_full(c, a, t) != 0) {
     snprintf(c->why, c->whylen, "%s: operands must be tensors that broadcast", node_target(n));
     return -1;
@@ -505,9 +467,9 @@ static int match_loss_fn(struct ectx *c, json_t *n) {
 static int row_inputs(json_t *profile, json_t *n, int count, struct loss_spec *s) {
   long long first[8] = {0};
   for (int i = 0; i < count; i++) {
-    json_t *x = ref_node(profile, arg_at(n, (size_t)i, NULL));
+    json_t *x = graph_ref(profile, graph_arg(n, (size_t)i, NULL));
     long long d[8];
-    const char *t = x ? input_tensor(x, "float32") : NULL;
+    const char *t = x ? graph_input_tensor(x, "float32") : NULL;
     if (!t || graph_shape(x, d) != 2 || (i > 0 && (d[0] != first[0] || d[1] != first[1])))
       return -1;
     if (i == 0)
@@ -524,18 +486,19 @@ static int row_inputs(json_t *profile, json_t *n, int count, struct loss_spec *s
 /* F.cross_entropy / nn.CrossEntropyLoss with class-index targets. */
 static int match_ce(struct ectx *c, json_t *n) {
   struct loss_spec *s = c->s;
-  json_t *x = ref_node(c->profile, arg_at(n, 0, "input"));
-  json_t *t = ref_node(c->profile, arg_at(n, 1, "target"));
+  json_t *x = graph_ref(c->profile, graph_arg(n, 0, "input"));
+  json_t *t = graph_ref(c->profile, graph_arg(n, 1, "target"));
   long long xs[8], ts[8];
-  const char *xn = x ? input_tensor(x, "float32") : NULL;
-  const char *tn = t ? input_tensor(t, "int64") : NULL;
-  json_t *ls = param(n, 7, "label_smoothing"), *ig = param(n, 4, "ignore_index");
-  json_t *red = param(n, 6, "reduction");
+  const char *xn = x ? graph_input_tensor(x, "float32") : NULL;
+  const char *tn = t ? graph_input_tensor(t, "int64") : NULL;
+  json_t *ls = graph_param(n, 7, "label_smoothing"), *ig = graph_param(n, 4, "ignore_index");
+  json_t *red = graph_param(n, 6, "reduction");
   const char *rv = absent(red) ? "mean" : json_string_value(red);
   bool ok = xn && tn && graph_shape(x, xs) == 2 && graph_shape(t, ts) == 1 && ts[0] == xs[0] &&
-            absent(param(n, 2, "weight")) && json_array_size(json_object_get(n, "params")) == 0 &&
-            (is_module(n) || (absent(arg_at(n, 3, "size_average")) &&
-                              absent(arg_at(n, 5, "reduce")))) &&
+            absent(graph_param(n, 2, "weight")) &&
+            json_array_size(json_object_get(n, "params")) == 0 &&
+            (graph_is_module(n) || (absent(graph_arg(n, 3, "size_average")) &&
+                                    absent(graph_arg(n, 5, "reduce")))) &&
             (absent(ls) || (json_is_number(ls) && json_number_value(ls) == 0.0)) &&
             (absent(ig) || json_is_integer(ig)) && rv &&
             (strcmp(rv, "mean") == 0 || strcmp(rv, "sum") == 0);
@@ -561,8 +524,9 @@ static int match_ce(struct ectx *c, json_t *n) {
 /* F.triplet_margin_loss / nn.TripletMarginLoss. */
 static int match_triplet(struct ectx *c, json_t *n) {
   struct loss_spec *s = c->s;
-  json_t *margin = param(n, 3, "margin"), *p = param(n, 4, "p"), *eps = param(n, 5, "eps");
-  json_t *swap = param(n, 6, "swap");
+  json_t *margin = graph_param(n, 3, "margin"), *p = graph_param(n, 4, "p");
+  json_t *eps = graph_param(n, 5, "eps");
+  json_t *swap = graph_param(n, 6, "swap");
   double pv = absent(p) ? 2.0 : json_number_value(p);
   bool ok = row_inputs(c->profile, n, 3, s) == 0 &&
             (absent(margin) || json_is_number(margin)) && (absent(eps) || json_is_number(eps)) &&
@@ -585,12 +549,12 @@ static int match_triplet(struct ectx *c, json_t *n) {
 /* mean/sum(1 - cosine_similarity(a, b, dim=1)) over [N, D] inputs: 1, 0, or -1. */
 static int match_cosine(struct ectx *c, json_t *e, enum loss_red red) {
   struct loss_spec *s = c->s;
-  json_t *one = arg_at(e, 0, "input");
-  json_t *cs = ref_node(c->profile, arg_at(e, 1, "other"));
+  json_t *one = graph_arg(e, 0, "input");
+  json_t *cs = graph_ref(c->profile, graph_arg(e, 1, "other"));
   if (!graph_target_is(e, "sub") || !json_is_number(one) || json_number_value(one) != 1.0 ||
       !cs || !graph_target_is(cs, "cosine_similarity"))
     return 0;
-  json_t *dim = arg_at(cs, 2, "dim"), *eps = arg_at(cs, 3, "eps");
+  json_t *dim = graph_arg(cs, 2, "dim"), *eps = graph_arg(cs, 3, "eps");
   long long dv = absent(dim) ? 1 : json_integer_value(dim);
   if (row_inputs(c->profile, cs, 2, s) != 0 || !(dv == 1 || dv == -1) ||
       (!absent(eps) && !json_is_number(eps))) {
@@ -653,15 +617,15 @@ static int match_spec(json_t *profile, struct loss_spec *s, char *why, size_t wh
   json_array_foreach(json_object_get(profile, "graph"), i, node) {
     const char *op = json_string_value(json_object_get(node, "op"));
     if (op && strcmp(op, "output") == 0)
-      root = ref_node(profile, arg_at(node, 0, NULL));
+      root = graph_ref(profile, graph_arg(node, 0, NULL));
   }
   long long rs[8];
   int rc = 0;
   struct ectx c = {.profile = profile, .seen = seen, .s = s, .why = why, .whylen = whylen};
-  if (calls && seen && root && is_call(root) && graph_shape(root, rs) == 0 &&
+  if (calls && seen && root && graph_is_call(root) && graph_shape(root, rs) == 0 &&
       dtype_is(root, "float32") && json_array_size(json_object_get(profile, "outputs")) == 1) {
     rc = match_root(&c, root);
-  } else if (root && is_call(root) && named_loss(root)) {
+  } else if (root && graph_is_call(root) && named_loss(root)) {
     const char *t = node_target(root), *dot = t ? strrchr(t, '.') : NULL;
     snprintf(why, whylen, "%s: reduction='none' gives a tensor, not a scalar loss",
              dot ? dot + 1 : t ? t : "loss");
@@ -736,15 +700,10 @@ static int loss_match(json_t *profile, json_t **ret_match, char *why, size_t why
   json_t *m = NULL;
   if (rc == 1) {
     s->maxnumel = max_numel(profile, s);
-    if (!(m = spec_to_json(s))) {
-      snprintf(why, whylen, "out of memory");
-      rc = -1;
-    }
+    m = spec_to_json(s);
   }
   free(s);
-  if (rc == 1)
-    *ret_match = m;
-  return rc;
+  return rc == 1 ? graph_match_result(m, ret_match, why, whylen) : rc;
 }
 
 /* Reads a match back into s. Returns 0, or -1 when it is not a loss match. */

@@ -44,19 +44,6 @@ static const char *const fn_names[] = {"max_pool1d", "max_pool2d", "max_pool3d",
 
 /* ---- matching ----------------------------------------------------------------------- */
 
-static json_t *arg_at(json_t *node, size_t pos, const char *kw) {
-  json_t *args = json_object_get(node, "args");
-  if (pos < json_array_size(args))
-    return json_array_get(args, pos);
-  return kw ? json_object_get(json_object_get(node, "kwargs"), kw) : NULL;
-}
-
-/* A pooling parameter: from the module's attrs, else positional pos / keyword name of a
- * functional call (borrowed, NULL when absent). */
-static json_t *param(json_t *node, bool module, size_t pos, const char *name) {
-  return module ? json_object_get(json_object_get(node, "attrs"), name) : arg_at(node, pos, name);
-}
-
 /* An int or a list of 1 or n ints into the last n of out[3]. null/absent or an empty list
  * keeps out (the default). Returns 0, or -1 when malformed or out of [lo, hi]. */
 static int read_tuple(json_t *v, int n, int lo, int hi, int out[3]) {
@@ -88,42 +75,39 @@ static long long out_size(long long in, int k, int s, int p, int d, bool ceil_mo
 }
 
 /* Which pooling op the node is: 0..5 as in the name tables, -1 none. */
-static int pool_kind(json_t *node, bool *ret_module) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  bool module = op && strcmp(op, "call_module") == 0;
+static int pool_kind(json_t *node) {
+  bool module = graph_is_module(node);
   for (int i = 0; i < 6; i++) {
-    if (graph_target_is(node, module ? mod_names[i] : fn_names[i])) {
-      *ret_module = module;
+    if (graph_target_is(node, module ? mod_names[i] : fn_names[i]))
       return i;
-    }
   }
   return -1;
 }
 
-/* Reads the operator's parameters into s. Returns 0, or -1 with why. */
-static int read_params(json_t *node, bool module, struct pool_spec *s, char *why,
-                       size_t whylen) {
+/* Reads the operator's parameters (module attrs or call arguments) into s. Returns 0, or
+ * -1 with why. */
+static int read_params(json_t *node, struct pool_spec *s, char *why, size_t whylen) {
   int n = s->dims;
   for (int i = 0; i < 3; i++) {
     s->k[i] = s->s[i] = s->d[i] = 1;
     s->p[i] = 0;
   }
-  bool bad = read_tuple(param(node, module, 1, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
+  bool bad = read_tuple(graph_param(node, 1, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
   memcpy(s->s, s->k, sizeof s->s);
-  bad = bad || read_tuple(param(node, module, 2, "stride"), n, 1, 1 << 20, s->s) != 0 ||
-        read_tuple(param(node, module, 3, "padding"), n, 0, 1 << 20, s->p) != 0;
+  bad = bad || read_tuple(graph_param(node, 2, "stride"), n, 1, 1 << 20, s->s) != 0 ||
+        read_tuple(graph_param(node, 3, "padding"), n, 0, 1 << 20, s->p) != 0;
   if (s->max) {
-    bad = bad || read_tuple(param(node, module, 4, "dilation"), n, 1, 1 << 20, s->d) != 0;
-    s->ceil_mode = flag(param(node, module, 5, "ceil_mode"), false);
-    if (flag(param(node, module, 6, "return_indices"), false)) {
+    bad = bad || read_tuple(graph_param(node, 4, "dilation"), n, 1, 1 << 20, s->d) != 0;
+    s->ceil_mode = flag(graph_param(node, 5, "ceil_mode"), false);
+    if (flag(graph_param(node, 6, "return_indices"), false)) {
       snprintf(why, whylen, "%s with return_indices=True (two outputs) is not supported",
                fn_names[(s->max ? 0 : 3) + n - 1]);
       return -1;
     }
   } else {
-    s->ceil_mode = flag(param(node, module, 4, "ceil_mode"), false);
-    s->count_pad = flag(param(node, module, 5, "count_include_pad"), true);
-    json_t *dv = n > 1 ? param(node, module, 6, "divisor_override") : NULL;
+    s->ceil_mode = flag(graph_param(node, 4, "ceil_mode"), false);
+    s->count_pad = flag(graph_param(node, 5, "count_include_pad"), true);
+    json_t *dv = n > 1 ? graph_param(node, 6, "divisor_override") : NULL;
     if (dv && !json_is_null(dv) && (!json_is_integer(dv) || json_integer_value(dv) <= 0 ||
                                     json_integer_value(dv) > (1 << 30)))
       bad = true;
@@ -142,15 +126,11 @@ static int read_params(json_t *node, bool module, struct pool_spec *s, char *why
 /* Shapes: the input as [planes, ID, IH, IW] and the output, checked against the graph. */
 static int read_shapes(json_t *profile, json_t *node, struct pool_spec *s, char *why,
                        size_t whylen) {
-  const char *name = json_string_value(json_object_get(arg_at(node, 0, "input"), "node"));
-  json_t *x = name ? graph_node(profile, name) : NULL;
-  const char *op = json_string_value(json_object_get(x, "op"));
-  const char *t = json_string_value(json_object_get(x, "tensor"));
-  const char *dt = json_string_value(json_object_get(x, "dtype"));
+  json_t *x = graph_ref(profile, graph_arg(node, 0, "input"));
+  const char *t = graph_input_tensor(x, "float32");
   long long in[8], out[8];
   int rin = x ? graph_shape(x, in) : -1, rout = graph_shape(node, out);
-  if (!op || strcmp(op, "placeholder") != 0 || !t || strncmp(t, "input:", 6) != 0 || !dt ||
-      strcmp(dt, "float32") != 0 || (rin != s->dims + 1 && rin != s->dims + 2) || rout != rin) {
+  if (!t || (rin != s->dims + 1 && rin != s->dims + 2) || rout != rin) {
     snprintf(why, whylen, "pooling: the operand must be a float32 input of rank %d or %d",
              s->dims + 1, s->dims + 2);
     return -1;
@@ -185,8 +165,7 @@ static int read_shapes(json_t *profile, json_t *node, struct pool_spec *s, char 
 static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t whylen) {
   json_t *calls = graph_calls(profile);
   json_t *node = json_array_size(calls) == 1 ? json_array_get(calls, 0) : NULL;
-  bool module = false;
-  int kind = node ? pool_kind(node, &module) : -1;
+  int kind = node ? pool_kind(node) : -1;
   int rc = 0;
   if (node && kind < 0 && (graph_target_is(node, "AdaptiveAvgPool2d") ||
                            graph_target_is(node, "adaptive_avg_pool2d") ||
@@ -200,7 +179,7 @@ static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t wh
     s->max = kind < 3;
     s->dims = kind % 3 + 1;
     const char *dt = json_string_value(json_object_get(node, "dtype"));
-    rc = read_params(node, module, s, why, whylen) == 0 &&
+    rc = read_params(node, s, why, whylen) == 0 &&
                  read_shapes(profile, node, s, why, whylen) == 0
              ? 1
              : -1;
@@ -236,15 +215,7 @@ static json_t *spec_to_json(const struct pool_spec *s) {
 static int pool_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
   struct pool_spec s = {0};
   int rc = match_spec(profile, &s, why, whylen);
-  if (rc != 1)
-    return rc;
-  json_t *m = spec_to_json(&s);
-  if (!m) {
-    snprintf(why, whylen, "out of memory");
-    return -1;
-  }
-  *ret_match = m;
-  return 1;
+  return rc == 1 ? graph_match_result(spec_to_json(&s), ret_match, why, whylen) : rc;
 }
 
 /* Reads a match back. Returns 0, or -1 when it is not a pooling match. */

@@ -43,34 +43,8 @@ static const char *const mask_names[] = {"none", "bool", "float"};
 
 /* ---- graph helpers ------------------------------------------------------------------ */
 
-/* The node an argument refers to ({"node": name}), borrowed, or NULL. */
-static json_t *ref_node(json_t *profile, json_t *arg) {
-  const char *name = json_string_value(json_object_get(arg, "node"));
-  return name ? graph_node(profile, name) : NULL;
-}
-
-/* Positional argument pos, else keyword kw (borrowed), else NULL. */
-static json_t *arg_at(json_t *node, size_t pos, const char *kw) {
-  json_t *args = json_object_get(node, "args");
-  if (pos < json_array_size(args))
-    return json_array_get(args, pos);
-  return kw ? json_object_get(json_object_get(node, "kwargs"), kw) : NULL;
-}
-
-static bool is_call(json_t *node) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  return op && strncmp(op, "call_", 5) == 0;
-}
-
 static const char *node_name(json_t *node) {
   return json_string_value(json_object_get(node, "name"));
-}
-
-static long long prod_dims(const long long *d, int from, int to) {
-  long long p = 1;
-  for (int i = from; i < to; i++)
-    p *= d[i];
-  return p;
 }
 
 /* A dim argument (int, or a one-element list) normalized against rank; -1 if invalid. */
@@ -89,22 +63,10 @@ static int dim_value(json_t *v, int rank) {
 
 /* A flip of exactly dim `dim`: returns its input node, else NULL. */
 static json_t *flip_input(json_t *profile, json_t *node, int dim, int rank) {
-  if (!node || !is_call(node) || !graph_target_is(node, "flip"))
+  if (!node || !graph_is_call(node) || !graph_target_is(node, "flip"))
     return NULL;
-  json_t *dims = arg_at(node, 1, "dims");
-  if (!dims)
-    dims = json_object_get(json_object_get(node, "kwargs"), "dims");
-  return dim_value(dims, rank) == dim ? ref_node(profile, arg_at(node, 0, "input")) : NULL;
-}
-
-/* The placeholder tensor name of a float32 input node, else NULL. */
-static const char *input_tensor(json_t *node, const char *dtype) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  const char *t = json_string_value(json_object_get(node, "tensor"));
-  const char *dt = json_string_value(json_object_get(node, "dtype"));
-  if (!op || strcmp(op, "placeholder") != 0 || !t || strncmp(t, "input:", 6) != 0 || !dt)
-    return NULL;
-  return !dtype || strcmp(dt, dtype) == 0 ? t : NULL;
+  json_t *dims = graph_arg(node, 1, "dims");
+  return dim_value(dims, rank) == dim ? graph_ref(profile, graph_arg(node, 0, "input")) : NULL;
 }
 
 static bool same_shape(json_t *a, json_t *b) {
@@ -115,28 +77,28 @@ static bool same_shape(json_t *a, json_t *b) {
  * nodes it uses in seen. Returns 0, or -1 with why. */
 static int match_data(json_t *profile, json_t *node, json_t *seen, struct scan_spec *s,
                       char *why, size_t whylen) {
-  const char *t = input_tensor(node, "float32");
+  const char *t = graph_input_tensor(node, "float32");
   if (t) {
     snprintf(s->x, sizeof s->x, "%s", t);
     s->xrank = graph_shape(node, s->xdims);
     return 0;
   }
-  if (!node || !is_call(node) || !graph_target_is(node, "mul")) {
+  if (!node || !graph_is_call(node) || !graph_target_is(node, "mul")) {
     snprintf(why, whylen, "scan of %s: only an input tensor or input * mask is supported",
              node ? json_string_value(json_object_get(node, "target")) : "a constant");
     return -1;
   }
   json_object_set_new(seen, node_name(node), json_true());
-  json_t *a = ref_node(profile, arg_at(node, 0, "input"));
-  json_t *b = ref_node(profile, arg_at(node, 1, "other"));
-  if (a && b && input_tensor(b, "float32") && !input_tensor(a, "float32")) {
+  json_t *a = graph_ref(profile, graph_arg(node, 0, "input"));
+  json_t *b = graph_ref(profile, graph_arg(node, 1, "other"));
+  if (a && b && graph_input_tensor(b, "float32") && !graph_input_tensor(a, "float32")) {
     json_t *tmp = a;
     a = b;
     b = tmp;
   }
-  const char *ta = a ? input_tensor(a, "float32") : NULL;
-  const char *tb = b ? (input_tensor(b, "bool") ? input_tensor(b, "bool")
-                                                 : input_tensor(b, "float32"))
+  const char *ta = a ? graph_input_tensor(a, "float32") : NULL;
+  const char *tb = b ? (graph_input_tensor(b, "bool") ? graph_input_tensor(b, "bool")
+                                                       : graph_input_tensor(b, "float32"))
                      : NULL;
   if (!ta || !tb || !same_shape(a, b) || !same_shape(a, node)) {
     snprintf(why, whylen, "masked scan: the mask must be a bool or float32 input of the "
@@ -146,7 +108,7 @@ static int match_data(json_t *profile, json_t *node, json_t *seen, struct scan_s
   snprintf(s->x, sizeof s->x, "%s", ta);
   snprintf(s->m, sizeof s->m, "%s", tb);
   s->xrank = graph_shape(a, s->xdims);
-  s->mask = input_tensor(b, "bool") ? 1 : 2;
+  s->mask = graph_input_tensor(b, "bool") ? 1 : 2;
   return 0;
 }
 
@@ -154,7 +116,7 @@ static int match_data(json_t *profile, json_t *node, json_t *seen, struct scan_s
  * them seen. Returns 0 when the chain ends at a placeholder, else -1. */
 static int mark_shape_chain(json_t *profile, json_t *node, json_t *seen) {
   for (int depth = 0; node && depth < 8; depth++) {
-    if (!is_call(node))
+    if (!graph_is_call(node))
       return strcmp(json_string_value(json_object_get(node, "op")), "placeholder") == 0 ? 0
                                                                                        : -1;
     static const char *const ok[] = {"select", "unsqueeze", "getitem", "narrow", "view",
@@ -165,7 +127,7 @@ static int mark_shape_chain(json_t *profile, json_t *node, json_t *seen) {
     if (!known)
       return -1;
     json_object_set_new(seen, node_name(node), json_true());
-    node = ref_node(profile, arg_at(node, 0, "input"));
+    node = graph_ref(profile, graph_arg(node, 0, "input"));
   }
   return -1;
 }
@@ -185,8 +147,8 @@ static bool prefix_slice(json_t *sl) {
 /* getitem of prefix slices over the cat: only dim 0 (rows) and the scanned dim may
  * shrink. Returns the cat node, or NULL with why. */
 static json_t *match_slice(json_t *profile, json_t *node, int dim, char *why, size_t whylen) {
-  json_t *idx = arg_at(node, 1, NULL);
-  json_t *src = ref_node(profile, arg_at(node, 0, NULL));
+  json_t *idx = graph_arg(node, 1, NULL);
+  json_t *src = graph_ref(profile, graph_arg(node, 0, NULL));
   bool ok = src != NULL;
   if (json_is_array(idx)) {
     json_t *sl;
@@ -218,18 +180,19 @@ static int match_pad(json_t *profile, json_t *node, json_t *seen, struct scan_sp
     if (!(cat = match_slice(profile, node, s->dim, why, whylen)))
       return -1;
   }
-  json_t *parts = arg_at(cat, 0, "tensors");
+  json_t *parts = graph_arg(cat, 0, "tensors");
   int cat_rank = graph_shape(cat, xs);
-  json_t *pad = json_array_size(parts) == 2 ? ref_node(profile, json_array_get(parts, 0)) : NULL;
-  json_t *x = json_array_size(parts) == 2 ? ref_node(profile, json_array_get(parts, 1)) : NULL;
+  json_t *pad = json_array_size(parts) == 2 ? graph_ref(profile, json_array_get(parts, 0)) : NULL;
+  json_t *x = json_array_size(parts) == 2 ? graph_ref(profile, json_array_get(parts, 1)) : NULL;
   const char *pad_dt = json_string_value(json_object_get(pad, "dtype"));
-  bool like = pad && is_call(pad) && pad_dt && strcmp(pad_dt, "float32") == 0 &&
+  bool like = pad && graph_is_call(pad) && pad_dt && strcmp(pad_dt, "float32") == 0 &&
               (graph_target_is(pad, "zeros_like") || graph_target_is(pad, "ones_like"));
   long long ps[8];
   bool ok = (graph_target_is(cat, "cat") || graph_target_is(cat, "concat")) && like && x &&
-            cat_rank > 0 && dim_value(arg_at(cat, 1, "dim"), cat_rank) == s->dim &&
+            cat_rank > 0 && dim_value(graph_arg(cat, 1, "dim"), cat_rank) == s->dim &&
             graph_shape(pad, ps) == cat_rank && ps[s->dim] == 1;
-  if (!ok || mark_shape_chain(profile, ref_node(profile, arg_at(pad, 0, "input")), seen) != 0) {
+  if (!ok ||
+      mark_shape_chain(profile, graph_ref(profile, graph_arg(pad, 0, "input")), seen) != 0) {
     snprintf(why, whylen, "exclusive scan: expected cat((zeros_like(..) or ones_like(..), x), "
                           "dim=%d) in front of the scan", s->dim);
     return -1;
@@ -269,10 +232,10 @@ static int match_tail(json_t *profile, json_t *top, json_t *scan, json_t *seen,
     *ret_flip_out = true;
     return 0;
   }
-  json_t *scan_in = ref_node(profile, arg_at(scan, 0, "input"));
-  if (top && is_call(top) && graph_target_is(top, "sub") &&
-      ref_node(profile, arg_at(top, 0, "input")) == scan &&
-      ref_node(profile, arg_at(top, 1, "other")) == scan_in && same_shape(top, scan)) {
+  json_t *scan_in = graph_ref(profile, graph_arg(scan, 0, "input"));
+  if (top && graph_is_call(top) && graph_target_is(top, "sub") &&
+      graph_ref(profile, graph_arg(top, 0, "input")) == scan &&
+      graph_ref(profile, graph_arg(top, 1, "other")) == scan_in && same_shape(top, scan)) {
     json_object_set_new(seen, node_name(top), json_true());
     s->excl = 2;
     return 0;
@@ -288,7 +251,7 @@ static int match_head(json_t *profile, json_t *scan, json_t *seen, struct scan_s
                       bool flip_out, char *why, size_t whylen) {
   long long d[8];
   int rank = graph_shape(scan, d);
-  json_t *in = ref_node(profile, arg_at(scan, 0, "input"));
+  json_t *in = graph_ref(profile, graph_arg(scan, 0, "input"));
   json_t *unflipped = flip_input(profile, in, s->dim, rank);
   if (unflipped) {
     json_object_set_new(seen, node_name(in), json_true());
@@ -300,8 +263,9 @@ static int match_head(json_t *profile, json_t *scan, json_t *seen, struct scan_s
     return -1;
   }
   s->reverse = flip_out;
-  if (in && is_call(in) && (graph_target_is(in, "getitem") || graph_target_is(in, "cat") ||
-                            graph_target_is(in, "concat"))) {
+  if (in && graph_is_call(in) &&
+      (graph_target_is(in, "getitem") || graph_target_is(in, "cat") ||
+       graph_target_is(in, "concat"))) {
     if (s->reverse || s->excl) {
       snprintf(why, whylen, "exclusive scan combined with reverse or subtraction");
       return -1;
@@ -319,12 +283,12 @@ static int canonical(json_t *scan, struct scan_spec *s, char *why, size_t whylen
     snprintf(why, whylen, "scan: unknown or mismatched shapes");
     return -1;
   }
-  s->outer = prod_dims(s->xdims, 0, s->dim);
+  s->outer = graph_dims_prod(s->xdims, 0, s->dim);
   s->r = s->xdims[s->dim];
-  s->inner = prod_dims(s->xdims, s->dim + 1, s->xrank);
-  s->rows_out = prod_dims(o, 0, s->dim);
+  s->inner = graph_dims_prod(s->xdims, s->dim + 1, s->xrank);
+  s->rows_out = graph_dims_prod(o, 0, s->dim);
   s->r_out = o[s->dim];
-  bool ok = prod_dims(o, s->dim + 1, orank) == s->inner && s->rows_out <= s->outer &&
+  bool ok = graph_dims_prod(o, s->dim + 1, orank) == s->inner && s->rows_out <= s->outer &&
             s->r > 0 && s->outer > 0 && s->inner > 0 && s->rows_out > 0;
   if (s->excl == 1)
     ok = ok && s->r_out >= 1 && s->r_out <= s->r + 1;
@@ -360,7 +324,7 @@ static json_t *output_value(json_t *profile) {
   json_array_foreach(json_object_get(profile, "graph"), i, node) {
     const char *op = json_string_value(json_object_get(node, "op"));
     if (op && strcmp(op, "output") == 0)
-      return ref_node(profile, arg_at(node, 0, NULL));
+      return graph_ref(profile, graph_arg(node, 0, NULL));
   }
   return NULL;
 }
@@ -377,9 +341,9 @@ static int match_spec(json_t *profile, json_t *calls, json_t *seen, struct scan_
   }
   long long d[8];
   int rank = graph_shape(scan, d);
-  json_t *dt = arg_at(scan, 2, "dtype");
+  json_t *dt = graph_arg(scan, 2, "dtype");
   const char *sdt = json_string_value(json_object_get(scan, "dtype"));
-  s->dim = rank > 0 ? dim_value(arg_at(scan, 1, "dim"), rank) : -1;
+  s->dim = rank > 0 ? dim_value(graph_arg(scan, 1, "dim"), rank) : -1;
   if (s->dim < 0 || (dt && !json_is_null(dt)) || !sdt || strcmp(sdt, "float32") != 0 ||
       json_array_size(json_object_get(profile, "outputs")) != 1) {
     snprintf(why, whylen, "scan: needs a float32 result over one known dim, one output");
@@ -420,15 +384,7 @@ static int scan_match(json_t *profile, json_t **ret_match, char *why, size_t why
   int rc = calls && seen ? match_spec(profile, calls, seen, &s, why, whylen) : -1;
   json_decref(calls);
   json_decref(seen);
-  if (rc != 1)
-    return rc;
-  json_t *m = spec_to_json(&s);
-  if (!m) {
-    snprintf(why, whylen, "out of memory");
-    return -1;
-  }
-  *ret_match = m;
-  return 1;
+  return rc == 1 ? graph_match_result(spec_to_json(&s), ret_match, why, whylen) : rc;
 }
 
 /* Reads a match back. Returns 0, or -1 when it is not a scan match. */
