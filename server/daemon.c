@@ -12,6 +12,7 @@
 #include "server/app.h"
 #include "server/auth.h"
 #include "server/body.h"
+#include "server/client_limit.h"
 #include "server/config.h"
 #include "server/event_bus.h"
 #include "server/log.h"
@@ -22,7 +23,28 @@
 struct daemon {
   struct MHD_Daemon *mhd;
   struct app *app;
+  struct client_limit *clients; /* open connections per client address */
 };
+
+/* The client address of conn (borrowed from MHD), or NULL. */
+static const struct sockaddr *client_address(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  return info ? info->client_addr : NULL;
+}
+
+/* Counts connections per client as MHD opens and closes them. *socket_context marks the
+ * ones counted, so a close is only subtracted for a counted open. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  struct daemon *d = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    *socket_context = client_limit_opened(d->clients, client_address(conn)) ? d : NULL;
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+    client_limit_closed(d->clients, client_address(conn));
+    *socket_context = NULL;
+  }
+}
 
 /* MHD calls this first with the full request URI; the context it returns becomes
  * *req_cls, so the URL cap can be checked on the whole URI (query included). */
@@ -49,6 +71,17 @@ static enum MHD_Result first_call(struct daemon *d, struct request *req) {
   req->body_len = 0;
   if (atomic_load(&d->app->shutting_down))
     return reply_error(req, API_ERR_SHUTTING_DOWN, NULL, "the server is shutting down");
+  const struct sockaddr *client = client_address(req->conn);
+  if (client_limit_over(d->clients, client)) {
+    unsigned open = client_limit_count(d->clients, client);
+    metrics_limit_tripped(d->app->metrics, LIMIT_CONNECTIONS);
+    log_warn("limit: a client with %u open connections refused (cap %u)", open,
+             client_limit_limit(d->clients));
+    return reply_error_with_header(req, API_ERR_TOO_MANY_REQUESTS, "Retry-After", "1",
+                                   "this client has %u connections open; the limit is %u "
+                                   "(--max-connections-per-ip): close some and retry",
+                                   open, client_limit_limit(d->clients));
+  }
   if (uri_len > cfg->max_url_bytes) {
     metrics_limit_tripped(d->app->metrics, LIMIT_URL);
     log_warn("limit: URL of %zu bytes refused (cap %zu)", uri_len, cfg->max_url_bytes);
@@ -207,6 +240,15 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
   if (!d)
     return -1;
   d->app = app;
+  d->clients = client_limit_new(cfg->max_connections, cfg->max_connections_per_ip);
+  if (!d->clients) {
+    free(d);
+    return -1;
+  }
+  /* MHD itself drops connections only at twice the per-client limit, a backstop against
+   * floods: up to there, the request over the limit gets a 429 that says why. */
+  unsigned hard_per_ip = cfg->max_connections_per_ip > 32768 ? 65535u
+                                                             : 2u * cfg->max_connections_per_ip;
   unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                    (ipv6 ? MHD_USE_IPv6 : 0);
   size_t conn_memory = cfg->max_url_bytes + 96 * 1024;
@@ -215,7 +257,8 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
       MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_per_ip,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory,
       MHD_OPTION_URI_LOG_CALLBACK, on_uri, d,
@@ -224,6 +267,7 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
   if (!d->mhd) {
     log_error("cannot listen on %s:%u (address in use or not permitted)", cfg->listen_host,
               (unsigned)cfg->listen_port);
+    client_limit_free(d->clients);
     free(d);
     return -1;
   }
@@ -247,5 +291,6 @@ void daemon_stop(struct daemon *d) {
     return;
   event_bus_shutdown(d->app->bus);
   MHD_stop_daemon(d->mhd);
+  client_limit_free(d->clients);
   free(d);
 }

@@ -57,19 +57,40 @@ enum MHD_Result reply_json_with_header(struct request *req, unsigned status, jso
   return queue_json(req, status, body, header, value);
 }
 
-enum MHD_Result reply_error(struct request *req, enum api_error err, const char *field,
-                            const char *fmt, ...) {
+/* The error shape for err with the formatted message, queued with an optional header. */
+static enum MHD_Result vreply_error(struct request *req, enum api_error err, const char *field,
+                                    const char *header, const char *value, const char *fmt,
+                                    va_list ap) __attribute__((format(printf, 6, 0)));
+static enum MHD_Result vreply_error(struct request *req, enum api_error err, const char *field,
+                                    const char *header, const char *value, const char *fmt,
+                                    va_list ap) {
   char message[512];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(message, sizeof message, fmt, ap);
-  va_end(ap);
   const struct api_error_info *info = api_error_info(err);
   json_t *body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", info->code,
                            "message", message, "field", field);
   if (!body)
     return MHD_NO;
-  return reply_json(req, info->status, body);
+  return queue_json(req, info->status, body, header, value);
+}
+
+enum MHD_Result reply_error(struct request *req, enum api_error err, const char *field,
+                            const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  enum MHD_Result ret = vreply_error(req, err, field, NULL, NULL, fmt, ap);
+  va_end(ap);
+  return ret;
+}
+
+enum MHD_Result reply_error_with_header(struct request *req, enum api_error err,
+                                        const char *header, const char *value,
+                                        const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  enum MHD_Result ret = vreply_error(req, err, NULL, header, value, fmt, ap);
+  va_end(ap);
+  return ret;
 }
 
 enum MHD_Result reply_empty(struct request *req, unsigned status) {

@@ -20,6 +20,12 @@ enum MHD_Result reply_json_with_header(struct request *req, unsigned status, jso
 enum MHD_Result reply_error(struct request *req, enum api_error err, const char *field,
                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* Like reply_error (no field), adding one extra header, e.g. Retry-After. */
+enum MHD_Result reply_error_with_header(struct request *req, enum api_error err,
+                                        const char *header, const char *value,
+                                        const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Queues a body of the given content type; the bytes are copied. */
 enum MHD_Result reply_bytes(struct request *req, unsigned status, const char *content_type,
                             const char *data, size_t len);

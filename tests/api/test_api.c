@@ -1,5 +1,9 @@
 /* API tests: the real server on port 0, scenario tables, spec check, coverage check. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -299,6 +303,12 @@ static int setup_keepalive_server(void **state) {
 
 static int setup_small_body_server(void **state) {
   static const char *const args[] = {"--max-body", "4096", NULL};
+  struct server_opts opts = {.extra_args = args};
+  return start_with(state, &opts);
+}
+
+static int setup_two_per_client_server(void **state) {
+  static const char *const args[] = {"--max-connections-per-ip", "2", NULL};
   struct server_opts opts = {.extra_args = args};
   return start_with(state, &opts);
 }
@@ -1377,6 +1387,71 @@ static char *submission_of_size(size_t size) {
   return body;
 }
 
+/* An idle TCP connection to the server (the caller closes it). */
+static int open_idle_connection(struct server *server) {
+  const char *url = server_url(server);
+  const char *colon = strrchr(url, ':');
+  assert_non_null(colon);
+  struct sockaddr_in addr = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)strtol(colon + 1, NULL, 10))};
+  assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr), 1);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  return fd;
+}
+
+/* The limit_trips counter of one limit in /metrics. */
+static long limit_trips(struct server *server, const char *limit) {
+  struct http_response *r = http_get(server, "/metrics");
+  char *key = fmt("opforge_limit_trips_total{limit=\"%s\"} ", limit);
+  const char *at = r->body ? strstr(r->body, key) : NULL;
+  long n = at ? strtol(at + strlen(key), NULL, 10) : -1;
+  free(key);
+  http_response_free(r);
+  return n;
+}
+
+/* With --max-connections-per-ip 2, a request on a third open connection from the same
+ * client is answered 429 too_many_requests with Retry-After (not dropped), the trip is
+ * counted, and once connections close the same request succeeds. */
+static void test_connections_per_client(void **state) {
+  struct server *server = *state;
+  long trips = limit_trips(server, "connections");
+  assert_int_equal(trips, 0);
+  int a = open_idle_connection(server), b = open_idle_connection(server);
+  struct http_response *r = NULL;
+  /* MHD counts a connection once its thread accepts it: give the two a moment. */
+  for (int i = 0; i < 100; i++) {
+    http_response_free(r);
+    r = http_get(server, "/healthz");
+    if (r->status == 429)
+      break;
+    usleep(20 * 1000);
+  }
+  assert_error(r, 429, "too_many_requests", FIELD_NULL);
+  assert_string_equal(http_header(r, "Retry-After"), "1");
+  json_t *doc = http_json(r);
+  assert_non_null(strstr(json_string_value(json_object_get(json_object_get(doc, "error"),
+                                                           "message")),
+                         "the limit is 2"));
+  json_decref(doc);
+  http_response_free(r);
+  close(a);
+  close(b);
+  r = NULL;
+  for (int i = 0; i < 100; i++) {
+    http_response_free(r);
+    r = http_get(server, "/healthz");
+    if (r->status == 200)
+      break;
+    usleep(20 * 1000);
+  }
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+  assert_true(limit_trips(server, "connections") >= 1);
+}
+
 static void test_body_cap(void **state) {
   struct server *server = *state; /* started with --max-body 4096 */
   char *body = submission_of_size(4096);
@@ -1657,6 +1732,7 @@ int main(void) {
     WITH(setup_auth_server, test_auth),
     WITH(setup_server, test_not_found_vs_method_not_allowed),
     WITH(setup_small_body_server, test_body_cap),
+    WITH(setup_two_per_client_server, test_connections_per_client),
     WITH(setup_server, test_url_too_long),
     WITH(setup_server, test_slow_client),
     WITH(setup_server, test_concurrent_requests),
