@@ -1681,7 +1681,7 @@ static void prefer_tf32x3(const struct gm *g, struct knob_set *k) {
   t.stages = steps >= 4 ? 4 : (int)steps;
   t.split = 1;
   t.split = default_split(g, &t);
-  /* Two blocks per SM (128 registers each) hide each other's barriers: 5-6% faster than
+  /* Two blocks per SM (128 registers each) were 5-6% faster than
    * one on the GEMMs swept, except 4096^3 where it tied. Only for tiles that divide the
    * problem without split-K (check_tf32x3 says why). */
   t.minb = 2;
