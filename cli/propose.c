@@ -9,8 +9,8 @@
 #include "cli/args.h"
 #include "cli/client.h"
 #include "cli/profile.h"
-#include "engine/builtin/propose.h"
-#include "tools/embedded.h"
+#include "proposers/builtin/propose.h"
+#include "base/embedded.h"
 
 extern const struct embedded_file opforge_seed_memory[];
 

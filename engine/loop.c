@@ -6,11 +6,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/builtin/propose.h"
+#include "proposers/builtin/propose.h"
 #include "engine/family.h"
 #include "engine/loop_internal.h"
 #include "server/event_bus.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "store/search.h"
 #include "store/store.h"
 

@@ -7,10 +7,10 @@
 
 #include "engine/loop_internal.h"
 #include "engine/memory_view.h"
-#include "gpu/sha256.h"
+#include "base/sha256.h"
 #include "server/event_bus.h"
-#include "server/ids.h"
-#include "server/log.h"
+#include "base/ids.h"
+#include "base/log.h"
 #include "store/memory.h"
 #include "store/search.h"
 

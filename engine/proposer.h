@@ -38,7 +38,7 @@ struct proposer {
  * Returns 0 and fills *ret, or -1 when out of memory. */
 int proposer_test_new(const char *fixtures_dir, struct proposer *ret);
 
-/* The builtin proposer (engine/builtin/proposer.c): templates and knobs, no network.
+/* The builtin proposer (proposers/builtin/proposer.c): templates and knobs, no network.
  * Returns 0 and fills *ret. */
 int proposer_builtin_new(struct proposer *ret);
 

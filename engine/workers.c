@@ -9,7 +9,7 @@
 
 #include "engine/loop.h"
 #include "gpu/supervisor.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "store/search.h"
 
 struct worker {

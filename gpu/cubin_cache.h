@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "gpu/sha256.h"
+#include "base/sha256.h"
 
 /* Entries larger than this are neither written nor read. */
 #define CUBIN_CACHE_MAX_ENTRY (64u << 20)

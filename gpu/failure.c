@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu/utf8.h"
+#include "base/utf8.h"
 
 void gpu_failure_set(struct gpu_failure *f, const char *stage, const char *cls,
                      const char *fmt, ...) {

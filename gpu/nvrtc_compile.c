@@ -13,7 +13,7 @@
 
 #include "gpu/compile_signature.h"
 #include "gpu/gpu_config.h"
-#include "gpu/utf8.h"
+#include "base/utf8.h"
 
 #define PROGRAM_NAME "cand.cu"
 #define MAX_FIXED_OPTIONS 8

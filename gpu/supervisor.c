@@ -1,7 +1,7 @@
 /* The evaluator supervisor (see supervisor.h): spawning, the JSON-lines exchange with
  * deadlines, kill/reap/restart/reload, the restart storm guard, and the slot pool. */
 #include "gpu/supervisor.h"
-#include "server/log.h"
+#include "base/log.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
 #include <ctype.h>
 
 #include "handlers/handlers.h"
-#include "server/ids.h"
+#include "base/ids.h"
 #include "server/reply.h"
 #include "store/store.h"
 

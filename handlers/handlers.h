@@ -2,7 +2,7 @@
 #ifndef OPFORGE_HANDLERS_H
 #define OPFORGE_HANDLERS_H
 
-#include "server/errors.h"
+#include "base/errors.h"
 #include "server/request.h"
 
 /* handlers/tasks.c */

@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "server/errors.h"
+#include "base/errors.h"
 #include "server/request.h"
 #include "store/memory.h"
 

@@ -2,7 +2,7 @@
 #include "handlers/handlers.h"
 #include "handlers/memory.h"
 #include "server/app.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/reply.h"
 
 /* ?name= as a node id filter: absent gives NULL; malformed queues 400 and returns -1. */

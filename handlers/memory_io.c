@@ -3,7 +3,7 @@
 #include "handlers/memory.h"
 #include "server/app.h"
 #include "server/body.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/reply.h"
 
 enum MHD_Result handle_memory_export(struct request *req) {

@@ -2,7 +2,7 @@
 #include "handlers/handlers.h"
 #include "handlers/memory.h"
 #include "server/app.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/reply.h"
 
 enum MHD_Result handle_memory_local_list(struct request *req) {

@@ -1,7 +1,7 @@
 /* GET /openapi.json: the API description, converted from openapi/openapi.yaml at build time. */
 #include "handlers/handlers.h"
 #include "server/reply.h"
-#include "tools/embedded.h"
+#include "base/embedded.h"
 
 extern const struct embedded_file opforge_openapi[];
 

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/export_kernelbench.h"
+#include "handlers/export_kernelbench.h"
 #include "handlers/handlers.h"
 #include "server/app.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/reply.h"
 #include "store/search.h"
 #include "store/store.h"

@@ -6,7 +6,7 @@
 
 /* ?format=cuda (the default) answers 200 application/json {"task_id","candidate_id",
  * "speedup","time_ms","source","options","plan"}; ?format=kernelbench answers 200
- * text/x-python, a file defining ModelNew (engine/export_kernelbench.h). Any other format
+ * text/x-python, a file defining ModelNew (handlers/export_kernelbench.h). Any other format
  * is 400 invalid_query; a malformed id 400 invalid_id; an unknown task 404
  * task_not_found; a task without a correct candidate 409 no_correct_candidate. */
 enum MHD_Result handle_task_best(struct request *req);

@@ -7,7 +7,7 @@
 #include "server/app.h"
 #include "server/config.h"
 #include "server/event_bus.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/reply.h"
 #include "store/store.h"
 

@@ -3,14 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/submission.h"
+#include "handlers/submission.h"
 #include "engine/workers.h"
 #include "handlers/handlers.h"
 #include "server/app.h"
 #include "server/body.h"
 #include "server/event_bus.h"
-#include "server/ids.h"
-#include "server/log.h"
+#include "base/ids.h"
+#include "base/log.h"
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "store/store.h"

@@ -13,7 +13,7 @@ struct supervisor_pool;
 struct worker_pool;
 struct search_config;
 
-/* Owned by server/main.c; lives for the whole process. Handlers only borrow it. */
+/* Owned by cli/main.c; lives for the whole process. Handlers only borrow it. */
 struct app {
   const struct opforge_config *cfg;
   struct store *store;

@@ -15,7 +15,7 @@
 #include "server/client_limit.h"
 #include "server/config.h"
 #include "server/event_bus.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "server/router.h"

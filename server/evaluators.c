@@ -7,7 +7,7 @@
 
 #include "gpu/supervisor.h"
 #include "server/config.h"
-#include "server/log.h"
+#include "base/log.h"
 
 /* True when path names a Python script (run through the interpreter), not a program. */
 static bool is_python_script(const char *path) {

@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "server/errors.h"
+#include "base/errors.h"
 #include "server/request.h"
 
 /* Queues status with body as JSON; takes over body (json_decref'd here, even on error). */

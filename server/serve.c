@@ -16,7 +16,7 @@
 #include "gpu/supervisor.h"
 #include "server/evaluators.h"
 #include "server/event_bus.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/metrics.h"
 #include "store/memory.h"
 #include "store/search.h"

@@ -3,7 +3,7 @@
 #define OPFORGE_STORE_INTERNAL_H
 
 #include "store/store.h"
-#include "tools/embedded.h"
+#include "base/embedded.h"
 
 #include <pthread.h>
 

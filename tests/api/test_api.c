@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/errors.h"
+#include "base/errors.h"
 #include "tests/api/harness.h"
 #include "tests/api/spec_check.h"
 #include "tests/api/test_best_api.h"

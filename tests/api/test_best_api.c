@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cli/best.h"
-#include "engine/export_kernelbench.h"
-#include "engine/submission.h"
+#include "handlers/export_kernelbench.h"
+#include "handlers/submission.h"
 #include "store/search.h"
 #include "store/store.h"
 #include "tests/api/harness.h"

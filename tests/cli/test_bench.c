@@ -64,7 +64,7 @@ static int server_stop(pid_t pid) {
   return child_server_stop(pid);
 }
 
-/* Whether the binary has the bench command (server/main.c wires it). */
+/* Whether the binary has the bench command (cli/main.c wires it). */
 static bool knows_bench(const char *bin) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -79,7 +79,7 @@ static bool knows_bench(const char *bin) {
     return false;
   bool known = WIFEXITED(st) && WEXITSTATUS(st) == 0;
   if (!known)
-    print_message("%s has no bench command (server/main.c does not wire it)\n", bin);
+    print_message("%s has no bench command (cli/main.c does not wire it)\n", bin);
   return known;
 }
 

@@ -46,7 +46,7 @@ TASKS = [
      "single", 1, []),
     ("12_Gemm_Multiply_LeakyReLU", "level2/12_Gemm_Multiply_LeakyReLU.py", "single", 1, []),
 ]
-# Builtin-proposer tasks, at least one per op family of engine/builtin: task name,
+# Builtin-proposer tasks, at least one per op family of proposers/builtin: task name,
 # KernelBench file, the family the server must report (task baselines.family), and
 # whether its best kernel is exported and run through export_check.py.
 FAMILY_TASKS = [

@@ -21,9 +21,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "engine/builtin/builtin.h"
-#include "engine/builtin/gemm.h"
-#include "engine/builtin/gemm_epilogue.h"
+#include "proposers/builtin/builtin.h"
+#include "proposers/builtin/gemm.h"
+#include "proposers/builtin/gemm_epilogue.h"
 #include "gpu/nvrtc_compile.h"
 
 #include "builtin_testlib.h"

@@ -20,9 +20,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "engine/builtin/builtin.h"
-#include "engine/builtin/expr.h"
-#include "engine/builtin/pointwise.h"
+#include "proposers/builtin/builtin.h"
+#include "proposers/builtin/expr.h"
+#include "proposers/builtin/pointwise.h"
 #include "gpu/nvrtc_compile.h"
 
 #define BUILTIN_TESTLIB_EMULATOR

@@ -20,10 +20,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "engine/builtin/builtin.h"
-#include "engine/builtin/norm.h"
-#include "engine/builtin/reduction.h"
-#include "engine/builtin/softmax.h"
+#include "proposers/builtin/builtin.h"
+#include "proposers/builtin/norm.h"
+#include "proposers/builtin/reduction.h"
+#include "proposers/builtin/softmax.h"
 #include "gpu/nvrtc_compile.h"
 
 #define BUILTIN_TESTLIB_EMULATOR

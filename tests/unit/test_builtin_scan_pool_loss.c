@@ -18,11 +18,11 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "engine/builtin/builtin.h"
-#include "engine/builtin/loss.h"
-#include "engine/builtin/pooling.h"
-#include "engine/builtin/propose.h"
-#include "engine/builtin/scan.h"
+#include "proposers/builtin/builtin.h"
+#include "proposers/builtin/loss.h"
+#include "proposers/builtin/pooling.h"
+#include "proposers/builtin/propose.h"
+#include "proposers/builtin/scan.h"
 #include "gpu/nvrtc_compile.h"
 
 #include "builtin_testlib.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/errors.h"
+#include "base/errors.h"
 
 /* True for [a-z][a-z0-9]*(_[a-z0-9]+)*: no leading, trailing or doubled underscore. */
 static bool is_snake_case(const char *s) {

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "engine/export_kernelbench.h"
+#include "handlers/export_kernelbench.h"
 
 /* Six tensors of every kind, with a scalar argument between the inputs (input:1), an
  * int64 input, a float16 buffer with a dotted key, and two outputs. */

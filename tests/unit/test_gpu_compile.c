@@ -15,7 +15,7 @@
 
 #include "gpu/compile_signature.h"
 #include "gpu/cubin_cache.h"
-#include "gpu/kernel_cli.h"
+#include "cli/kernel.h"
 #include "gpu/nvrtc_compile.h"
 #include "gpu/opforge_gpu.h"
 

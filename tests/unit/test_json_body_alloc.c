@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/submission.h"
+#include "handlers/submission.h"
 #include "server/body.h"
 
 /* Injection state of the Jansson allocator: budget < 0 never fails; otherwise that many

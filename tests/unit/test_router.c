@@ -12,7 +12,7 @@
 #include "handlers/handlers.h"
 #include "server/auth.h"
 #include "server/config.h"
-#include "server/ids.h"
+#include "base/ids.h"
 #include "server/router.h"
 
 /* Frees the parameters router_match copied into req. */

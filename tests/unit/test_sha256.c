@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "gpu/sha256.h"
+#include "base/sha256.h"
 
 static void expect_hex(const void *data, size_t len, const char *want) {
   char hex[SHA256_HEX_BYTES];

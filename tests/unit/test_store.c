@@ -1,6 +1,6 @@
 /* Unit tests of the SQLite store: migrations, tasks, paging, events, threads, busy retry. */
 #include "store/store.h"
-#include "tools/embedded.h"
+#include "base/embedded.h"
 
 #include <stdarg.h>
 #include <stddef.h>

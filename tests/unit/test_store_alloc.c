@@ -1,6 +1,6 @@
 /* Store fault injection: each failing allocation/SQLite call gives STORE_ERROR, no change. */
 #include "store/store.h"
-#include "tools/embedded.h"
+#include "base/embedded.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/submission.h"
+#include "handlers/submission.h"
 
 #define REF                                                                              \
   "import torch\n"                                                                       \

@@ -1,0 +1,56 @@
+/* The opforge executable: the server and the command-line client share one binary. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench.h"
+#include "cli/best.h"
+#include "cli/cli.h"
+#include "cli/memory.h"
+#include "cli/profile.h"
+#include "cli/propose.h"
+#include "cli/kernel.h"
+#include "base/log.h"
+#include "server/serve.h"
+
+/* One subcommand: its name, its entry point (argv[0] is the subcommand) and its help. */
+struct command {
+  const char *name;
+  int (*main)(int argc, char **argv);
+  const char *help;
+};
+
+static const struct command commands[] = {
+  {"serve", serve_main, "run the HTTP service (opforge serve --help)"},
+  {"submit", cli_submit_main, "submit a KernelBench program (opforge submit --help)"},
+  {"status", cli_status_main, "list tasks or show one (opforge status --help)"},
+  {"propose", cli_propose_main, "print the builtin proposer's candidate (opforge propose --help)"},
+  {"profile", cli_profile_main, "profile a KernelBench program (opforge profile --help)"},
+  {"bench", cli_bench_main, "benchmark KernelBench programs (opforge bench --help)"},
+  {"best", cli_best_main, "fetch a task's best kernel as JSON or a KernelBench file (opforge best --help)"},
+  {"memory", cli_memory_main, "export, import, reset or show the HTAM memory"},
+  {"kernel", cli_kernel_main, "compile a CUDA file with NVRTC (opforge kernel compile --help)"},
+  {NULL, NULL, NULL},
+};
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: opforge COMMAND [ARGS]\n\ncommands:\n");
+  for (const struct command *c = commands; c->name; c++)
+    fprintf(out, "  %-10s %s\n", c->name, c->help);
+}
+
+int main(int argc, char **argv) {
+  const char *level = getenv("OPFORGE_LOG");
+  if (level && strcmp(level, "debug") == 0)
+    log_set_level(LOG_DEBUG);
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const struct command *c = commands; c->name; c++)
+    if (strcmp(argv[1], c->name) == 0)
+      return c->main(argc - 1, argv + 1);
+  fprintf(stderr, "opforge: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

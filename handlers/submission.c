@@ -1,0 +1,234 @@
+/* Validation of a task submission (DESIGN section 4) into normalized options. */
+#include "handlers/submission.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+enum field_kind { F_NAME, F_SOURCE, F_ENUM, F_INT, F_NUMBER, F_OBJECT, F_STRING_OR_NULL };
+
+/* One key of the schema: kind, bounds, choices or children. */
+struct field_spec {
+  const char *key;
+  enum field_kind kind;
+  double lo, hi;                     /* bounds (F_INT, F_NUMBER: inclusive; lo_open) */
+  bool lo_open;                      /* lower bound excluded */
+  const char *const *choices;        /* F_ENUM, NULL-terminated */
+  const struct field_spec *children; /* F_OBJECT, ended by key NULL */
+};
+
+static const char *const proposers[] = {"builtin", "llm", "test", NULL};
+static const char *const policies[] = {"single", "refine", "flat", "htam", "tree", "htam+tree",
+                                       NULL};
+static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
+
+static const struct field_spec budget_fields[] = {
+  {"steps", F_INT, 1, 1000, false, NULL, NULL},
+  {"seconds", F_INT, 1, 86400, false, NULL, NULL},
+  {"llm_usd", F_NUMBER, 0, 1000, false, NULL, NULL},
+  {NULL, 0, 0, 0, false, NULL, NULL},
+};
+static const struct field_spec tolerance_fields[] = {
+  {"atol", F_NUMBER, 0, 1, true, NULL, NULL},
+  {"rtol", F_NUMBER, 0, 1, true, NULL, NULL},
+  {NULL, 0, 0, 0, false, NULL, NULL},
+};
+static const struct field_spec llm_fields[] = {
+  {"model", F_STRING_OR_NULL, 1, 128, false, NULL, NULL},
+  {NULL, 0, 0, 0, false, NULL, NULL},
+};
+static const struct field_spec submission_fields[] = {
+  {"name", F_NAME, 1, 128, false, NULL, NULL},
+  {"reference", F_SOURCE, 1, SUBMISSION_MAX_REFERENCE, false, NULL, NULL},
+  {"proposer", F_ENUM, 0, 0, false, proposers, NULL},
+  {"policy", F_ENUM, 0, 0, false, policies, NULL},
+  {"budget", F_OBJECT, 0, 0, false, NULL, budget_fields},
+  {"precision", F_ENUM, 0, 0, false, precisions, NULL},
+  {"tolerance", F_OBJECT, 0, 0, false, NULL, tolerance_fields},
+  {"trials", F_INT, 1, 50, false, NULL, NULL},
+  {"seed", F_INT, 0, 2147483647.0, false, NULL, NULL},
+  {"llm", F_OBJECT, 0, 0, false, NULL, llm_fields},
+  {NULL, 0, 0, 0, false, NULL, NULL},
+};
+
+/* Fills *err (message formatted like printf) and returns -1. */
+__attribute__((format(printf, 4, 5))) static int fail(struct validation_error *err,
+                                                       enum api_error code, const char *field,
+                                                       const char *fmt, ...) {
+  err->code = code;
+  snprintf(err->field, sizeof err->field, "%s", field);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static bool name_char_ok(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.' || c == '-';
+}
+
+const char *submission_check_reference(const char *source, size_t len) {
+  (void)len;
+  if (!strstr(source, "class Model(") && !strstr(source, "class Model:"))
+    return "the reference must define class Model";
+  if (!strstr(source, "def get_inputs("))
+    return "the reference must define get_inputs()";
+  if (!strstr(source, "def get_init_inputs("))
+    return "the reference must define get_init_inputs()";
+  return NULL;
+}
+
+/* Checks a string field (name or reference source). */
+static int check_string(const struct field_spec *f, json_t *v, const char *path,
+                        struct validation_error *err) {
+  if (!json_is_string(v))
+    return fail(err, API_ERR_INVALID_FIELD, path, "%s must be a string%s", path, "");
+  size_t len = json_string_length(v);
+  const char *s = json_string_value(v);
+  if (f->kind == F_SOURCE) {
+    if (len > (size_t)f->hi)
+      return fail(err, API_ERR_INVALID_REFERENCE, path,
+                  "%s is over the 262144-byte limit%s", path, "");
+    if (len == 0 || strlen(s) != len)
+      return fail(err, API_ERR_INVALID_REFERENCE, path, "%s must be non-empty text%s", path, "");
+    const char *why = submission_check_reference(s, len);
+    return why ? fail(err, API_ERR_INVALID_REFERENCE, path, "%s: %s", path, why) : 0;
+  }
+  if (len < (size_t)f->lo || len > (size_t)f->hi)
+    return fail(err, API_ERR_INVALID_FIELD, path, "%s must be 1 to 128 characters%s", path, "");
+  for (size_t i = 0; i < len; i++)
+    if (!name_char_ok(s[i]))
+      return fail(err, API_ERR_INVALID_FIELD, path,
+                  "%s may hold only letters, digits, '_', '.' and '-'%s", path, "");
+  return 0;
+}
+
+/* Checks a number against the spec's bounds (integers must be JSON integers). */
+static int check_number(const struct field_spec *f, json_t *v, const char *path,
+                        struct validation_error *err) {
+  if (f->kind == F_INT && !json_is_integer(v))
+    return fail(err, API_ERR_INVALID_FIELD, path, "%s must be an integer%s", path, "");
+  if (!json_is_number(v))
+    return fail(err, API_ERR_INVALID_FIELD, path, "%s must be a number%s", path, "");
+  double x = json_number_value(v);
+  char range[96];
+  snprintf(range, sizeof range, " %s%g, %g]", f->lo_open ? "(" : "[", f->lo, f->hi);
+  if (!isfinite(x) || x > f->hi || x < f->lo || (f->lo_open && x <= f->lo))
+    return fail(err, API_ERR_INVALID_FIELD, path, "%s must be in%s", path, range);
+  return 0;
+}
+
+static int check_object(const struct field_spec *fields, json_t *obj, const char *prefix,
+                        struct validation_error *err);
+
+/* Checks one value against its spec; path is its JSON path. */
+static int check_field(const struct field_spec *f, json_t *v, const char *path,
+                       struct validation_error *err) {
+  switch (f->kind) {
+  case F_NAME:
+  case F_SOURCE:
+    return check_string(f, v, path, err);
+  case F_INT:
+  case F_NUMBER:
+    return check_number(f, v, path, err);
+  case F_OBJECT:
+    if (!json_is_object(v))
+      return fail(err, API_ERR_INVALID_FIELD, path, "%s must be an object%s", path, "");
+    return check_object(f->children, v, path, err);
+  case F_STRING_OR_NULL:
+    if (json_is_null(v))
+      return 0;
+    if (!json_is_string(v) || json_string_length(v) < 1 || json_string_length(v) > 128)
+      return fail(err, API_ERR_INVALID_FIELD, path,
+                  "%s must be null or a string of 1 to 128 characters%s", path, "");
+    return 0;
+  case F_ENUM: {
+    char choices[128] = "";
+    size_t used = 0;
+    for (const char *const *c = f->choices; *c; c++) {
+      if (json_is_string(v) && strcmp(*c, json_string_value(v)) == 0)
+        return 0;
+      used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s",
+                               used ? ", " : "", *c);
+    }
+    return fail(err, API_ERR_INVALID_FIELD, path, "%s must be one of: %s", path, choices);
+  }
+  }
+  return 0;
+}
+
+/* Rejects unknown keys, then checks each known key present. */
+static int check_object(const struct field_spec *fields, json_t *obj, const char *prefix,
+                        struct validation_error *err) {
+  const char *key;
+  json_t *value;
+  json_object_foreach(obj, key, value) {
+    char path[64];
+    snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", key);
+    const struct field_spec *f = fields;
+    while (f->key && strcmp(f->key, key) != 0)
+      f++;
+    if (!f->key)
+      return fail(err, API_ERR_UNKNOWN_FIELD, path, "%s is not a known field%s", path, "");
+    if (check_field(f, value, path, err) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* The defaults of DESIGN section 4; the tolerance follows the precision. */
+static json_t *default_options(const char *precision) {
+  double tol = strcmp(precision, "fp32") == 0 ? 1e-4 : 1e-2;
+  return json_pack("{s:s, s:s, s:{s:i, s:i, s:f}, s:s, s:{s:f, s:f}, s:i, s:i, s:{s:n}}",
+                   "proposer", "builtin", "policy", "htam+tree", "budget", "steps", 20,
+                   "seconds", 900, "llm_usd", 0.5, "precision", precision, "tolerance", "atol",
+                   tol, "rtol", tol, "trials", 5, "seed", 42, "llm", "model");
+}
+
+/* Copies given values over the defaults, one level of nesting deep. Returns 0, or -1
+ * when Jansson cannot allocate (options is then partly merged and must be dropped). */
+static int merge_options(json_t *options, json_t *body) {
+  const char *key;
+  json_t *value;
+  json_object_foreach(body, key, value) {
+    if (strcmp(key, "name") == 0 || strcmp(key, "reference") == 0)
+      continue;
+    json_t *dst = json_object_get(options, key);
+    int rc = json_is_object(value) && json_is_object(dst) ? json_object_update(dst, value)
+                                                          : json_object_set(options, key, value);
+    if (rc != 0)
+      return -1;
+  }
+  return 0;
+}
+
+int submission_parse(json_t *body, struct submission *ret, struct validation_error *err) {
+  if (check_object(submission_fields, body, "", err) != 0)
+    return -1;
+  json_t *reference = json_object_get(body, "reference");
+  if (!reference)
+    return fail(err, API_ERR_MISSING_FIELD, "reference", "%s is required%s", "reference", "");
+  json_t *precision = json_object_get(body, "precision");
+  json_t *options = default_options(precision ? json_string_value(precision) : "fp32");
+  if (!options)
+    return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
+  if (merge_options(options, body) != 0) {
+    json_decref(options);
+    return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
+  }
+  json_t *name = json_object_get(body, "name");
+  snprintf(ret->name, sizeof ret->name, "%s", name ? json_string_value(name) : "task");
+  ret->options = options;
+  ret->reference = json_string_value(reference);
+  ret->reference_bytes = json_string_length(reference);
+  return 0;
+}
+
+void submission_clear(struct submission *s) {
+  json_decref(s->options);
+  s->options = NULL;
+}

@@ -1,0 +1,120 @@
+/* Pointwise chains of a profiled FX graph as a small IR, its CUDA text, and the code
+ * generation helpers the pointwise, reduction, softmax and norm families share.
+ *
+ * IR (a JSON object, owned by whoever built it):
+ *   {"shape": [...],                 the shape the chain produces (broadcast of leaves)
+ *    "leaves": [{"tensor": "input:0" | "param:<key>", "dtype": "float32|bool|int32|int64",
+ *                "shape": [...], "strides": [...]}],   the leaf as viewed (after unsqueeze,
+ *                                     view, expand ...); strides in elements, 0 = broadcast
+ *    "steps": [{"op": "add", "in": ["L0", "c:1"], "p": [..]}],
+ *    "result": "t2" | "L0" | "c:<value>" | "B:<name>",
+ *    "ops": ["abs", "add", "div"],   the step ops in order (for summaries and matching)
+ *    "fast_ops": n}                  steps that have a fast-math form (exp, log, div...)
+ * Operands: "L<i>" leaf i, "t<k>" step k, "c:<number>" a constant, "B:<name>" a bound
+ * symbol (a value the caller supplies, e.g. a row statistic). */
+#ifndef OPFORGE_BUILTIN_EXPR_H
+#define OPFORGE_BUILTIN_EXPR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proposers/builtin/builtin.h"
+
+/* ---- text building ---- */
+
+/* A growable NUL-terminated string. Zero-initialize; cg_take hands the text over. After
+ * an allocation failure every later call is a no-op and cg_take returns NULL. */
+struct cg_buf {
+  char *s;
+  size_t len, cap;
+  bool failed;
+};
+
+/* Appends printf-formatted text. */
+void cg_printf(struct cg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Returns the text (caller frees) and resets b; NULL after an allocation failure. */
+char *cg_take(struct cg_buf *b);
+/* Frees what b holds; accepts a zeroed buffer. */
+void cg_free(struct cg_buf *b);
+
+/* Writes v as a CUDA float literal ("3.14f", "1.0f", "1e-05f", or an exact bit pattern
+ * for inf/nan) into out. */
+void cg_float(double v, char *out, size_t outlen);
+
+/* The candidate source (caller frees): common.cuh, then the template text up to its
+ * "// @OFG_FRAGMENT@" line, the fragment (borrowed), and the rest of the template. NULL
+ * when the template is unknown, has no marker, or memory runs out. */
+char *cg_source(const char *template_name, const char *fragment);
+
+/* Knob checks every memory-bound family shares: BLOCK a multiple of 32 in [64, 1024],
+ * VEC in {1, 2, 4}, MINB with BLOCK*MINB <= 2048 threads per SM, and the GEMM-only knobs
+ * (BM, BN, BK, TM, TN, STAGES > 1) unset. 0, or -1 with the reason in why. */
+int cg_check_common(const struct knob_set *k, char *why, size_t whylen);
+
+/* ---- FX node helpers ---- */
+
+/* Argument idx of node (positional) or its keyword name (borrowed), NULL if absent or
+ * JSON null. name may be NULL (positional only). */
+json_t *expr_arg(json_t *node, size_t idx, const char *name);
+/* A numeric constant (int, real, bool, "inf", "-inf", "nan") as a double. Returns 0 and
+ * *ret, or -1 when v is not a number. */
+int expr_number(const json_t *v, double *ret);
+/* The node referenced by v ({"node": name}) in profile (borrowed), or NULL. */
+json_t *expr_ref(json_t *profile, const json_t *v);
+/* The scalar input value of a placeholder node (a Python number passed to forward), or
+ * -1 when node is not such a placeholder. */
+int expr_scalar_input(json_t *profile, json_t *node, double *ret);
+/* True when the op name belongs to a family other than pointwise (matmul, conv, pooling,
+ * scans, losses, norms, softmax, reductions): a chain containing it is not pointwise. */
+bool expr_is_foreign_op(const char *target);
+/* The node whose value is the graph's single output (borrowed), or NULL when the graph
+ * is missing or returns a tuple. */
+json_t *expr_output_node(json_t *profile);
+/* True when any call node of the graph has a target (last dotted component) for which
+ * pred holds; *ret_op (may be NULL) gets its name (borrowed). */
+bool expr_graph_has(json_t *profile, bool (*pred)(const char *target), const char **ret_op);
+/* The last dotted component of a node's target (static storage of the node). */
+const char *expr_target(json_t *node);
+
+/* ---- the IR ---- */
+
+/* Builds the IR of the pointwise computation producing root (borrowed), walking back to
+ * placeholders/get_attr leaves. bound (borrowed, may be NULL) maps node names to symbol
+ * names: those nodes become operands "B:<symbol>" and are not walked through. Returns 0
+ * and *ret_ir (caller owns), or -1 with why naming the op or shape it cannot express
+ * (why starts with "foreign op" when the op belongs to another family). */
+int expr_build(json_t *profile, json_t *root, json_t *bound, json_t **ret_ir, char *why,
+               size_t whylen);
+
+/* Appends a parameterless unary step (e.g. "abs", "square") applied to the IR's result,
+ * which becomes the new result. 0, or -1 when op is unknown or memory runs out. */
+int expr_append(json_t *ir, const char *op);
+
+/* True when every leaf of the IR is float32 or narrower data read at the flat index of
+ * the IR's shape (no broadcasting). */
+bool expr_all_full(const json_t *ir);
+
+/* Emits `__device__ __forceinline__ float NAME(float L0, ..., float B_<sym>...)` computing
+ * the IR; the bound symbols follow the leaves in the order of the syms array (borrowed
+ * strings, may be NULL when nsyms is 0). fast selects the fast-math forms. Also emits the
+ * helper functions the body needs, guarded so that several bodies can share them. Returns
+ * 0, or -1 when out of memory. */
+int expr_emit(const json_t *ir, const char *name, const char *const *syms, size_t nsyms,
+              bool fast, struct cg_buf *out);
+
+/* The C expression of leaf i's element offset, given the flat output index variable var
+ * (an i64 expression). Returns 1 when the leaf is read at the flat index itself (a full,
+ * contiguous leaf of the output shape), 0 with the expression in out otherwise, -1 when
+ * out is too small. */
+int expr_leaf_offset(const json_t *ir, size_t leaf, const char *var, char *out,
+                     size_t outlen);
+
+/* The CUDA pointer type of a leaf dtype ("float", "unsigned char" for bool, "int",
+ * "long long"), NULL for dtypes the IR refuses. */
+const char *expr_ctype(const char *dtype);
+
+/* Number of elements of a shape array (1 for []), -1 if malformed. */
+long long expr_numel(const json_t *shape);
+
+#endif

@@ -1,0 +1,105 @@
+/* Helpers over the profile's FX graph for the builtin families. */
+#include <stdio.h>
+#include <string.h>
+
+#include "proposers/builtin/builtin.h"
+
+json_t *graph_node(json_t *profile, const char *name) {
+  size_t i;
+  json_t *node;
+  json_array_foreach(json_object_get(profile, "graph"), i, node) {
+    const char *n = json_string_value(json_object_get(node, "name"));
+    if (n && name && strcmp(n, name) == 0)
+      return node;
+  }
+  return NULL;
+}
+
+json_t *graph_calls(json_t *profile) {
+  json_t *calls = json_array();
+  size_t i;
+  json_t *node;
+  json_array_foreach(json_object_get(profile, "graph"), i, node) {
+    if (calls && graph_is_call(node))
+      json_array_append(calls, node);
+  }
+  return calls;
+}
+
+json_t *graph_ref(json_t *profile, json_t *arg) {
+  const char *name = json_string_value(json_object_get(arg, "node"));
+  return name ? graph_node(profile, name) : NULL;
+}
+
+bool graph_is_call(json_t *node) {
+  const char *op = json_string_value(json_object_get(node, "op"));
+  return op && strncmp(op, "call_", 5) == 0;
+}
+
+bool graph_is_module(json_t *node) {
+  const char *op = json_string_value(json_object_get(node, "op"));
+  return op && strcmp(op, "call_module") == 0;
+}
+
+json_t *graph_arg(json_t *node, size_t pos, const char *kw) {
+  json_t *args = json_object_get(node, "args");
+  /* json_array_size is 0 for a missing or non-array "args": the keyword is read then. */
+  if (pos < json_array_size(args))
+    return json_array_get(args, pos);
+  return kw ? json_object_get(json_object_get(node, "kwargs"), kw) : NULL;
+}
+
+json_t *graph_attr(json_t *node, const char *name) {
+  return json_object_get(json_object_get(node, "attrs"), name);
+}
+
+json_t *graph_param(json_t *node, size_t pos, const char *name) {
+  return graph_is_module(node) ? graph_attr(node, name) : graph_arg(node, pos, name);
+}
+
+const char *graph_input_tensor(json_t *node, const char *dtype) {
+  const char *op = json_string_value(json_object_get(node, "op"));
+  const char *t = json_string_value(json_object_get(node, "tensor"));
+  const char *dt = json_string_value(json_object_get(node, "dtype"));
+  if (!op || strcmp(op, "placeholder") != 0 || !t || strncmp(t, "input:", 6) != 0 || !dt)
+    return NULL;
+  return !dtype || strcmp(dt, dtype) == 0 ? t : NULL;
+}
+
+bool graph_target_is(json_t *node, const char *op) {
+  const char *target = json_string_value(json_object_get(node, "target"));
+  if (!target || !op)
+    return false;
+  const char *last = strrchr(target, '.');
+  return strcmp(last ? last + 1 : target, op) == 0;
+}
+
+int graph_shape(json_t *node, long long dims[8]) {
+  json_t *shape = json_object_get(node, "shape");
+  if (!json_is_array(shape) || json_array_size(shape) > 8)
+    return -1;
+  size_t i;
+  json_t *d;
+  json_array_foreach(shape, i, d) {
+    if (!json_is_integer(d))
+      return -1;
+    dims[i] = json_integer_value(d);
+  }
+  return (int)json_array_size(shape);
+}
+
+long long graph_dims_prod(const long long *dims, int from, int to) {
+  long long p = 1;
+  for (int i = from; i < to; i++)
+    p *= dims[i];
+  return p;
+}
+
+int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whylen) {
+  if (!match) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  *ret_match = match;
+  return 1;
+}

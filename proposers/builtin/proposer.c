@@ -1,0 +1,112 @@
+/* The builtin proposer: matches the task to a family, turns the chosen strategy's knob
+ * move into knobs, and generates the candidate from the family's template. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proposers/builtin/builtin.h"
+#include "proposers/builtin/propose.h"
+#include "engine/proposer.h"
+
+static int fail(json_t **ret_failure, const char *cls, const char *message) {
+  *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", cls, "message", message);
+  return -1;
+}
+
+int builtin_match(json_t *profile, const struct builtin_family **ret_family, json_t **ret_match,
+                  char *why, size_t whylen) {
+  char reasons[1024] = "";
+  size_t used = 0;
+  for (size_t i = 0; builtin_families[i]; i++) {
+    char one[512] = "";
+    json_t *match = NULL;
+    int rc = builtin_families[i]->match(profile, &match, one, sizeof one);
+    if (rc == 1) {
+      *ret_family = builtin_families[i];
+      *ret_match = match;
+      return 0;
+    }
+    if (rc < 0 && used < sizeof reasons)
+      used += (size_t)snprintf(reasons + used, sizeof reasons - used, "%s%s: %s",
+                               used ? "; " : "", builtin_families[i]->name, one);
+  }
+  snprintf(why, whylen, "no builtin family matches this task%s%s; use the llm proposer",
+           used ? ": " : "", reasons);
+  return -1;
+}
+
+/* Knobs of the parent candidate, read back from its -D options, or the family defaults
+ * when the step regenerates (large step, or the parent is the reference). */
+static void starting_knobs(const struct builtin_family *fam, json_t *match,
+                           const struct proposal_request *req, struct knob_set *ret) {
+  fam->defaults(match, ret);
+  if (!req->parent || strcmp(req->step_kind, "small") != 0)
+    return;
+  struct knob_set parsed = *ret;
+  size_t i;
+  json_t *opt;
+  json_array_foreach(json_object_get(req->parent, "options"), i, opt) {
+    const char *text = json_string_value(opt);
+    char name[16];
+    int value;
+    if (text && sscanf(text, "-D%15[A-Z]=%d", name, &value) == 2) {
+      json_t *move = json_pack("{s:s, s:s, s:i}", "knob", name, "op", "set", "value", value);
+      char why[128];
+      knob_apply_move(&parsed, move, why, sizeof why);
+      json_decref(move);
+    } else if (text && sscanf(text, "-DMODE_%15[A-Z0-9_]=1", name) == 1) {
+      for (char *c = name; *c; c++)
+        *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+      snprintf(parsed.mode, sizeof parsed.mode, "%s", name);
+    }
+  }
+  *ret = parsed;
+}
+
+int builtin_propose_knobs(json_t *profile, const json_t *knob_move, json_t *parent_options,
+                          json_t **ret_candidate, char *why, size_t whylen, bool *ret_unsupported) {
+  const struct builtin_family *fam = NULL;
+  json_t *match = NULL;
+  *ret_unsupported = false;
+  if (builtin_match(profile, &fam, &match, why, whylen) != 0) {
+    *ret_unsupported = true;
+    return -1;
+  }
+  struct proposal_request req = {.step_kind = parent_options ? "small" : "large"};
+  json_t *parent = parent_options ? json_pack("{s:O}", "options", parent_options) : NULL;
+  req.parent = parent;
+  struct knob_set knobs;
+  starting_knobs(fam, match, &req, &knobs);
+  json_decref(parent);
+  int rc = 0;
+  if (knob_move && json_is_object(knob_move))
+    rc = knob_apply_move(&knobs, knob_move, why, whylen);
+  if (rc == 0)
+    rc = fam->check(match, &knobs, why, whylen);
+  if (rc == 0)
+    rc = fam->generate(match, &knobs, ret_candidate, why, whylen);
+  json_decref(match);
+  return rc;
+}
+
+static int builtin_propose(void *self, const struct proposal_request *req,
+                           json_t **ret_candidate, json_t **ret_failure) {
+  (void)self;
+  char why[1024];
+  bool unsupported;
+  json_t *move = json_object_get(req->strategy_node, "knob_move");
+  json_t *parent_options = req->parent && strcmp(req->step_kind, "small") == 0
+                               ? json_object_get(req->parent, "options")
+                               : NULL;
+  if (builtin_propose_knobs(req->profile, move, parent_options, ret_candidate, why, sizeof why,
+                            &unsupported) == 0)
+    return 0;
+  return fail(ret_failure, unsupported ? "parse/unsupported_by_builtin" : "parse/invalid_move",
+              why);
+}
+
+int proposer_builtin_new(struct proposer *ret) {
+  *ret = (struct proposer){.name = "builtin", .self = NULL, .propose = builtin_propose,
+                           .free = NULL};
+  return 0;
+}
