@@ -211,24 +211,25 @@ int htam_choose(const struct search_config *cfg, const struct htam_score *scores
   return 0;
 }
 
-int htam_outcome_from_stage(const char *stage, enum htam_outcome *ret) {
-  static const struct {
-    const char *stage;
-    enum htam_outcome outcome;
-  } map[] = {
-    {"compile", HTAM_FAIL_COMPILE},       {"load", HTAM_FAIL_COMPILE},
-    {"launch", HTAM_FAIL_COMPILE},        {"parse", HTAM_FAIL_COMPILE},
-    {"correctness", HTAM_FAIL_INCORRECT}, {"check", HTAM_FAIL_INCORRECT},
-    {"timeout", HTAM_FAIL_TIMEOUT},       {"crash", HTAM_FAIL_TIMEOUT},
-  };
-  if (!stage || !ret)
-    return -EINVAL;
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(map[i].stage, stage) == 0) {
-      *ret = map[i].outcome;
-      return 0;
-    }
-  return -EINVAL;
+enum htam_outcome htam_outcome_of(enum eval_stage stage) {
+  switch (stage) {
+  case EVAL_CORRECT:
+    return HTAM_CORRECT;
+  case EVAL_PARSE:
+  case EVAL_COMPILE:
+  case EVAL_LOAD:
+  case EVAL_LAUNCH:
+    return HTAM_FAIL_COMPILE;
+  case EVAL_TIMEOUT:
+  case EVAL_CRASH:
+    return HTAM_FAIL_TIMEOUT;
+  case EVAL_CORRECTNESS:
+  case EVAL_CHECK:
+  case EVAL_PROTOCOL:
+  case EVAL_STAGE__COUNT:
+    break;
+  }
+  return HTAM_FAIL_INCORRECT;
 }
 
 int htam_reward(const struct search_config *cfg, enum htam_outcome outcome,

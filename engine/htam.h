@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/outcome.h"
 #include "engine/rng.h"
 #include "engine/search_config.h"
 
@@ -110,9 +111,10 @@ enum htam_outcome {
   HTAM_FAIL_TIMEOUT,   /* timeout or crash */
 };
 
-/* Maps a failure stage (DESIGN section 4, plus the proposer's "parse") to an outcome.
- * Returns 0 and sets *ret, or -EINVAL for NULL or an unknown stage. */
-int htam_outcome_from_stage(const char *stage, enum htam_outcome *ret);
+/* The outcome a stage means: parse, compile, load and launch failures are
+ * HTAM_FAIL_COMPILE; correctness, check and protocol failures HTAM_FAIL_INCORRECT;
+ * timeout and crash HTAM_FAIL_TIMEOUT. */
+enum htam_outcome htam_outcome_of(enum eval_stage stage);
 
 /* Reward of a step: ln(t_parent_ms/t_new_ms) when correct (both times must be finite and
  * > 0), else the configured penalty (times ignored). Returns 0 and sets *ret_r, or

@@ -6,17 +6,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "proposers/builtin/propose.h"
-#include "engine/family.h"
-#include "engine/loop_internal.h"
-#include "server/event_bus.h"
 #include "base/log.h"
+#include "engine/loop_internal.h"
+#include "proposers/family.h"
 #include "store/search.h"
 #include "store/store.h"
 
-static void notify(const struct task_run *run) {
-  if (run->env->bus)
-    event_bus_notify(run->env->bus, run->id);
+void loop_notify(const struct task_run *run) {
+  if (run->env->notify)
+    run->env->notify(run->env->notify_ctx, run->id);
 }
 
 /* Ends the task with status and an error {code, message[, detail]} (NULL for none). */
@@ -33,7 +31,7 @@ static enum loop_result finish(struct task_run *run, const char *status, const c
   int rc = store_task_finish(run->env->store, run->id, status, error, summary);
   json_decref(error);
   json_decref(summary);
-  notify(run);
+  loop_notify(run);
   log_info("task %s %s after %d step(s)%s%s", run->id, status, run->step, code ? ": " : "",
            code ? message : "");
   return rc == STORE_OK ? LOOP_FINISHED : LOOP_STORE_ERROR;
@@ -47,21 +45,18 @@ static json_t *reply_error(json_t *reply) {
   return err ? err : reply;
 }
 
-/* The task's op family: the builtin family that matches it, else a first guess from the
- * graph (engine/family.c). Static string. */
-static const char *task_family(json_t *profile) {
-  const struct builtin_family *fam = NULL;
-  json_t *match = NULL;
+/* The task's op family: the one the proposer names when it supports the task, else a
+ * first guess from the graph (proposers/family.c). Static string. */
+static const char *task_family(struct proposer *p, json_t *profile) {
+  const char *family = NULL;
   char why[512];
-  if (builtin_match(profile, &fam, &match, why, sizeof why) == 0) {
-    json_decref(match);
-    return fam->name;
-  }
+  if (p->supports(p->self, profile, &family, why, sizeof why) == 0 && family)
+    return family;
   return family_of_profile(profile);
 }
 
 /* The baselines shown on the task: the profile's timings and floors, plus the family. */
-static json_t *make_baselines(json_t *profile) {
+static json_t *make_baselines(struct proposer *p, json_t *profile) {
   static const char *const keys[] = {"eager_ms", "compile_ms", "floor_ms", "impossible_ms",
                                      "flops", "min_bytes", "degenerate", "device",
                                      "timing_skipped_reason"};
@@ -70,7 +65,7 @@ static json_t *make_baselines(json_t *profile) {
     json_t *v = json_object_get(profile, keys[i]);
     json_object_set(b, keys[i], v ? v : json_null());
   }
-  json_object_set_new(b, "family", json_string(task_family(profile)));
+  json_object_set_new(b, "family", json_string(task_family(p, profile)));
   json_object_set_new(b, "bound", json_string(bound_of_profile(profile)));
   return b;
 }
@@ -114,33 +109,29 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
     }
     run->profile = json_incref(json_object_get(reply, "result"));
     json_decref(reply);
-    json_t *baselines = make_baselines(run->profile);
+    json_t *baselines = make_baselines(&run->proposer, run->profile);
     int src = store_task_profile_set(env->store, run->id, run->profile, baselines);
     json_decref(baselines);
     if (src != STORE_OK)
       return *ret_result = LOOP_STORE_ERROR, -1;
-    notify(run);
+    loop_notify(run);
   }
-  run->baselines = make_baselines(run->profile);
+  run->baselines = make_baselines(&run->proposer, run->profile);
   run->eager_ms = json_number_value(json_object_get(run->profile, "eager_ms"));
-  run->state.family = task_family(run->profile);
+  run->state.family = task_family(&run->proposer, run->profile);
   run->state.bound = bound_of_profile(run->profile);
   return 0;
 }
 
-/* Ends the task at once when the builtin proposer has no family for it, naming the ops,
- * rather than spending its budget on steps that cannot propose anything. */
+/* Ends the task at once when the proposer cannot write candidates for it, with its
+ * reason, rather than spending the budget on steps that cannot propose anything. */
 static int check_supported(struct task_run *run, enum loop_result *ret_result) {
-  if (strcmp(run->proposer.name, "builtin") != 0)
+  const char *family;
+  char why[1024], code[64];
+  if (run->proposer.supports(run->proposer.self, run->profile, &family, why, sizeof why) == 0)
     return 0;
-  const struct builtin_family *fam;
-  json_t *match = NULL;
-  char why[1024];
-  if (builtin_match(run->profile, &fam, &match, why, sizeof why) == 0) {
-    json_decref(match);
-    return 0;
-  }
-  *ret_result = finish(run, "failed", "unsupported_by_builtin", why, NULL);
+  snprintf(code, sizeof code, "unsupported_by_%s", run->proposer.name);
+  *ret_result = finish(run, "failed", code, why, NULL);
   return -1;
 }
 
@@ -188,20 +179,12 @@ static int load_task(struct task_run *run, enum loop_result *ret_result) {
     *ret_result = finish(run, "failed", "unknown_policy", "the task's policy is unknown", NULL);
     return -1;
   }
-  int rc = -1;
-  if (proposer && strcmp(proposer, "test") == 0)
-    rc = proposer_test_new(run->env->fixtures_dir, &run->proposer);
-  else if (proposer && strcmp(proposer, "builtin") == 0)
-    rc = proposer_builtin_new(&run->proposer);
-  else {
-    char message[256];
-    snprintf(message, sizeof message, "the '%s' proposer is not available in this build; "
-             "use \"builtin\", or \"test\" with --fixtures", proposer ? proposer : "?");
-    *ret_result = finish(run, "failed", "proposer_unavailable", message, NULL);
+  struct proposer_config pcfg = {.fixtures_dir = run->env->fixtures_dir};
+  char why[256];
+  if (proposer_open(proposer, &pcfg, &run->proposer, why, sizeof why) != 0) {
+    *ret_result = finish(run, "failed", "proposer_unavailable", why, NULL);
     return -1;
   }
-  if (rc != 0)
-    return *ret_result = LOOP_STORE_ERROR, -1;
   return 0;
 }
 

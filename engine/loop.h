@@ -9,12 +9,16 @@
 #include "engine/search_config.h"
 
 struct store;
-struct event_bus;
+
+/* Told after every change a client may be waiting for (a step, a profile, the end),
+ * with the task's id (borrowed). The server wakes its event streams with it. */
+typedef void (*loop_notify_fn)(void *ctx, const char *task_id);
 
 /* What a worker lends the loop; all borrowed. */
 struct loop_env {
   struct store *store;
-  struct event_bus *bus;        /* may be NULL (no live streams to wake) */
+  loop_notify_fn notify;        /* may be NULL (nobody to wake) */
+  void *notify_ctx;
   struct evaluator *evaluator;
   const struct search_config *cfg;
   const char *fixtures_dir;     /* for the test proposer; may be NULL */

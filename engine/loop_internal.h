@@ -7,7 +7,7 @@
 #include "engine/htam.h"
 #include "engine/loop.h"
 #include "engine/policy.h"
-#include "engine/proposer.h"
+#include "proposers/proposer.h"
 #include "engine/tree.h"
 
 struct task_run {
@@ -37,6 +37,9 @@ struct task_run {
 /* Runs one step (choice, proposal, evaluation, commit). Returns a store status:
  * STORE_OK when the step committed. */
 int loop_step(struct task_run *run);
+
+/* Tells the environment's notify callback that the task changed. */
+void loop_notify(const struct task_run *run);
 
 /* The task's progress object from the run's counters (caller owns). */
 json_t *loop_progress(const struct task_run *run);

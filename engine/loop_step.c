@@ -5,12 +5,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/loop_internal.h"
-#include "engine/memory_view.h"
-#include "base/sha256.h"
-#include "server/event_bus.h"
 #include "base/ids.h"
 #include "base/log.h"
+#include "base/outcome.h"
+#include "base/sha256.h"
+#include "engine/loop_internal.h"
+#include "engine/memory_view.h"
 #include "store/memory.h"
 #include "store/search.h"
 
@@ -44,40 +44,65 @@ static json_t *proposal_context(struct task_run *run, size_t node, enum tree_ste
   return load_candidates(run, ids, rc == 0 ? n : 0);
 }
 
-/* Asks the proposer once for choice; on success *ret_candidate, else *ret_failure
- * (caller owns). */
-static void propose_once(struct task_run *run, const struct policy_choice *choice,
-                         const struct memory_view *memory, json_t **ret_candidate,
-                         json_t **ret_failure) {
+/* Fills *req for choice: the parent candidate and the context are loaded (release them
+ * with request_clear), the rest is borrowed from run and memory. */
+static void request_init(struct task_run *run, const struct policy_choice *choice,
+                         const struct memory_view *memory, struct proposal_request *req) {
   json_t *parent = NULL, *strategy_node = NULL;
   if (choice->node > 0)
     store_candidate_get(run->env->store, run->tree->nodes[choice->node].candidate, &parent);
   for (size_t i = 0; i < memory->n_locals; i++)
     if (strcmp(memory->locals[i].id, choice->strategy) == 0)
       strategy_node = memory->local_nodes[i];
-  json_t *context = proposal_context(run, choice->node, choice->kind);
-  struct proposal_request req = {
+  *req = (struct proposal_request){
     .task_id = run->id,
     .task_name = json_string_value(json_object_get(run->task, "name")),
     .task_options = run->options,
     .profile = run->profile,
     .step = run->step + 1,
-    .step_kind = step_name(choice->kind),
     .direction = choice->direction,
     .direction_node = memory_view_global_node(memory, choice->direction),
     .strategy = choice->strategy[0] ? choice->strategy : NULL,
     .strategy_node = strategy_node,
     .parent = parent,
-    .context = context,
+    .context = proposal_context(run, choice->node, choice->kind),
   };
+}
+
+static void request_clear(struct proposal_request *req) {
+  json_decref(req->parent);
+  json_decref(req->context);
+}
+
+/* Asks the proposer once for choice, a small or a large step; on success *ret_candidate,
+ * else *ret_failure (caller owns). */
+static void propose_once(struct task_run *run, const struct policy_choice *choice,
+                         const struct memory_view *memory, json_t **ret_candidate,
+                         json_t **ret_failure) {
+  struct proposal_request req;
+  request_init(run, choice, memory, &req);
   *ret_candidate = NULL;
   *ret_failure = NULL;
-  if (run->proposer.propose(run->proposer.self, &req, ret_candidate, ret_failure) != 0 &&
-      !*ret_failure)
+  struct proposer *p = &run->proposer;
+  int rc = choice->kind == TREE_STEP_SMALL
+               ? p->propose_small(p->self, &req, ret_candidate, ret_failure)
+               : p->propose_large(p->self, &req, ret_candidate, ret_failure);
+  if (rc != 0 && !*ret_failure)
     *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", "parse/proposer",
                              "message", "the proposer failed without a reason");
-  json_decref(parent);
-  json_decref(context);
+  request_clear(&req);
+}
+
+/* Lets the proposer learn from the outcome of the step's candidate. */
+static void proposer_learn(struct task_run *run, const struct policy_choice *choice,
+                           const struct memory_view *memory, json_t *candidate,
+                           const struct eval_outcome *o) {
+  if (!run->proposer.learn)
+    return;
+  struct proposal_request req;
+  request_init(run, choice, memory, &req);
+  run->proposer.learn(run->proposer.self, &req, candidate, o);
+  request_clear(&req);
 }
 
 /* True when failure says the strategy's move does not fit this task's shapes. */
@@ -205,15 +230,12 @@ static json_t *evaluate_once(struct task_run *run, json_t *candidate, const char
     return result;
   }
   json_t *result = evaluate(run, candidate);
-  json_t *failure = json_object_get(result, "failure");
-  const char *stage = json_string_value(json_object_get(failure, "stage"));
+  struct eval_outcome o;
+  eval_outcome_read(result, &o);
   /* Crashes, timeouts and the evaluator's own failures (load, protocol: memory taken by
    * another slot, a restart) may be the machine's fault, not the candidate's: never
    * cached. */
-  bool cacheable = result && (!stage || (strcmp(stage, "crash") != 0 &&
-                                         strcmp(stage, "timeout") != 0 &&
-                                         strcmp(stage, "load") != 0 &&
-                                         strcmp(stage, "protocol") != 0));
+  bool cacheable = result && !eval_stage_environmental(o.stage);
   if (keyed && cacheable) {
     if (!run->evaluated)
       run->evaluated = json_object();
@@ -222,29 +244,24 @@ static json_t *evaluate_once(struct task_run *run, json_t *candidate, const char
   return result;
 }
 
-/* Outcome of a step from its evaluation result. */
+/* Outcome of a step: the typed evaluation outcome and the speed-up it means. */
 struct outcome {
+  struct eval_outcome eval;
   bool correct;
-  const char *stage;   /* failure stage, or NULL when correct */
-  const char *cls;     /* failure class */
+  const char *label;   /* "correct", else the failure class, else the stage */
   double time_ms;      /* median, 0 when not timed */
   double speedup;      /* eager / time, 0 when unknown */
 };
 
-static struct outcome read_outcome(const struct task_run *run, json_t *result) {
-  struct outcome o = {0};
-  json_t *failure = json_object_get(result, "failure");
-  o.correct = json_is_true(json_object_get(result, "correct")) && !json_is_object(failure);
-  if (!o.correct) {
-    o.stage = json_string_value(json_object_get(failure, "stage"));
-    o.cls = json_string_value(json_object_get(failure, "class"));
-    if (!o.stage)
-      o.stage = "correctness";
-  }
-  o.time_ms = json_number_value(json_object_get(json_object_get(result, "time"), "median_ms"));
-  if (o.correct && o.time_ms > 0 && run->eager_ms > 0)
-    o.speedup = run->eager_ms / o.time_ms;
-  return o;
+/* Reads result (borrowed) into *o; o->label points into o. */
+static void read_outcome(const struct task_run *run, json_t *result, struct outcome *o) {
+  *o = (struct outcome){0};
+  eval_outcome_read(result, &o->eval);
+  o->correct = o->eval.stage == EVAL_CORRECT;
+  o->label = o->correct ? "correct" : o->eval.cls[0] ? o->eval.cls : eval_stage_name(o->eval.stage);
+  o->time_ms = o->eval.time_ms;
+  if (o->correct && o->time_ms > 0 && run->eager_ms > 0)
+    o->speedup = run->eager_ms / o->time_ms;
 }
 
 /* The tree rows a step rewrites: the new node and every ancestor. */
@@ -267,9 +284,7 @@ json_t *loop_progress(const struct task_run *run) {
 /* Rewards of a step: HTAM's r and the tree's node reward (recorded in the tree). */
 static int score_step(struct task_run *run, const struct policy_choice *choice,
                       const struct outcome *o, size_t child, double *ret_r) {
-  enum htam_outcome ho = HTAM_CORRECT;
-  if (!o->correct && htam_outcome_from_stage(o->stage, &ho) != 0)
-    ho = HTAM_FAIL_INCORRECT;
+  enum htam_outcome ho = htam_outcome_of(o->eval.stage);
   /* The parent's time; a parent without one (failed) is compared as eager would be. */
   const struct tree_node *parent = &run->tree->nodes[choice->node];
   double t_parent = parent->result == TREE_CORRECT && parent->speedup > 0 && run->eager_ms > 0
@@ -277,10 +292,8 @@ static int score_step(struct task_run *run, const struct policy_choice *choice,
                         : run->eager_ms > 0 ? run->eager_ms : o->time_ms;
   if (htam_reward(run->env->cfg, ho, t_parent, o->time_ms, ret_r) != 0)
     *ret_r = run->env->cfg->penalty_incorrect;
-  enum tree_result tr = TREE_CORRECT;
-  if (!o->correct && tree_result_from_stage(o->stage, &tr) != 0)
-    tr = TREE_INCORRECT;
-  return tree_record(run->tree, run->env->cfg, child, tr, o->speedup, NULL);
+  return tree_record(run->tree, run->env->cfg, child, tree_result_of(o->eval.stage), o->speedup,
+                     NULL);
 }
 
 /* Builds and commits the step record. */
@@ -290,19 +303,16 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
   size_t prefix_n = 0;
   tree_prefix(run->tree, run->env->cfg, choice->node, prefix, &prefix_n);
   struct htam_update u;
-  enum htam_outcome ho = o->correct ? HTAM_CORRECT : HTAM_FAIL_INCORRECT;
-  if (!o->correct)
-    htam_outcome_from_stage(o->stage, &ho);
   htam_update(run->env->cfg, prefix, prefix_n, choice->direction,
-              choice->strategy[0] ? choice->strategy : NULL, ho, r, &u);
+              choice->strategy[0] ? choice->strategy : NULL, htam_outcome_of(o->eval.stage), r,
+              &u);
   char note[160];
-  snprintf(note, sizeof note, "%s step %d: %s", step_name(choice->kind), run->step,
-           o->correct ? "correct" : (o->cls ? o->cls : o->stage));
+  snprintf(note, sizeof note, "%s step %d: %s", step_name(choice->kind), run->step, o->label);
   struct memory_step_update m = {
     .task_id = run->id, .candidate_id = json_string_value(json_object_get(candidate, "id")),
     .global_id = choice->direction, .local_id = choice->strategy[0] ? choice->strategy : NULL,
     .reward = r, .correct = o->correct, .improved = o->correct && r > 0,
-    .outcome = o->correct ? "correct" : o->stage, .note = note,
+    .outcome = eval_stage_name(o->eval.stage), .note = note,
     .ema_alpha = run->env->cfg->ema_alpha, .n_prefix = (int)u.n_edges,
   };
   for (size_t i = 0; i < u.n_edges && i < 8; i++) {
@@ -314,7 +324,7 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
       "{s:i, s:i, s:s, s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:f, s:s}", "step", run->step,
       "budget_steps", run->budget_steps, "direction", choice->direction, "strategy",
       choice->strategy[0] ? choice->strategy : NULL, "kind", step_name(choice->kind), "outcome",
-      o->correct ? "correct" : o->stage, "class", o->cls,
+      eval_stage_name(o->eval.stage), "class", o->eval.cls[0] ? o->eval.cls : NULL,
       "time_ms", o->time_ms > 0 ? json_real(o->time_ms) : json_null(),
       "speedup", o->speedup > 0 ? json_real(o->speedup) : json_null(),
       "best_speedup", run->correct ? json_real(run->best_speedup) : json_null(), "reward", r,
@@ -355,7 +365,8 @@ static void count(struct task_run *run, const struct outcome *o, const char *id)
     }
     run->last_failure_stage[0] = '\0';
   } else {
-    snprintf(run->last_failure_stage, sizeof run->last_failure_stage, "%s", o->stage);
+    snprintf(run->last_failure_stage, sizeof run->last_failure_stage, "%s",
+             eval_stage_name(o->eval.stage));
   }
   run->state.failure_stage = run->last_failure_stage[0] ? run->last_failure_stage : NULL;
 }
@@ -399,7 +410,9 @@ int loop_step(struct task_run *run) {
     result = json_pack("{s:b, s:o}", "correct", 0, "failure", failure);
   }
   annotate(candidate, run, &choice, result, id);
-  struct outcome o = read_outcome(run, result);
+  struct outcome o;
+  read_outcome(run, result, &o);
+  proposer_learn(run, &choice, &memory, candidate, &o.eval);
   size_t child;
   double r = 0;
   int rc = tree_add_child(run->tree, choice.node, choice.kind, choice.direction,
@@ -412,11 +425,10 @@ int loop_step(struct task_run *run) {
     run->elapsed_s += now_s() - started;
     rc = commit_step(run, &choice, &o, candidate, child, r);
   }
-  if (rc == STORE_OK && run->env->bus)
-    event_bus_notify(run->env->bus, run->id);
+  if (rc == STORE_OK)
+    loop_notify(run);
   log_info("task %s step %d/%d: %s/%s %s -> %s", run->id, run->step, run->budget_steps,
-           choice.direction, choice.strategy, step_name(choice.kind),
-           o.correct ? "correct" : (o.cls ? o.cls : o.stage));
+           choice.direction, choice.strategy, step_name(choice.kind), o.label);
   json_decref(candidate);
   json_decref(result);
   json_decref(choice.why);

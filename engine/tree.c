@@ -29,23 +29,17 @@ double tree_reward(const struct search_config *cfg, enum tree_result result, dou
   return 0.0;
 }
 
-int tree_result_from_stage(const char *stage, enum tree_result *ret) {
-  static const char *const not_compiled[] = {"compile", "load", "parse", NULL};
-  static const char *const incorrect[] = {"launch", "correctness", "check", "timeout",
-                                          "crash", NULL};
-  if (!stage || !ret)
-    return -EINVAL;
-  for (size_t i = 0; not_compiled[i]; i++)
-    if (strcmp(stage, not_compiled[i]) == 0) {
-      *ret = TREE_NOT_COMPILED;
-      return 0;
-    }
-  for (size_t i = 0; incorrect[i]; i++)
-    if (strcmp(stage, incorrect[i]) == 0) {
-      *ret = TREE_INCORRECT;
-      return 0;
-    }
-  return -EINVAL;
+enum tree_result tree_result_of(enum eval_stage stage) {
+  switch (stage) {
+  case EVAL_CORRECT:
+    return TREE_CORRECT;
+  case EVAL_PARSE:
+  case EVAL_COMPILE:
+  case EVAL_LOAD:
+    return TREE_NOT_COMPILED;
+  default:
+    return TREE_INCORRECT;
+  }
 }
 
 struct tree *tree_new(void) {

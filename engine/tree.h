@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/outcome.h"
 #include "engine/rng.h"
 #include "engine/search_config.h"
 
@@ -53,10 +54,9 @@ struct tree {
  * (0.4 + 1.2*(clip(s,0.1,10)-0.1)/9.9). A non-finite speed-up counts as speedup_min. */
 double tree_reward(const struct search_config *cfg, enum tree_result result, double speedup);
 
-/* Maps a failure stage to a tree result: compile, load and parse mean no runnable kernel
- * (NOT_COMPILED); launch, correctness, check, timeout and crash mean INCORRECT. Returns 0,
- * or -EINVAL for an unknown stage. */
-int tree_result_from_stage(const char *stage, enum tree_result *ret);
+/* The tree result a stage means: correct is CORRECT; parse, compile and load mean no
+ * runnable kernel (NOT_COMPILED); every other failure is INCORRECT. */
+enum tree_result tree_result_of(enum eval_stage stage);
 
 /* Returns a new empty tree (caller frees with tree_free), or NULL when out of memory. */
 struct tree *tree_new(void);

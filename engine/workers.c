@@ -73,8 +73,9 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-int workers_start(struct store *store, struct event_bus *bus, struct supervisor_pool *pool,
-                  const struct worker_settings *settings, struct worker_pool **ret_pool) {
+int workers_start(struct store *store, loop_notify_fn notify, void *notify_ctx,
+                  struct supervisor_pool *pool, const struct worker_settings *settings,
+                  struct worker_pool **ret_pool) {
   struct worker_pool *wp = calloc(1, sizeof *wp);
   size_t n = pool ? supervisor_pool_count(pool) : 0;
   if (!wp || !(wp->workers = calloc(n + 1, sizeof *wp->workers))) {
@@ -96,7 +97,8 @@ int workers_start(struct store *store, struct event_bus *bus, struct supervisor_
       continue;  /* its evaluator could not start: /v1/devices says why */
     w->evaluator = (struct evaluator){.self = w->sv, .request = sv_request,
                                       .set_current_task = sv_set_task};
-    w->env = (struct loop_env){.store = store, .bus = bus, .evaluator = &w->evaluator,
+    w->env = (struct loop_env){.store = store, .notify = notify, .notify_ctx = notify_ctx,
+                               .evaluator = &w->evaluator,
                                .cfg = settings->search, .fixtures_dir = settings->fixtures_dir,
                                .stopping = &wp->stopping,
                                .evaluate_deadline_s = settings->evaluate_deadline_s,

@@ -2,10 +2,10 @@
 #ifndef OPFORGE_WORKERS_H
 #define OPFORGE_WORKERS_H
 
+#include "engine/loop.h"
 #include "engine/search_config.h"
 
 struct store;
-struct event_bus;
 struct supervisor_pool;
 struct worker_pool;
 
@@ -17,10 +17,12 @@ struct worker_settings {
   unsigned idle_poll_ms;   /* how often an idle worker looks for work (500) */
 };
 
-/* Starts one worker per supervisor of pool (borrowed; it must outlive the workers).
+/* Starts one worker per supervisor of pool (borrowed; it must outlive the workers). Each
+ * loop calls notify(notify_ctx, task_id) after every change (notify may be NULL).
  * Returns 0 and *ret_pool (free with workers_stop), or -1. */
-int workers_start(struct store *store, struct event_bus *bus, struct supervisor_pool *pool,
-                  const struct worker_settings *settings, struct worker_pool **ret_pool);
+int workers_start(struct store *store, loop_notify_fn notify, void *notify_ctx,
+                  struct supervisor_pool *pool, const struct worker_settings *settings,
+                  struct worker_pool **ret_pool);
 
 /* Wakes idle workers (a task was queued). Accepts NULL. */
 void workers_kick(struct worker_pool *wp);

@@ -45,6 +45,11 @@ static int ensure_data_dir(const char *dir) {
 
 static struct search_config search_cfg;
 
+/* The loop's notify callback: wakes the task's event streams. */
+static void wake_streams(void *bus, const char *task_id) {
+  event_bus_notify(bus, task_id);
+}
+
 /* Starts the evaluators and one worker per slot (none with --gpus none). */
 static int start_workers(struct app *app, const struct opforge_config *cfg) {
   search_config_defaults(&search_cfg);
@@ -57,7 +62,8 @@ static int start_workers(struct app *app, const struct opforge_config *cfg) {
                                .evaluate_deadline_s = cfg->evaluate_deadline_s,
                                .profile_deadline_s = cfg->profile_deadline_s,
                                .load_deadline_s = 300};
-  if (workers_start(app->store, app->bus, app->supervisors, &ws, &app->workers) != 0) {
+  if (workers_start(app->store, wake_streams, app->bus, app->supervisors, &ws,
+                    &app->workers) != 0) {
     log_error("cannot start the workers");
     return -1;
   }

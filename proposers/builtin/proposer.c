@@ -6,7 +6,7 @@
 
 #include "proposers/builtin/builtin.h"
 #include "proposers/builtin/propose.h"
-#include "engine/proposer.h"
+#include "proposers/proposer.h"
 
 static int fail(json_t **ret_failure, const char *cls, const char *message) {
   *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", cls, "message", message);
@@ -35,17 +35,17 @@ int builtin_match(json_t *profile, const struct builtin_family **ret_family, jso
   return -1;
 }
 
-/* Knobs of the parent candidate, read back from its -D options, or the family defaults
- * when the step regenerates (large step, or the parent is the reference). */
+/* The family defaults, overridden by the knobs of parent_options (a parent candidate's
+ * -D options, borrowed; NULL when the step regenerates). */
 static void starting_knobs(const struct builtin_family *fam, json_t *match,
-                           const struct proposal_request *req, struct knob_set *ret) {
+                           json_t *parent_options, struct knob_set *ret) {
   fam->defaults(match, ret);
-  if (!req->parent || strcmp(req->step_kind, "small") != 0)
+  if (!parent_options)
     return;
   struct knob_set parsed = *ret;
   size_t i;
   json_t *opt;
-  json_array_foreach(json_object_get(req->parent, "options"), i, opt) {
+  json_array_foreach(parent_options, i, opt) {
     const char *text = json_string_value(opt);
     char name[16];
     int value;
@@ -72,12 +72,8 @@ int builtin_propose_knobs(json_t *profile, const json_t *knob_move, json_t *pare
     *ret_unsupported = true;
     return -1;
   }
-  struct proposal_request req = {.step_kind = parent_options ? "small" : "large"};
-  json_t *parent = parent_options ? json_pack("{s:O}", "options", parent_options) : NULL;
-  req.parent = parent;
   struct knob_set knobs;
-  starting_knobs(fam, match, &req, &knobs);
-  json_decref(parent);
+  starting_knobs(fam, match, parent_options, &knobs);
   int rc = 0;
   if (knob_move && json_is_object(knob_move))
     rc = knob_apply_move(&knobs, knob_move, why, whylen);
@@ -89,15 +85,14 @@ int builtin_propose_knobs(json_t *profile, const json_t *knob_move, json_t *pare
   return rc;
 }
 
-static int builtin_propose(void *self, const struct proposal_request *req,
+/* Proposes from the family defaults (large step) or the parent's knobs (small step),
+ * then the strategy's knob move. */
+static int builtin_propose(const struct proposal_request *req, bool small,
                            json_t **ret_candidate, json_t **ret_failure) {
-  (void)self;
   char why[1024];
   bool unsupported;
   json_t *move = json_object_get(req->strategy_node, "knob_move");
-  json_t *parent_options = req->parent && strcmp(req->step_kind, "small") == 0
-                               ? json_object_get(req->parent, "options")
-                               : NULL;
+  json_t *parent_options = small && req->parent ? json_object_get(req->parent, "options") : NULL;
   if (builtin_propose_knobs(req->profile, move, parent_options, ret_candidate, why, sizeof why,
                             &unsupported) == 0)
     return 0;
@@ -105,8 +100,33 @@ static int builtin_propose(void *self, const struct proposal_request *req,
               why);
 }
 
+static int builtin_large(void *self, const struct proposal_request *req, json_t **ret_candidate,
+                         json_t **ret_failure) {
+  (void)self;
+  return builtin_propose(req, false, ret_candidate, ret_failure);
+}
+
+static int builtin_small(void *self, const struct proposal_request *req, json_t **ret_candidate,
+                         json_t **ret_failure) {
+  (void)self;
+  return builtin_propose(req, true, ret_candidate, ret_failure);
+}
+
+/* Supported when a family matches; the family is the one HTAM learns under. */
+static int builtin_supports(void *self, json_t *profile, const char **ret_family, char *why,
+                            size_t whylen) {
+  (void)self;
+  const struct builtin_family *fam = NULL;
+  json_t *match = NULL;
+  if (builtin_match(profile, &fam, &match, why, whylen) != 0)
+    return -1;
+  json_decref(match);
+  *ret_family = fam->name;
+  return 0;
+}
+
 int proposer_builtin_new(struct proposer *ret) {
-  *ret = (struct proposer){.name = "builtin", .self = NULL, .propose = builtin_propose,
-                           .free = NULL};
+  *ret = (struct proposer){.name = "builtin", .supports = builtin_supports,
+                           .propose_large = builtin_large, .propose_small = builtin_small};
   return 0;
 }

@@ -1,10 +1,13 @@
-/* The test proposer: replays fixture candidates from a directory, in file-name order. */
-#include "engine/proposer.h"
+/* The test proposer: replays fixture candidates from a directory, in file-name order,
+ * whatever the step kind, so the engine's tests control exactly what gets evaluated. */
+#include "proposers/proposer.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "proposers/family.h"
 
 struct fixtures {
   char *dir;
@@ -79,6 +82,14 @@ static int test_propose(void *self, const struct proposal_request *req, json_t *
   return 0;
 }
 
+/* Every task is supported; the family is the first guess from the graph. */
+static int test_supports(void *self, json_t *profile, const char **ret_family, char *why,
+                         size_t whylen) {
+  (void)self, (void)why, (void)whylen;
+  *ret_family = family_of_profile(profile);
+  return 0;
+}
+
 static void test_free(void *self) {
   struct fixtures *f = self;
   if (!f)
@@ -93,13 +104,9 @@ int proposer_test_new(const char *fixtures_dir, struct proposer *ret) {
     free(f);
     return -1;
   }
-  *ret = (struct proposer){.name = "test", .self = f, .propose = test_propose,
+  *ret = (struct proposer){.name = "test", .self = f, .supports = test_supports,
+                           .propose_large = test_propose, .propose_small = test_propose,
                            .free = test_free};
   return 0;
 }
 
-void proposer_clear(struct proposer *p) {
-  if (p->free)
-    p->free(p->self);
-  memset(p, 0, sizeof *p);
-}

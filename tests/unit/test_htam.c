@@ -293,16 +293,19 @@ static void test_reward_penalties(void **state) {
     {"correctness", -0.3}, {"check", -0.3}, {"timeout", -0.7}, {"crash", -0.7},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    enum htam_outcome o;
+    enum eval_stage stage;
     double r = 99.0;
-    assert_int_equal(htam_outcome_from_stage(cases[i].stage, &o), 0);
-    assert_int_equal(htam_reward(&cfg, o, 1.0, 1.0, &r), 0);
+    assert_int_equal(eval_stage_from_name(cases[i].stage, &stage), 0);
+    assert_int_equal(htam_reward(&cfg, htam_outcome_of(stage), 1.0, 1.0, &r), 0);
     if (r != cases[i].r)
       fail_msg("stage %s: reward %g, expected %g", cases[i].stage, r, cases[i].r);
   }
-  enum htam_outcome o = HTAM_CORRECT;
-  assert_int_equal(htam_outcome_from_stage("segfault", &o), -EINVAL);
-  assert_int_equal(o, HTAM_CORRECT);
+  enum eval_stage stage = EVAL_CORRECT;
+  assert_int_equal(eval_stage_from_name("segfault", &stage), -1);
+  assert_int_equal(eval_stage_from_name("correct", &stage), -1); /* not a failure stage */
+  assert_int_equal(stage, EVAL_CORRECT);
+  assert_int_equal(htam_outcome_of(EVAL_CORRECT), HTAM_CORRECT);
+  assert_int_equal(htam_outcome_of(EVAL_PROTOCOL), HTAM_FAIL_INCORRECT);
   double r = 7.0;
   assert_int_equal(htam_reward(&cfg, HTAM_CORRECT, 0.0, 1.0, &r), -EINVAL);
   assert_int_equal(htam_reward(&cfg, HTAM_CORRECT, 1.0, -1.0, &r), -EINVAL);

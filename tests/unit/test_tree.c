@@ -174,16 +174,13 @@ static void test_reward_values(void **state) {
   assert_near(tree_reward(&cfg, TREE_CORRECT, 0.01), 0.4, 1e-15);  /* clipped to 0.1 */
   assert_near(tree_reward(&cfg, TREE_CORRECT, 25.0), 1.6, 1e-15);  /* clipped to 10 */
   assert_near(tree_reward(&cfg, TREE_CORRECT, NAN), 0.4, 1e-15);
-  enum tree_result r;
-  assert_int_equal(tree_result_from_stage("compile", &r), 0);
-  assert_int_equal(r, TREE_NOT_COMPILED);
-  assert_int_equal(tree_result_from_stage("parse", &r), 0);
-  assert_int_equal(r, TREE_NOT_COMPILED);
-  assert_int_equal(tree_result_from_stage("launch", &r), 0);
-  assert_int_equal(r, TREE_INCORRECT);
-  assert_int_equal(tree_result_from_stage("timeout", &r), 0);
-  assert_int_equal(r, TREE_INCORRECT);
-  assert_int_equal(tree_result_from_stage("nope", &r), -EINVAL);
+  assert_int_equal(tree_result_of(EVAL_CORRECT), TREE_CORRECT);
+  assert_int_equal(tree_result_of(EVAL_COMPILE), TREE_NOT_COMPILED);
+  assert_int_equal(tree_result_of(EVAL_PARSE), TREE_NOT_COMPILED);
+  assert_int_equal(tree_result_of(EVAL_LOAD), TREE_NOT_COMPILED);
+  assert_int_equal(tree_result_of(EVAL_LAUNCH), TREE_INCORRECT);
+  assert_int_equal(tree_result_of(EVAL_TIMEOUT), TREE_INCORRECT);
+  assert_int_equal(tree_result_of(EVAL_CHECK), TREE_INCORRECT);
 }
 
 /* tree_c = 0: expand = Q(v), UCB1 = Q(child). A child equal to the root's mean ties and

@@ -1,4 +1,5 @@
-/* A first classification of a task from its profile: op family and bound. */
+/* A first classification of a task from its profile, by the ops its graph names: op
+ * family and bound. Proposers that match no family themselves name the family with it. */
 #ifndef OPFORGE_FAMILY_H
 #define OPFORGE_FAMILY_H
 

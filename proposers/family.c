@@ -1,5 +1,5 @@
 /* A first classification of a task from its profile: op family and bound. */
-#include "engine/family.h"
+#include "proposers/family.h"
 
 #include <stdbool.h>
 #include <string.h>
