@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "engine/loop_internal.h"
+#include "engine/program.h"
 #include "proposers/family.h"
 #include "store/search.h"
 #include "store/store.h"
@@ -23,11 +24,13 @@ static enum loop_result finish(struct task_run *run, const char *status, const c
   json_t *error = code ? json_pack("{s:s, s:s, s:O*}", "code", code, "message", message,
                                    "detail", detail)
                        : NULL;
-  json_t *summary = json_pack("{s:s, s:i, s:i, s:o?, s:o?, s:s?}", "status", status, "steps",
-                              run->step, "correct", run->correct, "best_speedup",
+  json_t *summary = json_pack("{s:s, s:i, s:i, s:o?, s:o?, s:s?, s:s?, s:b}", "status", status,
+                              "steps", run->step, "correct", run->correct, "best_speedup",
                               run->correct ? json_real(run->best_speedup) : NULL,
                               "best_ms", run->correct ? json_real(run->best_ms) : NULL,
-                              "best_candidate", run->correct ? run->best_candidate : NULL);
+                              "best_candidate", run->correct ? run->best_candidate : NULL,
+                              "stop_reason", run->stop_reason[0] ? run->stop_reason : NULL,
+                              "no_speedup", loop_best_is_reference(run));
   int rc = store_task_finish(run->env->store, run->id, status, error, summary);
   json_decref(error);
   json_decref(summary);
@@ -55,8 +58,9 @@ static const char *task_family(struct proposer *p, json_t *profile) {
   return family_of_profile(profile);
 }
 
-/* The baselines shown on the task: the profile's timings and floors, plus the family. */
-static json_t *make_baselines(struct proposer *p, json_t *profile) {
+/* The baselines shown on the task: the profile's timings and floors, the family, and
+ * the regions of the partition. */
+static json_t *make_baselines(struct proposer *p, json_t *profile, const struct partition *pt) {
   static const char *const keys[] = {"eager_ms", "compile_ms", "floor_ms", "impossible_ms",
                                      "flops", "min_bytes", "degenerate", "device",
                                      "timing_skipped_reason"};
@@ -67,7 +71,24 @@ static json_t *make_baselines(struct proposer *p, json_t *profile) {
   }
   json_object_set_new(b, "family", json_string(task_family(p, profile)));
   json_object_set_new(b, "bound", json_string(bound_of_profile(profile)));
+  json_object_set_new(b, "regions", partition_describe(pt));
+  json_object_set_new(b, "generated_regions", json_integer((json_int_t)partition_generated(pt)));
   return b;
+}
+
+/* Cuts the task's graph into regions for the proposer and notes them on the task's
+ * baselines. No task is refused: what the proposer cannot write stays library steps. */
+static int partition_task(struct task_run *run, enum loop_result *ret_result) {
+  if (partition_build(run->profile, &run->proposer, &run->partition) != 0)
+    return *ret_result = LOOP_STORE_ERROR, -1;
+  size_t n = run->partition.n ? run->partition.n : 1;
+  run->ref_region_ms = malloc(n * sizeof *run->ref_region_ms);
+  run->best_region_ms = malloc(n * sizeof *run->best_region_ms);
+  if (!run->ref_region_ms || !run->best_region_ms)
+    return *ret_result = LOOP_STORE_ERROR, -1;
+  for (size_t k = 0; k < n; k++)
+    run->ref_region_ms[k] = run->best_region_ms[k] = -1;
+  return 0;
 }
 
 /* Loads the task into the evaluator and profiles it once (the profile is stored, so a
@@ -109,30 +130,30 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
     }
     run->profile = json_incref(json_object_get(reply, "result"));
     json_decref(reply);
-    json_t *baselines = make_baselines(&run->proposer, run->profile);
+    if (partition_task(run, ret_result) != 0)
+      return -1;
+    json_t *baselines = make_baselines(&run->proposer, run->profile, &run->partition);
     int src = store_task_profile_set(env->store, run->id, run->profile, baselines);
     json_decref(baselines);
     if (src != STORE_OK)
       return *ret_result = LOOP_STORE_ERROR, -1;
     loop_notify(run);
   }
-  run->baselines = make_baselines(&run->proposer, run->profile);
+  if (!run->ref_region_ms && partition_task(run, ret_result) != 0)
+    return -1;
+  run->baselines = make_baselines(&run->proposer, run->profile, &run->partition);
   run->eager_ms = json_number_value(json_object_get(run->profile, "eager_ms"));
   run->state.family = task_family(&run->proposer, run->profile);
   run->state.bound = bound_of_profile(run->profile);
   return 0;
 }
 
-/* Ends the task at once when the proposer cannot write candidates for it, with its
- * reason, rather than spending the budget on steps that cannot propose anything. */
-static int check_supported(struct task_run *run, enum loop_result *ret_result) {
-  const char *family;
-  char why[1024], code[64];
-  if (run->proposer.supports(run->proposer.self, run->profile, &family, why, sizeof why) == 0)
-    return 0;
-  snprintf(code, sizeof code, "unsupported_by_%s", run->proposer.name);
-  *ret_result = finish(run, "failed", code, why, NULL);
-  return -1;
+/* The region times of the stored candidate id (its result) into ms, when it has them. */
+static void stored_region_times(struct task_run *run, const char *id, double *ms) {
+  json_t *c = NULL;
+  if (id && id[0] && store_candidate_get(run->env->store, id, &c) == STORE_OK)
+    program_region_times(&run->partition, c, json_object_get(c, "result"), ms);
+  json_decref(c);
 }
 
 /* Rebuilds the tree from its stored rows, or starts one at the reference. */
@@ -154,6 +175,10 @@ static int restore_tree(struct task_run *run) {
     }
   }
   json_decref(rows);
+  if (rc == 0 && run->tree->nodes[0].candidate[0])
+    stored_region_times(run, run->tree->nodes[0].candidate, run->ref_region_ms);
+  if (rc == 0 && run->correct)
+    stored_region_times(run, run->best_candidate, run->best_region_ms);
   return rc;
 }
 
@@ -165,6 +190,8 @@ static int load_task(struct task_run *run, enum loop_result *ret_result) {
   json_t *budget = json_object_get(run->options, "budget");
   run->budget_steps = (int)json_integer_value(json_object_get(budget, "steps"));
   run->budget_s = json_number_value(json_object_get(budget, "seconds"));
+  json_t *stop = json_object_get(budget, "stop_at_floor");
+  run->stop_at_floor = stop ? json_number_value(stop) : LOOP_DEFAULT_STOP_AT_FLOOR;
   json_t *progress = json_object_get(run->task, "progress");
   run->step = (int)json_integer_value(json_object_get(progress, "step"));
   run->correct = (int)json_integer_value(json_object_get(progress, "correct"));
@@ -198,23 +225,32 @@ static bool cancel_requested(struct task_run *run) {
   return yes;
 }
 
-/* Steps until the budget, a cancel, a checkpoint or a store failure. */
-static enum loop_result run_steps(struct task_run *run) {
-  while (run->step < run->budget_steps && run->elapsed_s < run->budget_s) {
-    if (atomic_load(run->env->stopping)) {
-      store_task_unclaim(run->env->store, run->id);
-      log_info("task %s checkpointed at step %d", run->id, run->step);
-      return LOOP_CHECKPOINTED;
-    }
-    if (cancel_requested(run))
-      return finish(run, "cancelled", NULL, NULL, NULL);
-    if (loop_step(run) != STORE_OK) {
-      store_task_unclaim(run->env->store, run->id);
-      return LOOP_STORE_ERROR;
-    }
-    if (run->traits->single_shot)
-      break;
+/* Checks between steps: a shutdown checkpoints, a cancel ends the task. Returns 1 to
+ * go on, else 0 with *ret set. */
+static int between_steps(struct task_run *run, enum loop_result *ret) {
+  if (atomic_load(run->env->stopping)) {
+    store_task_unclaim(run->env->store, run->id);
+    log_info("task %s checkpointed at step %d", run->id, run->step);
+    *ret = LOOP_CHECKPOINTED;
+    return 0;
   }
+  if (cancel_requested(run)) {
+    *ret = finish(run, "cancelled", NULL, NULL, NULL);
+    return 0;
+  }
+  return 1;
+}
+
+/* How many tries in a row may find nothing new before the task's space is exhausted:
+ * enough for every generated region to be tried at a few nodes. */
+static int nothing_new_limit(const struct task_run *run) {
+  size_t n = partition_generated(&run->partition);
+  return (int)(n * 2 + 4 < 64 ? n * 2 + 4 : 64);
+}
+
+/* Ends the steps: succeeded when a correct program exists (the reference counts),
+ * cancelled on request, else failed. */
+static enum loop_result conclude(struct task_run *run) {
   if (cancel_requested(run))
     return finish(run, "cancelled", NULL, NULL, NULL);
   if (run->correct > 0)
@@ -224,13 +260,49 @@ static enum loop_result run_steps(struct task_run *run) {
   return finish(run, "failed", "no_correct_candidate", message, NULL);
 }
 
+/* The reference, then steps until the budget, the floor, an exhausted space, a cancel,
+ * a checkpoint or a store failure. */
+static enum loop_result run_steps(struct task_run *run) {
+  enum loop_result ret;
+  if (!run->tree->nodes[0].candidate[0]) {
+    if (!between_steps(run, &ret))
+      return ret;
+    if (loop_reference(run) != STORE_OK) {
+      store_task_unclaim(run->env->store, run->id);
+      return LOOP_STORE_ERROR;
+    }
+  }
+  snprintf(run->stop_reason, sizeof run->stop_reason, "budget");
+  int idle = 0;
+  while (run->step < run->budget_steps && run->elapsed_s < run->budget_s) {
+    if (!between_steps(run, &ret))
+      return ret;
+    if (run->step > 0 && loop_at_floor(run)) {
+      snprintf(run->stop_reason, sizeof run->stop_reason, "at_floor");
+      break;
+    }
+    enum step_result res = loop_step(run, idle);
+    if (res == STEP_STORE_ERROR) {
+      store_task_unclaim(run->env->store, run->id);
+      return LOOP_STORE_ERROR;
+    }
+    idle = res == STEP_NOTHING_NEW ? idle + 1 : 0;
+    if (idle >= nothing_new_limit(run)) {
+      snprintf(run->stop_reason, sizeof run->stop_reason, "space_exhausted");
+      break;
+    }
+    if (run->traits->single_shot && res == STEP_COMMITTED)
+      break;
+  }
+  return conclude(run);
+}
+
 enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) {
   struct task_run run = {.env = env, .id = task_id};
   enum loop_result result = LOOP_STORE_ERROR;
   if (env->evaluator->set_current_task)
     env->evaluator->set_current_task(env->evaluator->self, task_id);
-  if (load_task(&run, &result) == 0 && prepare_evaluator(&run, &result) == 0 &&
-      check_supported(&run, &result) == 0) {
+  if (load_task(&run, &result) == 0 && prepare_evaluator(&run, &result) == 0) {
     if (restore_tree(&run) == 0)
       result = run_steps(&run);
     else
@@ -244,5 +316,9 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   json_decref(run.profile);
   json_decref(run.baselines);
   json_decref(run.evaluated);
+  json_decref(run.exhausted);
+  partition_clear(&run.partition);
+  free(run.ref_region_ms);
+  free(run.best_region_ms);
   return result;
 }

@@ -3,12 +3,17 @@
 #define OPFORGE_LOOP_INTERNAL_H
 
 #include <jansson.h>
+#include <stdbool.h>
+
+#include "base/sha256.h"
 
 #include "engine/htam.h"
 #include "engine/loop.h"
+#include "engine/memory_view.h"
+#include "engine/partition.h"
 #include "engine/policy.h"
-#include "proposers/proposer.h"
 #include "engine/tree.h"
+#include "proposers/proposer.h"
 
 struct task_run {
   const struct loop_env *env;
@@ -32,11 +37,101 @@ struct task_run {
   char best_candidate[40];
   json_t *evaluated;            /* owned: candidate digest -> {id, result} of this run's
                                    evaluations, so a repeated proposal is not re-run */
+  struct partition partition;   /* owned: the regions of the task's graph */
+  double *ref_region_ms;        /* owned, partition.n: each region's time as library
+                                   steps, from the reference's evaluation; -1 unknown */
+  double *best_region_ms;       /* owned, partition.n: the best program's region times */
+  json_t *exhausted;            /* owned: {"<node>/<region>": true} where no new move is
+                                   left in this run */
+  double stop_at_floor;         /* budget.stop_at_floor: 0 = off */
+  char stop_reason[24];         /* why the steps ended: budget, at_floor, space_exhausted */
 };
 
-/* Runs one step (choice, proposal, evaluation, commit). Returns a store status:
- * STORE_OK when the step committed. */
-int loop_step(struct task_run *run);
+/* What loop_step did. */
+enum step_result {
+  STEP_COMMITTED,   /* a step was evaluated and committed */
+  STEP_NOTHING_NEW, /* the move chosen had nothing new to try: no step was spent */
+  STEP_STORE_ERROR, /* the store failed; nothing was committed */
+};
+
+/* Where one step works: the program it changes (its node's, or for the root the
+ * proposer's starting point in every region) and the region it changes. */
+struct step_context {
+  size_t node;        /* the tree node expanded */
+  json_t **choices;   /* owned, partition.n: the base program's region choices (local
+                         candidates, NULL for library steps) */
+  double *region_ms;  /* owned, partition.n: the base program's region times, -1 unknown */
+  size_t region;      /* the region the step changes */
+  bool first;         /* the task's first step: the starting point of every region */
+};
+
+/* Fills *ret for tree node. Returns 0, 1 when every region at node is exhausted, or -1
+ * when out of memory; release with loop_context_clear in every case. */
+int loop_context_init(struct task_run *run, size_t node, struct step_context *ret);
+void loop_context_clear(struct task_run *run, struct step_context *c);
+
+/* The child program: the base program with the context's region replaced by
+ * region_candidate (borrowed; local names), and any other generated region that was
+ * slower than its library steps put back to them; on the first step, the starting point
+ * of every region. Caller owns. */
+json_t *loop_compose(struct task_run *run, const struct step_context *c, json_t *region_candidate);
+
+/* The proposer's starting point of every region into ret_choices (partition.n entries,
+ * caller owns each; NULL for library regions and where it proposes nothing). */
+void loop_default_choices(struct task_run *run, json_t **ret_choices);
+
+/* Marks region k at tree node as having no new move in this run. */
+void loop_mark_exhausted(struct task_run *run, size_t node, size_t k);
+
+/* The result this run got for candidate, or NULL (borrowed). */
+json_t *loop_cached_result(const struct task_run *run, json_t *candidate);
+
+/* Proposes for the context's region under choice (strategy may be replaced by another
+ * of the same direction when the chosen move does not fit or repeats). On success
+ * *ret_candidate is the composed child program (caller owns) and *ret_region_candidate
+ * the region's candidate (caller owns); on failure *ret_failure (caller owns). Returns
+ * STEP_NOTHING_NEW when every move tried repeats an evaluated program or does not fit. */
+enum step_result loop_propose(struct task_run *run, struct policy_choice *choice,
+                              const struct memory_view *memory, const struct step_context *c,
+                              json_t **ret_candidate, json_t **ret_region_candidate,
+                              json_t **ret_failure);
+
+/* Lets the proposer learn from the outcome of the region candidate it proposed. */
+void loop_learn(struct task_run *run, const struct policy_choice *choice,
+                const struct memory_view *memory, const struct step_context *c,
+                json_t *region_candidate, const struct eval_outcome *o);
+
+/* Runs one step (choice, proposal, evaluation, commit). attempt counts the tries at this
+ * step number that found nothing new (0 first), so each try draws other choices. */
+enum step_result loop_step(struct task_run *run, int attempt);
+
+/* The digest of what decides a candidate's evaluation (source, options, plan, program)
+ * as hex in ret_hex; false when it cannot be computed. */
+bool loop_candidate_digest(json_t *candidate, char ret_hex[SHA256_HEX_BYTES]);
+
+/* True when this run already evaluated candidate. */
+bool loop_already_evaluated(const struct task_run *run, json_t *candidate);
+
+/* Evaluates a candidate unless this run already evaluated the same one (templates often
+ * reach one knob set by different moves): then the earlier result is reused, marked
+ * with "reused_from", and the GPU is spared. Returns the result (caller owns), whose
+ * "failure" is set when the evaluator or the kernel failed. The memory of reuse lasts
+ * for this process's run of the task: after a restart, a repeat is evaluated again. */
+json_t *loop_evaluate_once(struct task_run *run, json_t *candidate, const char *id);
+
+/* Evaluates the reference program (every region as library steps) as step 0 and records
+ * it on the tree's root. Returns a store status. */
+int loop_reference(struct task_run *run);
+
+/* budget.stop_at_floor when the task does not say. */
+#define LOOP_DEFAULT_STOP_AT_FLOOR 0.97
+
+/* True when the task's best program is the reference (nothing beat it). */
+bool loop_best_is_reference(const struct task_run *run);
+
+/* True when every generated region of the best program is within stop_at_floor of its
+ * floor (floor/time >= stop_at_floor); false when the check is off or times are unknown. */
+bool loop_at_floor(const struct task_run *run);
 
 /* Tells the environment's notify callback that the task changed. */
 void loop_notify(const struct task_run *run);

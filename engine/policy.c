@@ -107,12 +107,18 @@ static void choose_node(const struct policy_input *in, struct policy_choice *ret
   ret->kind = ret->node == 0 ? TREE_STEP_LARGE : TREE_STEP_SMALL;
 }
 
-int policy_choose(const struct policy_input *in, struct policy_choice *ret) {
+void policy_choose_node(const struct policy_input *in, struct policy_choice *ret) {
+  *ret = (struct policy_choice){.why = NULL};
+  choose_node(in, ret);
+}
+
+int policy_choose_direction(const struct policy_input *in, struct policy_choice *ret) {
   const struct memory_view *m = in->memory;
   if (m->n_globals == 0)
     return -1;
-  struct policy_choice c = {.why = NULL};
-  choose_node(in, &c);
+  struct policy_choice c = *ret;
+  c.why = NULL;
+  c.direction[0] = c.strategy[0] = '\0';
   const struct tree_node *node = &in->tree->nodes[c.node];
   long g = -1;
   if (c.kind == TREE_STEP_SMALL && node->direction[0] && in->traits->use_tree) {
@@ -141,4 +147,11 @@ int policy_choose(const struct policy_input *in, struct policy_choice *ret) {
     snprintf(c.strategy, sizeof c.strategy, "%s", m->locals[local].id);
   *ret = c;
   return 0;
+}
+
+int policy_choose(const struct policy_input *in, struct policy_choice *ret) {
+  if (in->memory->n_globals == 0)
+    return -1;
+  policy_choose_node(in, ret);
+  return policy_choose_direction(in, ret);
 }

@@ -53,4 +53,12 @@ struct policy_choice {
  * memory holds no direction at all. */
 int policy_choose(const struct policy_input *in, struct policy_choice *ret);
 
+/* The first half of policy_choose: fills ret's node and kind (the rest zeroed). */
+void policy_choose_node(const struct policy_input *in, struct policy_choice *ret);
+
+/* The second half: the direction and strategy for ret's node and kind under in->state
+ * (whose family the caller may set for the region it works on). Returns 0, or -1 when
+ * the memory holds no direction. */
+int policy_choose_direction(const struct policy_input *in, struct policy_choice *ret);
+
 #endif

@@ -8,6 +8,10 @@
  *   "SCRIPT wrong"         wrong result, class correctness/mismatch
  *   "SCRIPT crash"         the process aborts (SIGABRT) without a reply
  * Anything else gets an ok:false reply of stage "check", class "check/no_script".
+ * A program (a candidate with "program" instead of a source: the reference of step 0,
+ * or library steps composed with regions) follows SCRIPTED_EVAL_PROGRAM, a directive
+ * of the same form ("correct 2.1" when unset), and reports each step's share of the
+ * time in "steps_ms".
  *
  * Environment:
  *   SCRIPTED_EVAL_DELAY_MS=n  sleep n ms before answering every evaluate
@@ -178,16 +182,29 @@ static json_t *evaluate(json_t *req, json_int_t id) {
   if (!loaded)
     return error_reply(id, "protocol", "protocol/no_task", "evaluate before load_task");
   sleep_ms(env_long("SCRIPTED_EVAL_DELAY_MS", 0));
-  const char *source =
-      json_string_value(json_object_get(json_object_get(req, "candidate"), "source"));
+  json_t *cand = json_object_get(req, "candidate");
+  json_t *program = json_object_get(cand, "program");
+  const char *source = json_string_value(json_object_get(cand, "source"));
   const char *d = source ? strstr(source, "SCRIPT ") : NULL;
-  if (!d)
+  if (program) {
+    d = getenv("SCRIPTED_EVAL_PROGRAM");
+    d = d && *d ? d : "correct 2.1";
+  } else if (!d) {
     return error_reply(id, "check", "check/no_script", "the source holds no SCRIPT directive");
-  d += strlen("SCRIPT ");
+  } else {
+    d += strlen("SCRIPT ");
+  }
   double ms = 0;
   json_t *result = NULL;
   if (strncmp(d, "correct ", 8) == 0 && parse_ms(d + 8, &ms)) {
     result = correct_result(ms);
+    size_t n = json_array_size(json_object_get(program, "steps"));
+    if (n) {
+      json_t *steps_ms = json_array();
+      for (size_t i = 0; i < n; i++)
+        json_array_append_new(steps_ms, json_real(ms / (double)n));
+      json_object_set_new(result, "steps_ms", steps_ms);
+    }
   } else if (directive_is(d, "compile")) {
     result = failed_result("compile", "compile/syntax_error",
                            "kernel.cu(3): error: expected a \";\"");

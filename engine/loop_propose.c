@@ -1,0 +1,169 @@
+/* Asking the proposer for a step's region candidate, trying the direction's other
+ * strategies when a move does not fit or repeats an evaluated program, and telling the
+ * proposer how its candidate did. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/loop_internal.h"
+#include "store/search.h"
+
+/* At most this many other strategies are tried in one step. */
+#define MOVE_RETRIES 8
+
+/* Loads the stored candidates of tree nodes ids[0..n) into an array (caller owns). */
+static json_t *load_candidates(struct task_run *run, const size_t *ids, size_t n) {
+  json_t *out = json_array();
+  for (size_t i = 0; out && i < n; i++) {
+    json_t *c = NULL;
+    if (store_candidate_get(run->env->store, run->tree->nodes[ids[i]].candidate, &c) == STORE_OK)
+      json_array_append_new(out, c);
+  }
+  return out;
+}
+
+/* The context of a proposal: the representative pool for a large step, the recent work
+ * for a small one. */
+static json_t *proposal_context(struct task_run *run, size_t node, enum tree_step kind) {
+  size_t ids[SEARCH_MAX_POOL], n = 0;
+  int rc = kind == TREE_STEP_LARGE ? tree_pool(run->tree, run->env->cfg, node, ids, &n)
+                                   : tree_recent(run->tree, run->env->cfg, node, ids, &n);
+  return load_candidates(run, ids, rc == 0 ? n : 0);
+}
+
+/* Fills *req for choice in the context's region: its sub-profile, and its candidate in
+ * the base program as the parent. The context array is loaded (release with
+ * request_clear); the rest is borrowed. */
+static void request_init(struct task_run *run, const struct policy_choice *choice,
+                         const struct memory_view *memory, const struct step_context *c,
+                         struct proposal_request *req) {
+  json_t *strategy_node = NULL;
+  for (size_t i = 0; i < memory->n_locals; i++)
+    if (strcmp(memory->locals[i].id, choice->strategy) == 0)
+      strategy_node = memory->local_nodes[i];
+  *req = (struct proposal_request){
+    .task_id = run->id,
+    .task_name = json_string_value(json_object_get(run->task, "name")),
+    .task_options = run->options,
+    .profile = run->partition.regions[c->region].profile,
+    .step = run->step + 1,
+    .direction = choice->direction,
+    .direction_node = memory_view_global_node(memory, choice->direction),
+    .strategy = choice->strategy[0] ? choice->strategy : NULL,
+    .strategy_node = strategy_node,
+    .parent = c->choices[c->region],
+    .context = proposal_context(run, choice->node, choice->kind),
+  };
+}
+
+static void request_clear(struct proposal_request *req) {
+  json_decref(req->context);
+}
+
+/* Asks the proposer once for choice, a small or a large step (a small step needs a
+ * region candidate to patch); on success *ret_candidate, else *ret_failure (caller owns). */
+static void propose_once(struct task_run *run, const struct policy_choice *choice,
+                         const struct memory_view *memory, const struct step_context *c,
+                         json_t **ret_candidate, json_t **ret_failure) {
+  struct proposal_request req;
+  request_init(run, choice, memory, c, &req);
+  *ret_candidate = NULL;
+  *ret_failure = NULL;
+  struct proposer *p = &run->proposer;
+  int rc = choice->kind == TREE_STEP_SMALL && req.parent
+               ? p->propose_small(p->self, &req, ret_candidate, ret_failure)
+               : p->propose_large(p->self, &req, ret_candidate, ret_failure);
+  if (rc != 0 && !*ret_failure)
+    *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", "parse/proposer",
+                             "message", "the proposer failed without a reason");
+  request_clear(&req);
+}
+
+void loop_learn(struct task_run *run, const struct policy_choice *choice,
+                const struct memory_view *memory, const struct step_context *c,
+                json_t *region_candidate, const struct eval_outcome *o) {
+  if (!run->proposer.learn || !region_candidate)
+    return;
+  struct proposal_request req;
+  request_init(run, choice, memory, c, &req);
+  run->proposer.learn(run->proposer.self, &req, region_candidate, o);
+  request_clear(&req);
+}
+
+/* True when failure says the strategy's move does not fit the region's shapes: refused
+ * before compiling, so nothing was spent. */
+static bool invalid_move(json_t *failure) {
+  const char *cls = json_string_value(json_object_get(failure, "class"));
+  return cls && strcmp(cls, "parse/invalid_move") == 0;
+}
+
+/* One try: the region candidate and the program it makes, when that program is new. */
+struct attempt {
+  json_t *region;   /* owned */
+  json_t *program;  /* owned */
+  json_t *failure;  /* owned */
+  bool repeat;      /* the program was evaluated already */
+};
+
+static void attempt_clear(struct attempt *a) {
+  json_decref(a->region);
+  json_decref(a->program);
+  json_decref(a->failure);
+  memset(a, 0, sizeof *a);
+}
+
+static void attempt_make(struct task_run *run, const struct policy_choice *choice,
+                         const struct memory_view *memory, const struct step_context *c,
+                         struct attempt *a) {
+  *a = (struct attempt){0};
+  if (c->first) {  /* the starting point of every region: no proposal of its own */
+    a->program = loop_compose(run, c, NULL);
+  } else {
+    propose_once(run, choice, memory, c, &a->region, &a->failure);
+    if (a->region)
+      a->program = loop_compose(run, c, a->region);
+  }
+  a->repeat = a->program && loop_already_evaluated(run, a->program);
+}
+
+/* Whether the attempt leaves nothing to evaluate or record: no candidate but a move
+ * that did not fit, or a program evaluated before. */
+static bool nothing_new(const struct attempt *a) {
+  return a->repeat || (!a->program && invalid_move(a->failure));
+}
+
+enum step_result loop_propose(struct task_run *run, struct policy_choice *choice,
+                              const struct memory_view *memory, const struct step_context *c,
+                              json_t **ret_candidate, json_t **ret_region_candidate,
+                              json_t **ret_failure) {
+  struct attempt a;
+  attempt_make(run, choice, memory, c, &a);
+  int tries = 0;
+  for (size_t i = 0; !c->first && nothing_new(&a) && i < memory->n_locals && tries < MOVE_RETRIES;
+       i++) {
+    const struct htam_local *l = &memory->locals[i];
+    if (strcmp(l->id, choice->strategy) == 0 ||
+        !htam_local_applies(l, choice->direction, run->state.family))
+      continue;
+    struct policy_choice alt = *choice;
+    snprintf(alt.strategy, sizeof alt.strategy, "%s", l->id);
+    struct attempt b;
+    attempt_make(run, &alt, memory, c, &b);
+    tries++;
+    if (nothing_new(&b)) {
+      attempt_clear(&b);
+      continue;
+    }
+    attempt_clear(&a);
+    a = b;
+    snprintf(choice->strategy, sizeof choice->strategy, "%s", l->id);
+  }
+  if (nothing_new(&a)) {
+    attempt_clear(&a);
+    return STEP_NOTHING_NEW;
+  }
+  *ret_candidate = a.program;
+  *ret_region_candidate = a.region;
+  *ret_failure = a.failure;
+  return STEP_COMMITTED;
+}
