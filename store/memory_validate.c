@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/htam.h"
+#include "schema/memory_vocab.h"
 
 #define KNOB_NAME_MAX 32
 
