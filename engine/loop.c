@@ -11,8 +11,8 @@
 #include "engine/loop_internal.h"
 #include "server/event_bus.h"
 #include "base/log.h"
-#include "store/search.h"
-#include "store/store.h"
+#include "store/tasks.h"
+#include "store/tree_rows.h"
 
 static void notify(const struct task_run *run) {
   if (run->env->bus)

@@ -11,8 +11,9 @@
 #include "server/event_bus.h"
 #include "base/ids.h"
 #include "base/log.h"
+#include "store/candidates.h"
 #include "store/memory.h"
-#include "store/search.h"
+#include "store/steps.h"
 
 static double now_s(void) {
   struct timespec ts;
