@@ -11,8 +11,9 @@
 #include "base/sha256.h"
 #include "engine/loop_internal.h"
 #include "engine/memory_view.h"
+#include "store/candidates.h"
 #include "store/memory.h"
-#include "store/search.h"
+#include "store/steps.h"
 
 static double now_s(void) {
   struct timespec ts;
