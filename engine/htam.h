@@ -12,20 +12,9 @@
 #include "base/outcome.h"
 #include "engine/rng.h"
 #include "engine/search_config.h"
+#include "schema/memory_vocab.h" /* the vocabulary: families, stages, bounds, triggers */
 
 #define HTAM_MAX_PREFIX SEARCH_MAX_PREFIX
-
-/* Vocabularies (NULL-terminated, static). A trigger is "failure:<stage>",
- * "bound:<memory|compute>" or "family:<family>". */
-extern const char *const htam_families[];       /* pointwise, reduction, norm, softmax,
-                                                   scan, pooling, loss, gemm */
-extern const char *const htam_failure_stages[]; /* compile, load, launch, correctness,
-                                                   timeout, crash, check, parse */
-extern const char *const htam_bounds[];         /* memory, compute */
-
-/* True when s is in htam_families / is a well-formed trigger of the vocabulary. */
-bool htam_family_known(const char *s);
-bool htam_trigger_known(const char *s);
 
 /* A global direction as the scorer sees it. Every pointer is borrowed. */
 struct htam_global {

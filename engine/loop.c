@@ -10,8 +10,9 @@
 #include "engine/loop_internal.h"
 #include "engine/program.h"
 #include "proposers/family.h"
-#include "store/search.h"
-#include "store/store.h"
+#include "store/candidates.h"
+#include "store/tasks.h"
+#include "store/tree_rows.h"
 
 void loop_notify(const struct task_run *run) {
   if (run->env->notify)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/loop_internal.h"
-#include "store/search.h"
+#include "store/candidates.h"
 
 /* At most this many other strategies are tried in one step. */
 #define MOVE_RETRIES 8

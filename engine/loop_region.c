@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "engine/loop_internal.h"
 #include "engine/program.h"
-#include "store/search.h"
+#include "store/candidates.h"
 
 /* A generated region slower than its library steps by more than this is put back to
  * library steps when a child program is composed from its parent. */

@@ -12,8 +12,9 @@
 #include "engine/loop_internal.h"
 #include "engine/memory_view.h"
 #include "engine/program.h"
+#include "store/candidates.h"
 #include "store/memory.h"
-#include "store/search.h"
+#include "store/steps.h"
 
 static double now_s(void) {
   struct timespec ts;

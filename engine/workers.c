@@ -10,7 +10,7 @@
 #include "engine/loop.h"
 #include "gpu/supervisor.h"
 #include "base/log.h"
-#include "store/search.h"
+#include "store/tasks.h"
 
 struct worker {
   struct worker_pool *pool;

@@ -7,7 +7,7 @@
 #include "handlers/handlers.h"
 #include "server/app.h"
 #include "server/reply.h"
-#include "store/search.h"
+#include "store/candidates.h"
 
 #define CANDIDATES_DEFAULT_LIMIT 50
 #define CANDIDATES_MAX_LIMIT 200

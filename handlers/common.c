@@ -4,7 +4,7 @@
 #include "handlers/handlers.h"
 #include "base/ids.h"
 #include "server/reply.h"
-#include "store/store.h"
+#include "store/status.h"
 
 enum MHD_Result reply_store_failure(struct request *req, int store_rc,
                                     enum api_error not_found_code) {

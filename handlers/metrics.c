@@ -6,7 +6,7 @@
 #include "server/app.h"
 #include "server/metrics.h"
 #include "server/reply.h"
-#include "store/store.h"
+#include "store/tasks.h"
 
 /* Appends the tasks-by-status gauge. Returns 0, -1 on failure. */
 static int render_task_counts(struct request *req, char **buf, size_t *len, size_t *cap) {

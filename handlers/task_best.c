@@ -12,8 +12,8 @@
 #include "server/app.h"
 #include "base/log.h"
 #include "server/reply.h"
-#include "store/search.h"
-#include "store/store.h"
+#include "store/candidates.h"
+#include "store/tasks.h"
 
 #define PYTHON_CONTENT_TYPE "text/x-python; charset=utf-8"
 

@@ -9,7 +9,8 @@
 #include "server/event_bus.h"
 #include "base/log.h"
 #include "server/reply.h"
-#include "store/store.h"
+#include "store/events.h"
+#include "store/tasks.h"
 
 #define EVENTS_PER_FETCH 64
 

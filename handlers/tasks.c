@@ -13,7 +13,7 @@
 #include "base/log.h"
 #include "server/metrics.h"
 #include "server/reply.h"
-#include "store/store.h"
+#include "store/tasks.h"
 
 #define LIST_DEFAULT_LIMIT 50
 #define LIST_MAX_LIMIT 500

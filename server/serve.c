@@ -19,8 +19,8 @@
 #include "base/log.h"
 #include "server/metrics.h"
 #include "store/memory.h"
-#include "store/search.h"
 #include "store/store.h"
+#include "store/tasks.h"
 
 /* Blocks SIGINT/SIGTERM in this thread (and so in every thread started later) so that
  * serve_main can take them with sigwait; ignores SIGPIPE from closed sockets and pipes. */

@@ -1,8 +1,12 @@
 /* Task event logs: append with a gap-free per-task sequence, read after a sequence. */
-#include "store/store_internal.h"
+#include "store/events.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/connection.h"
+#include "store/transaction.h"
+#include "store/util.h"
 
 #define EVENT_TYPE_MAX 64
 /* A reader asking for more gets this many; it asks again for the rest. */

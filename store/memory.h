@@ -1,6 +1,7 @@
 /* The HTAM memory graph in the store: global directions, local strategies with their
- * evidence, transition edges; their validation, CRUD, export/import/reset/seed, and
- * the per-step statistics update of the optimization loop.
+ * evidence, transition edges; their CRUD, export/import/reset/seed, and the per-step
+ * statistics update of the optimization loop. The rules records must follow are in
+ * store/memory_validate.h.
  *
  * Shapes (every record is a Jansson object; the API serves them as they are):
  *   global: {"id","name","intent","objectives":[s],"triggers":[s],"risks":[s],"prior",
@@ -23,87 +24,19 @@
 
 #include <jansson.h>
 #include <stdbool.h>
-#include <stddef.h>
 
-#include "store/store.h"
+#include "store/memory_validate.h"
+#include "store/status.h"
 
-/* Node ids: ^[a-z][a-z0-9_]{1,63}$. */
-#define MEMORY_ID_MAX 64
-#define MEMORY_NAME_MAX 128        /* name: 1..128 bytes */
-#define MEMORY_TEXT_MAX 4096       /* intent, edit_pattern, rationale, when: 0..4096 */
-#define MEMORY_ITEM_MAX 512        /* one string of objectives/triggers/risks/checks */
-#define MEMORY_LIST_MAX 32         /* items in one such list */
-#define MEMORY_PRIOR_ABS_MAX 5.0   /* prior in [-5, 5] (reward units: ln speed-up) */
-#define MEMORY_KNOB_VALUE_MAX 1024 /* knob_move.value: 1..1024, or [a-z0-9_]{1,64} for set */
-#define MEMORY_OUTCOME_MAX 64      /* evidence outcome: 1..64 bytes */
-#define MEMORY_NOTE_MAX 1024       /* evidence note: 0..1024 bytes */
-#define MEMORY_REF_MAX 64          /* evidence task_id / candidate_id: 1..64 bytes */
-#define MEMORY_EVIDENCE_KEEP 50    /* newest evidence rows kept per local node */
 #define MEMORY_EVIDENCE_SHOWN 20   /* rows store_memory_local_get returns */
-#define MEMORY_MAX_GLOBALS 256     /* what an import may hold */
-#define MEMORY_MAX_LOCALS 4096
-#define MEMORY_MAX_EDGES 65536
-#define MEMORY_STEP_MAX_PREFIX 8
+#define MEMORY_STEP_MAX_PREFIX 8   /* prefix positions of one step's update */
 
-/* What is wrong with a document or a field. */
-enum memory_problem {
-  MEMORY_PROBLEM_INVALID = 1, /* wrong type, out of bounds, malformed, read-only */
-  MEMORY_PROBLEM_UNKNOWN,     /* a key the shape does not have */
-  MEMORY_PROBLEM_MISSING,     /* a required key is absent */
-  MEMORY_PROBLEM_REFERENCE,   /* an id that names no node (or edge) */
-  MEMORY_PROBLEM_DUPLICATE,   /* an id (or from/to pair) that is already taken */
-};
+/* CRUD of nodes and edges: bodies are borrowed and must have passed the memory_check_*
+ * of their mode; functions that return a record give the caller its reference. why (may
+ * be NULL) is filled on STORE_INVALID (a reference that resolves to nothing; the field
+ * names it) and STORE_CONFLICT (the id or edge already exists). */
 
-/* The first problem found: its kind, the JSON path of the field ("locals[3].global",
- * "prior"; "" for the whole document) and a sentence for the client. */
-struct memory_invalid {
-  enum memory_problem problem;
-  char field[128];
-  char message[256];
-};
-
-/* Which shape a node body is checked against. */
-enum memory_mode {
-  MEMORY_CREATE, /* POST: id optional (made from the name), name required */
-  MEMORY_PATCH,  /* PATCH: every key optional; id, stats and timestamps read-only */
-  MEMORY_IMPORT, /* import: id (and local global / edge from, to) required; stats,
-                    evidence and timestamps allowed */
-};
-
-/* True when id matches ^[a-z][a-z0-9_]{1,63}$. */
-bool memory_id_valid(const char *id);
-
-/* Checks a global node body (borrowed) for mode. prefix is the path of obj in its
- * document ("" for a request body, "globals[2]" in an import) and starts every field
- * path. Returns 0, or -1 with *ret_why filled. */
-int memory_check_global(const json_t *obj, enum memory_mode mode, const char *prefix,
-                        struct memory_invalid *ret_why);
-
-/* Checks a local node body. In MEMORY_CREATE "global" is not allowed (the path names the
- * parent); in MEMORY_PATCH it moves the node; in MEMORY_IMPORT it is required. */
-int memory_check_local(const json_t *obj, enum memory_mode mode, const char *prefix,
-                       struct memory_invalid *ret_why);
-
-/* Checks an edge body. "from" and "to" are required in MEMORY_CREATE and MEMORY_IMPORT
- * and read-only in MEMORY_PATCH. */
-int memory_check_edge(const json_t *obj, enum memory_mode mode, const char *prefix,
-                      struct memory_invalid *ret_why);
-
-/* Checks a whole import document: version, every record, unique ids and edge pairs,
- * every reference resolving, the count bounds. Returns 0, -1 with *ret_why filled, or
- * -ENOMEM (logged) when the scratch space for the uniqueness checks cannot be had. */
-int memory_check_document(const json_t *doc, struct memory_invalid *ret_why);
-
-/* Makes an id candidate from a display name: lower case, runs of other characters as
- * one '_', a leading digit prefixed with "n_", at most 59 bytes (room for a "_NNN"
- * suffix), "node" when nothing is left, "<slug>_x" when it is 1 byte. out has at least
- * MEMORY_ID_MAX + 1 bytes. */
-void memory_slug(const char *name, char out[MEMORY_ID_MAX + 1]);
-
-/* ---- CRUD. Bodies are borrowed and must have passed the memory_check_* of their
- * mode; functions that return a record give the caller its reference. why (may be
- * NULL) is filled on STORE_INVALID (a reference that resolves to nothing; the field
- * names it) and STORE_CONFLICT (the id or edge already exists). ---- */
+/* ---- global nodes (store/memory_global.c) ---- */
 
 /* Every global node, in creation order: *ret_items is an array. */
 int store_memory_global_list(struct store *s, json_t **ret_items);
@@ -126,6 +59,8 @@ int store_memory_global_update(struct store *s, const char *id, const json_t *bo
  * also deletes them and their evidence. Edges from or to it are deleted either way. */
 int store_memory_global_delete(struct store *s, const char *id, bool cascade);
 
+/* ---- local nodes (store/memory_local.c) ---- */
+
 /* The local nodes under a global node, in creation order; STORE_NOT_FOUND when the
  * global node does not exist. */
 int store_memory_local_list(struct store *s, const char *global_id, json_t **ret_items);
@@ -146,6 +81,8 @@ int store_memory_local_update(struct store *s, const char *id, const json_t *bod
 
 /* Deletes a local node and its evidence. */
 int store_memory_local_delete(struct store *s, const char *id);
+
+/* ---- edges (store/memory_edges.c) ---- */
 
 /* Edges, in creation order, optionally only those from from and/or to to (NULL: any). */
 int store_memory_edge_list(struct store *s, const char *from, const char *to,
@@ -187,7 +124,7 @@ int store_memory_reset(struct store *s, json_t **ret_counts);
  * call it once at server start. *ret_loaded (may be NULL) says whether it did. */
 int store_memory_seed_if_empty(struct store *s, bool *ret_loaded);
 
-/* ---- the optimization loop ---- */
+/* ---- the optimization loop (store/memory_io.c, store/memory_step.c) ---- */
 
 /* The whole graph for scoring: {"globals":[global...],"locals":[local...],
  * "edges":[edge...]} in the shapes above (locals without evidence). Caller owns it. */

@@ -1,9 +1,12 @@
 /* Memory rows: conversion of rows to records, the inserts shared by CRUD and import, and
  * small statement runners. */
-#include "store/memory_internal.h"
+#include "store/memory_rows.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/connection.h"
+#include "store/util.h"
 
 static const char SQL_INSERT_GLOBAL[] =
     "INSERT INTO global_nodes (id, name, intent, objectives, triggers, risks, prior, n,"

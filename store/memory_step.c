@@ -1,9 +1,14 @@
 /* The memory update of one optimization step (DESIGN section 6): node, local strategy
  * with its evidence row, and the weighted transition edges of the prefix. */
-#include "store/memory_internal.h"
+#include "store/memory.h"
 
 #include <math.h>
 #include <string.h>
+
+#include "store/connection.h"
+#include "store/memory_rows.h"
+#include "store/transaction.h"
+#include "store/util.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)

@@ -1,6 +1,6 @@
 /* Validation of memory records and import documents: every field, its bounds, and the
  * JSON path of the first problem. */
-#include "store/memory_internal.h"
+#include "store/memory_validate.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/htam.h"
+#include "schema/memory_vocab.h"
+#include "store/util.h"
 
 #define KNOB_NAME_MAX 32
 

@@ -1,10 +1,15 @@
 /* Task records: the row-to-API-shape conversion, insert, get and per-status counts. */
-#include "store/store_internal.h"
-#include "store/tasks_internal.h"
+#include "store/tasks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/connection.h"
+#include "store/events.h"
+#include "store/tasks_internal.h"
+#include "store/transaction.h"
+#include "store/util.h"
 
 /* progress.budget_steps when the options lack budget.steps; the submission default. */
 #define DEFAULT_BUDGET_STEPS 20

@@ -1,8 +1,15 @@
-/* Private to store/: the task row layout shared by the files that read tasks. */
+/* Private to store/tasks*.c: the task row layout and the reads the task files share. */
 #ifndef OPFORGE_STORE_TASKS_INTERNAL_H
 #define OPFORGE_STORE_TASKS_INTERNAL_H
 
-#include "store/store_internal.h"
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+
+#include "store/status.h"
+
+/* Ids are UUIDs (36 chars); the bound keeps links and logs small. */
+#define STORE_ID_MAX 64
 
 /* Columns every task query selects first, in this order (indices TC_*). A query may add
  * one column after them (reference, or seq for the list cursor) at index TC_COUNT. */
@@ -28,5 +35,14 @@ enum task_column {
 /* The task on st's current row in API shape; with_reference reads "reference" from
  * column TC_COUNT. Caller owns the result; NULL on failure (logged). */
 json_t *store_task_from_row(sqlite3_stmt *st, bool with_reference);
+
+/* Loads a task in API shape into *ret_task (caller owns); STORE_NOT_FOUND if absent. */
+int store_task_load(struct store *s, const char *id, bool with_reference, json_t **ret_task);
+
+/* Reads a task's status into ret_status and its cancel flag; STORE_NOT_FOUND if absent. */
+int store_task_state(struct store *s, const char *id, char ret_status[16], bool *ret_cancel);
+
+/* True for the five task statuses. */
+bool store_status_valid(const char *status);
 
 #endif

@@ -1,9 +1,14 @@
 /* Task listing: newest first, keyset pages behind an opaque cursor. */
-#include "store/tasks_internal.h"
+#include "store/tasks.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/connection.h"
+#include "store/tasks_internal.h"
+#include "store/util.h"
 
 #define LIST_LIMIT_MAX 500
 /* "c" + at most 16 hex digits + one check character. */

@@ -1,9 +1,15 @@
 /* Task state changes: cancel, delete, status transitions and progress updates. */
-#include "store/tasks_internal.h"
+#include "store/tasks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/connection.h"
+#include "store/events.h"
+#include "store/tasks_internal.h"
+#include "store/transaction.h"
+#include "store/util.h"
 
 static const char SQL_STATE[] = "SELECT status, cancel_requested FROM tasks WHERE id = ?1";
 static const char SQL_CANCEL_QUEUED[] =

@@ -1,8 +1,11 @@
 /* The one transaction runner: BEGIN IMMEDIATE ... COMMIT, retried while the database is busy. */
-#include "store/store_internal.h"
+#include "store/transaction.h"
 
 #include <errno.h>
 #include <time.h>
+
+#include "store/connection.h"
+#include "store/util.h"
 
 /* Each attempt already waits up to the connection's busy timeout inside SQLite; these
  * retries cover what that cannot (a busy COMMIT, a busy statement inside fn, WAL

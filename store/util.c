@@ -1,17 +1,13 @@
-/* Store helpers: logging, fault injection, checked allocation and JSON, SQLite wrappers. */
-#include "store/store_internal.h"
+/* Store helpers: logging, checked allocation and JSON, SQLite wrappers, the clock. */
+#include "store/util.h"
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* Fault injection state. The countdown is shared by all threads; the test drives it
- * from one thread. -1 means off. */
-static atomic_int fail_countdown = -1;
-static atomic_bool fault_fired = false;
+#include "store/fault.h"
 
 void store_log(const char *fmt, ...) {
   va_list ap;
@@ -20,30 +16,6 @@ void store_log(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
-}
-
-void store_fail_after(int n) {
-  atomic_store(&fault_fired, false);
-  atomic_store(&fail_countdown, n < 0 ? -1 : n);
-}
-
-bool store_fault_injected(void) {
-  return atomic_load(&fault_fired);
-}
-
-/* One-shot: the failing call also switches injection off, so cleanup after the fault
- * and the caller's next call run normally. */
-bool store_fault(void) {
-  int n = atomic_load(&fail_countdown);
-  while (n >= 0) {
-    if (atomic_compare_exchange_weak(&fail_countdown, &n, n - 1)) {
-      if (n > 0)
-        return false;
-      atomic_store(&fault_fired, true);
-      return true;
-    }
-  }
-  return false;
 }
 
 void *st_malloc(size_t size) {

@@ -14,8 +14,9 @@
 #include "cli/best.h"
 #include "handlers/export_kernelbench.h"
 #include "handlers/submission.h"
-#include "store/search.h"
+#include "store/steps.h"
 #include "store/store.h"
+#include "store/tasks.h"
 #include "tests/api/harness.h"
 
 #define TASK_ID "6a1f0c3e-8b2d-4f5a-9c7e-1d2b3a4c5e6f"

@@ -1,7 +1,9 @@
 /* Unit tests of the memory graph store: seeding, CRUD, cascade delete, validation paths,
  * import atomicity, the step update's arithmetic, concurrency and fault injection. */
+#include "store/fault.h"
 #include "store/memory.h"
 #include "store/store.h"
+#include "store/transaction.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/htam.h"
+#include "schema/memory_vocab.h"
 #include "engine/tree.h"
 
 static const char *const required_globals[] = {

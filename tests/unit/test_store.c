@@ -1,5 +1,9 @@
 /* Unit tests of the SQLite store: migrations, tasks, paging, events, threads, busy retry. */
+#include "store/connection.h"
+#include "store/events.h"
 #include "store/store.h"
+#include "store/tasks.h"
+#include "store/transaction.h"
 #include "base/embedded.h"
 
 #include <stdarg.h>

@@ -1,5 +1,8 @@
 /* Store fault injection: each failing allocation/SQLite call gives STORE_ERROR, no change. */
+#include "store/events.h"
+#include "store/fault.h"
 #include "store/store.h"
+#include "store/tasks.h"
 #include "base/embedded.h"
 
 #include <stdarg.h>

@@ -1,10 +1,14 @@
 /* Private to store/memory*.c: row layouts, row-to-record conversion, inserts shared by
  * the CRUD functions and import, and the statement helpers they use. */
-#ifndef OPFORGE_STORE_MEMORY_INTERNAL_H
-#define OPFORGE_STORE_MEMORY_INTERNAL_H
+#ifndef OPFORGE_STORE_MEMORY_ROWS_H
+#define OPFORGE_STORE_MEMORY_ROWS_H
 
-#include "store/memory.h"
-#include "store/store_internal.h"
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+
+#include "store/memory_validate.h"
+#include "store/status.h"
 
 /* Columns every global query selects, in this order; local_count comes last. */
 #define MEMORY_GLOBAL_COLUMNS                                                              \
@@ -73,9 +77,5 @@ int memory_delete_all(struct store *s);
 
 /* Sets memory_meta 'seeded' to now. Inside a transaction. */
 int memory_mark_seeded(struct store *s, const char *now);
-
-/* Fills why (may be NULL) with the problem, the field path and a formatted message. */
-void memory_why(struct memory_invalid *why, enum memory_problem problem, const char *field,
-                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -1,0 +1,173 @@
+/* The store handle: one SQLite connection per thread and its statement cache. */
+#include "store/connection.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/fault.h"
+#include "store/util.h"
+
+/* Long enough to ride out a writer's normal transaction; store_transaction retries
+ * beyond it. */
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/* Per-thread cache of this thread's connection for recently used stores. A store is
+ * identified by its generation, never reused in a process, so entries left behind by a
+ * closed store can never match a new one that happens to get the same address. A
+ * connection evicted from here is found again through the store's registry. */
+#define TL_SLOTS 16
+struct tl_slot {
+  uint64_t generation;
+  struct store_conn *conn;
+};
+static _Thread_local struct tl_slot tl_cache[TL_SLOTS];
+static _Thread_local unsigned tl_next;
+
+static atomic_uint_fast64_t next_generation = 1;
+
+static struct store_conn *tl_lookup(uint64_t generation) {
+  for (int i = 0; i < TL_SLOTS; i++)
+    if (tl_cache[i].generation == generation)
+      return tl_cache[i].conn;
+  return NULL;
+}
+
+static void tl_remember(uint64_t generation, struct store_conn *c) {
+  unsigned slot = tl_next++ % TL_SLOTS;
+  tl_cache[slot].generation = generation;
+  tl_cache[slot].conn = c;
+}
+
+/* Finalizes the cached statements and closes the connection. Accepts NULL. */
+static void conn_free(struct store_conn *c) {
+  if (!c)
+    return;
+  for (size_t i = 0; i < c->nstmts; i++)
+    sqlite3_finalize(c->stmts[i].stmt);
+  free(c->stmts);
+  if (sqlite3_close(c->db) != SQLITE_OK)
+    store_log("close: %s", sqlite3_errmsg(c->db));
+  free(c);
+}
+
+/* Opens a connection with the per-connection settings; caller owns it (conn_free). */
+static struct store_conn *conn_open(struct store *s) {
+  struct store_conn *c = st_calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->owner = pthread_self();
+  int rc = SQLITE_NOMEM;
+  if (!store_fault())
+    rc = sqlite3_open_v2(s->path, &c->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                         NULL);
+  if (rc != SQLITE_OK) {
+    store_log("open %s: %s", s->path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+    conn_free(c);
+    return NULL;
+  }
+  sqlite3_extended_result_codes(c->db, 1);
+  sqlite3_busy_timeout(c->db, STORE_BUSY_TIMEOUT_MS);
+  if (st_exec(c->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL") != SQLITE_OK) {
+    conn_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* A thread that has lost its cache entry gets its registered connection back. pthread
+ * ids are reused after a thread exits; the new thread then inherits the dead one's
+ * connection, which is safe (nobody else uses it) and keeps the registry from growing. */
+struct store_conn *store_conn_get(struct store *s) {
+  struct store_conn *c = tl_lookup(s->generation);
+  if (c)
+    return c;
+  pthread_t self = pthread_self();
+  pthread_mutex_lock(&s->lock);
+  for (c = s->conns; c; c = c->next)
+    if (pthread_equal(c->owner, self))
+      break;
+  pthread_mutex_unlock(&s->lock);
+  if (!c) {
+    c = conn_open(s);
+    if (!c)
+      return NULL;
+    pthread_mutex_lock(&s->lock);
+    c->next = s->conns;
+    s->conns = c;
+    pthread_mutex_unlock(&s->lock);
+  }
+  tl_remember(s->generation, c);
+  return c;
+}
+
+sqlite3 *store_db(struct store *s) {
+  struct store_conn *c = store_conn_get(s);
+  return c ? c->db : NULL;
+}
+
+/* The statement for sql on connection c, from the cache or newly prepared. */
+static sqlite3_stmt *conn_stmt(struct store_conn *c, const char *sql) {
+  if (store_fault()) {
+    store_log("injected fault (%.60s)", sql);
+    return NULL;
+  }
+  for (size_t i = 0; i < c->nstmts; i++) {
+    if (c->stmts[i].sql == sql) {
+      st_done(c->stmts[i].stmt);
+      return c->stmts[i].stmt;
+    }
+  }
+  if (c->nstmts == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 16;
+    struct stmt_slot *grown = st_realloc(c->stmts, cap * sizeof *grown);
+    if (!grown)
+      return NULL;
+    c->stmts = grown;
+    c->cap = cap;
+  }
+  sqlite3_stmt *stmt = NULL;
+  if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, NULL) != SQLITE_OK) {
+    store_log("prepare: %s (%.60s)", sqlite3_errmsg(c->db), sql);
+    return NULL;
+  }
+  c->stmts[c->nstmts++] = (struct stmt_slot){.sql = sql, .stmt = stmt};
+  return stmt;
+}
+
+sqlite3_stmt *store_stmt(struct store *s, const char *sql) {
+  struct store_conn *c = store_conn_get(s);
+  return c ? conn_stmt(c, sql) : NULL;
+}
+
+struct store *store_handle_new(const char *data_dir) {
+  struct store *s = st_calloc(1, sizeof *s);
+  if (!s)
+    return NULL;
+  size_t len = strlen(data_dir) + sizeof "/opforge.db";
+  s->path = st_malloc(len);
+  if (!s->path) {
+    free(s);
+    return NULL;
+  }
+  snprintf(s->path, len, "%s/opforge.db", data_dir);
+  pthread_mutex_init(&s->lock, NULL);
+  s->generation = atomic_fetch_add(&next_generation, 1);
+  return s;
+}
+
+void store_handle_free(struct store *s) {
+  if (!s)
+    return;
+  struct store_conn *c = s->conns;
+  while (c) {
+    struct store_conn *next = c->next;
+    conn_free(c);
+    c = next;
+  }
+  pthread_mutex_destroy(&s->lock);
+  free(s->path);
+  free(s);
+}

@@ -1,0 +1,59 @@
+/* Private to store/ (and its tests): the store handle, one SQLite connection per thread,
+ * and each connection's cache of prepared statements. */
+#ifndef OPFORGE_STORE_CONNECTION_H
+#define OPFORGE_STORE_CONNECTION_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/status.h"
+
+struct stmt_slot {
+  const char *sql; /* cache key: the caller's string literal */
+  sqlite3_stmt *stmt;
+};
+
+/* One SQLite connection, used only by the thread named in owner. */
+struct store_conn {
+  struct store_conn *next; /* registry list of the store */
+  sqlite3 *db;
+  pthread_t owner;
+  bool in_tx; /* inside store_transaction: nested calls join it */
+  struct stmt_slot *stmts;
+  size_t nstmts;
+  size_t cap;
+};
+
+struct store {
+  char *path;
+  uint64_t generation; /* unique per store_open; keys the thread-local cache */
+  pthread_mutex_t lock; /* guards conns */
+  struct store_conn *conns;
+  int schema_version;
+};
+
+/* A handle for DATA_DIR/opforge.db with no connection yet; NULL on failure (logged).
+ * The caller owns it and frees it with store_handle_free. */
+struct store *store_handle_new(const char *data_dir);
+
+/* Closes every connection registered with s (finalizing its statements) and frees s.
+ * Accepts NULL. Call it only after all threads that used s are done. */
+void store_handle_free(struct store *s);
+
+/* The calling thread's connection, opened and registered on first use. Owned by the
+ * store. NULL on failure (logged). */
+struct store_conn *store_conn_get(struct store *s);
+
+/* The calling thread's sqlite3 handle, opened on first use; NULL on failure. Owned by
+ * the store: do not close it. */
+sqlite3 *store_db(struct store *s);
+
+/* A statement for sql on this thread's connection, prepared once and cached by the sql
+ * pointer (pass string literals or static arrays). Returned reset and with bindings
+ * cleared. Owned by the store: do not finalize it. NULL on failure (logged). */
+sqlite3_stmt *store_stmt(struct store *s, const char *sql);
+
+#endif

@@ -1,0 +1,52 @@
+/* Private to store/: logging, checked allocation and JSON, SQLite call wrappers, the
+ * clock. Every helper here logs its own failure; callers only propagate it. */
+#ifndef OPFORGE_STORE_UTIL_H
+#define OPFORGE_STORE_UTIL_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "store/status.h"
+
+/* "2026-11-29T07:42:04.123Z" plus NUL fits. */
+#define STORE_TIME_LEN 32
+
+void store_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* malloc/strdup that honour fault injection; free the result with free. */
+void *st_malloc(size_t size);
+void *st_calloc(size_t n, size_t size);
+void *st_realloc(void *p, size_t size);
+char *st_strdup(const char *s);
+
+/* Parses JSON text read from the database; caller owns the result. */
+json_t *st_json_loads(const char *text);
+/* Compact JSON text of v; caller frees it with free. */
+char *st_json_dumps(const json_t *v);
+/* json_pack: "o" arguments are stolen even on failure. Caller owns the result. */
+json_t *st_json_pack(const char *fmt, ...);
+/* An empty array; caller owns it. */
+json_t *st_json_array(void);
+/* Appends value (stolen, released on failure) to array; 0 or -1. */
+int st_json_array_append_new(json_t *array, json_t *value);
+
+/* sqlite3_exec of trusted SQL; returns the SQLite code. Busy codes are not logged. */
+int st_exec(sqlite3 *db, const char *sql);
+/* sqlite3_step; returns the SQLite code. Busy codes and the constraint codes that
+ * callers map to statuses (unique, primary key, foreign key) are not logged. */
+int st_step(sqlite3_stmt *stmt);
+/* Maps an unexpected SQLite code from stmt to STORE_BUSY or STORE_ERROR, logging what
+ * st_step left unlogged (call it before st_done). */
+int st_fail(sqlite3_stmt *stmt, int rc);
+/* Resets stmt and clears its bindings so it holds no read snapshot or borrowed text. */
+void st_done(sqlite3_stmt *stmt);
+/* Binds borrowed text (NULL binds SQL NULL); the text must outlive the step. */
+bool st_bind_text(sqlite3_stmt *stmt, int idx, const char *text);
+bool st_is_busy(int rc);
+
+/* Current UTC time as RFC 3339 with milliseconds. */
+bool store_time_now(char buf[STORE_TIME_LEN]);
+
+#endif
