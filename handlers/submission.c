@@ -28,6 +28,7 @@ static const struct field_spec budget_fields[] = {
   {"steps", F_INT, 1, 1000, false, NULL, NULL},
   {"seconds", F_INT, 1, 86400, false, NULL, NULL},
   {"llm_usd", F_NUMBER, 0, 1000, false, NULL, NULL},
+  {"stop_at_floor", F_NUMBER, 0, 1, false, NULL, NULL},
   {NULL, 0, 0, 0, false, NULL, NULL},
 };
 static const struct field_spec tolerance_fields[] = {
@@ -180,13 +181,14 @@ static int check_object(const struct field_spec *fields, json_t *obj, const char
   return 0;
 }
 
-/* The defaults of DESIGN section 4; the tolerance follows the precision. */
+/* The defaults of docs/architecture.md, "Formats"; the tolerance follows the precision. */
 static json_t *default_options(const char *precision) {
   double tol = strcmp(precision, "fp32") == 0 ? 1e-4 : 1e-2;
-  return json_pack("{s:s, s:s, s:{s:i, s:i, s:f}, s:s, s:{s:f, s:f}, s:i, s:i, s:{s:n}}",
+  return json_pack("{s:s, s:s, s:{s:i, s:i, s:f, s:f}, s:s, s:{s:f, s:f}, s:i, s:i, s:{s:n}}",
                    "proposer", "builtin", "policy", "htam+tree", "budget", "steps", 20,
-                   "seconds", 900, "llm_usd", 0.5, "precision", precision, "tolerance", "atol",
-                   tol, "rtol", tol, "trials", 5, "seed", 42, "llm", "model");
+                   "seconds", 900, "llm_usd", 0.5, "stop_at_floor", 0.97, "precision",
+                   precision, "tolerance", "atol", tol, "rtol", tol, "trials", 5, "seed", 42,
+                   "llm", "model");
 }
 
 /* Copies given values over the defaults, one level of nesting deep. Returns 0, or -1

@@ -11,7 +11,7 @@
 
 #define CANDIDATE_COLUMNS                                                                \
   "id, task_id, seq, step, parent_id, direction, strategy, step_kind, created_at, source," \
-  " options, plan, result"
+  " options, plan, result, program, region"
 
 /* Dumps the named member of obj as JSON text (NULL for a missing or null member). */
 static char *member_text(json_t *obj, const char *key, bool *ret_failed) {
@@ -33,14 +33,17 @@ int store_candidate_insert(struct store *s, const char *task_id, int step, json_
   char *options = member_text(candidate, "options", &failed);
   char *plan = member_text(candidate, "plan", &failed);
   char *result_text = member_text(candidate, "result", &failed);
+  char *program = member_text(candidate, "program", &failed);
+  json_t *region = json_object_get(candidate, "region");
   char now[STORE_TIME_LEN];
   int result = failed || !store_time_now(now) ? STORE_ERROR : STORE_OK;
   sqlite3_stmt *st = result == STORE_OK
       ? store_stmt(s,
                    "INSERT INTO candidates (id, task_id, seq, step, parent_id, source, options,"
-                   " plan, result, direction, strategy, step_kind, created_at) VALUES (?1, ?2,"
+                   " plan, result, direction, strategy, step_kind, created_at, program, region)"
+                   " VALUES (?1, ?2,"
                    " (SELECT COALESCE(MAX(seq), 0) + 1 FROM candidates WHERE task_id = ?2), ?3,"
-                   " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
+                   " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
       : NULL;
   if (st) {
     const char *source = member_string(candidate, "source");
@@ -52,7 +55,10 @@ int store_candidate_insert(struct store *s, const char *task_id, int step, json_
               st_bind_text(st, 9, member_string(candidate, "direction")) &&
               st_bind_text(st, 10, member_string(candidate, "strategy")) &&
               st_bind_text(st, 11, member_string(candidate, "step_kind")) &&
-              st_bind_text(st, 12, now);
+              st_bind_text(st, 12, now) && st_bind_text(st, 13, program) &&
+              (json_is_integer(region)
+                   ? sqlite3_bind_int64(st, 14, json_integer_value(region)) == SQLITE_OK
+                   : sqlite3_bind_null(st, 14) == SQLITE_OK);
     int rc = ok ? st_step(st) : SQLITE_ERROR;
     result = !ok ? STORE_ERROR : rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
     st_done(st);
@@ -62,6 +68,7 @@ int store_candidate_insert(struct store *s, const char *task_id, int step, json_
   free(options);
   free(plan);
   free(result_text);
+  free(program);
   return result;
 }
 
@@ -73,10 +80,11 @@ static json_t *candidate_from_row(sqlite3_stmt *st) {
     json_t *v;
     if (sqlite3_column_type(st, col) == SQLITE_NULL)
       v = json_null();
-    else if (strcmp(name, "seq") == 0 || strcmp(name, "step") == 0)
+    else if (strcmp(name, "seq") == 0 || strcmp(name, "step") == 0 ||
+             strcmp(name, "region") == 0)
       v = json_integer(sqlite3_column_int64(st, col));
     else if (strcmp(name, "options") == 0 || strcmp(name, "plan") == 0 ||
-             strcmp(name, "result") == 0)
+             strcmp(name, "result") == 0 || strcmp(name, "program") == 0)
       v = st_json_loads((const char *)sqlite3_column_text(st, col));
     else
       v = json_string((const char *)sqlite3_column_text(st, col));

@@ -153,7 +153,9 @@ static void spawn_server(struct engine_server *s) {
   snprintf(delay_var, sizeof delay_var, "SCRIPTED_EVAL_DELAY_MS=%ld", s->delay_ms);
   snprintf(log_var, sizeof log_var, "SCRIPTED_EVAL_LOG=%s", eval_log);
   static const char *const drop[] = {"OPFORGE_", "SCRIPTED_EVAL_", NULL};
-  char *const extra[] = {delay_var, log_var, NULL};
+  /* The reference program (step 0) runs at eager's 2.0 ms, so the rewards of the steps
+   * after it are those the fixtures give against eager. */
+  char *const extra[] = {delay_var, log_var, "SCRIPTED_EVAL_PROGRAM=correct 2.0", NULL};
   const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
                         data, "--gpus", s->gpus, "--evaluator", g_evaluator, "--fixtures",
                         g_fixtures, "--evaluate-deadline", "30", NULL};
@@ -274,9 +276,12 @@ static json_t *es_get(struct engine_server *s, const char *path) {
 /* Submits a task with the test proposer (or proposer); returns its id (caller frees). */
 static char *submit(struct engine_server *s, const char *name, const char *policy,
                     const char *proposer, int steps, int seconds) {
-  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i}, s:i}", "name", name, "reference",
-                          REFERENCE, "proposer", proposer, "policy", policy, "budget", "steps",
-                          steps, "seconds", seconds, "seed", 7);
+  /* stop_at_floor 0: these tasks spend exactly their budget (the stop rules have tests
+   * of their own). */
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i}, s:i}", "name", name,
+                          "reference", REFERENCE, "proposer", proposer, "policy", policy,
+                          "budget", "steps", steps, "seconds", seconds, "stop_at_floor", 0,
+                          "seed", 7);
   char *text = json_dumps(req, JSON_COMPACT);
   json_decref(req);
   struct http_response *r = es_request(s, "POST", "/v1/tasks", text);
@@ -366,8 +371,9 @@ static json_t *get_events(struct engine_server *s, const char *id) {
   return events;
 }
 
-/* Every candidate of the task, following next_cursor with pages of 2 (caller owns). */
-static json_t *get_candidates(struct engine_server *s, const char *id) {
+/* Every candidate of the task, the reference (step 0) included, following next_cursor
+ * with pages of 2 (caller owns). */
+static json_t *get_all_candidates(struct engine_server *s, const char *id) {
   json_t *all = json_array();
   char cursor[64] = "";
   for (int page = 0; page < 1000; page++) {
@@ -388,6 +394,19 @@ static json_t *get_candidates(struct engine_server *s, const char *id) {
   return NULL;
 }
 
+/* The candidates of the task's steps: all but the reference of step 0, which must come
+ * first, as a program of library steps (caller owns). */
+static json_t *get_candidates(struct engine_server *s, const char *id) {
+  json_t *all = get_all_candidates(s, id), *ref = json_array_get(all, 0);
+  assert_non_null(ref);
+  assert_string_equal(json_string_value(json_object_get(ref, "step_kind")), "reference");
+  assert_int_equal(json_integer_value(json_object_get(ref, "step")), 0);
+  assert_true(json_is_object(json_object_get(ref, "program")));
+  assert_true(json_is_true(json_object_get(json_object_get(ref, "result"), "correct")));
+  json_array_remove(all, 0);
+  return all;
+}
+
 /* ------------------------------------------------------------------ expectations */
 
 /* What the fixtures give for steps 1..steps: correct count and best time. */
@@ -396,14 +415,16 @@ struct expected_run {
   double best_ms;   /* 0 when no step was correct */
 };
 
+/* What the fixtures give, with the reference of step 0 counted: it is correct at eager's
+ * time, so it is the best until a fixture beats it. */
 static struct expected_run expect_run(const struct fixture_set *set, int steps) {
-  struct expected_run e = {.steps = steps};
+  struct expected_run e = {.steps = steps, .correct = 1, .best_ms = EAGER_MS};
   for (int k = 1; k <= steps; k++) {
     const struct script *sc = script_at(set, k);
     if (strcmp(sc->outcome, "correct") != 0)
       continue;
     e.correct++;
-    if (e.best_ms == 0 || sc->ms < e.best_ms)
+    if (sc->ms < e.best_ms)
       e.best_ms = sc->ms;
   }
   return e;
@@ -484,23 +505,32 @@ static json_t *step_events(json_t *events) {
   json_t *steps = json_array();
   size_t i;
   json_t *ev;
-  json_array_foreach(events, i, ev) if (strcmp(ev_type(events, i), "step") == 0)
-      json_array_append(steps, json_object_get(ev, "data"));
+  json_array_foreach(events, i, ev) {
+    json_t *data = json_object_get(ev, "data");
+    const char *kind = json_string_value(json_object_get(data, "kind"));
+    if (strcmp(ev_type(events, i), "step") == 0 && !(kind && strcmp(kind, "reference") == 0))
+      json_array_append(steps, data);
+  }
   return steps;
 }
 
-/* queued, running, profiled, step x steps, final, finished: exactly. */
+/* queued, running, profiled, the reference's step 0, step x steps, final, finished:
+ * exactly. */
 static void check_event_types(json_t *events, int steps, const char *final) {
   size_t n = json_array_size(events);
-  if (n != (size_t)steps + 5) {
+  if (n != (size_t)steps + 6) {
     char *dump = json_dumps(events, JSON_COMPACT);
-    fail_msg("want %d events, got %zu: %.2000s", steps + 5, n, dump);
+    fail_msg("want %d events, got %zu: %.2000s", steps + 6, n, dump);
   }
   assert_string_equal(ev_type(events, 0), "queued");
   assert_string_equal(ev_type(events, 1), "running");
   assert_string_equal(ev_type(events, 2), "profiled");
+  json_t *ref = json_object_get(json_array_get(events, 3), "data");
+  assert_string_equal(ev_type(events, 3), "step");
+  assert_string_equal(json_string_value(json_object_get(ref, "kind")), "reference");
+  assert_int_equal(json_integer_value(json_object_get(ref, "step")), 0);
   for (int k = 0; k < steps; k++)
-    assert_string_equal(ev_type(events, 3 + (size_t)k), "step");
+    assert_string_equal(ev_type(events, 4 + (size_t)k), "step");
   assert_string_equal(ev_type(events, n - 2), final);
   assert_string_equal(ev_type(events, n - 1), "finished");
   for (size_t i = 0; i < n; i++)
@@ -568,7 +598,7 @@ static void check_step_event(json_t *data, json_t *cand, const struct script *sc
 static void check_step_events(const struct run_record *r, int budget_steps) {
   json_t *steps = step_events(r->events);
   assert_int_equal(json_array_size(steps), json_array_size(r->candidates));
-  double best = 0;
+  double best = 1.0;  /* the reference's speed-up */
   for (size_t i = 0; i < json_array_size(steps); i++)
     check_step_event(json_array_get(steps, i), json_array_get(r->candidates, i),
                      script_at(r->set, (int)i + 1), (int)i + 1, budget_steps, &best,

@@ -90,7 +90,7 @@ static void assert_options(const json_t *options, const char *want) {
 
 static const char *const DEFAULT_OPTIONS =
     "{\"proposer\":\"builtin\",\"policy\":\"htam+tree\","
-    "\"budget\":{\"steps\":20,\"seconds\":900,\"llm_usd\":0.5},"
+    "\"budget\":{\"steps\":20,\"seconds\":900,\"llm_usd\":0.5,\"stop_at_floor\":0.97},"
     "\"precision\":\"fp32\",\"tolerance\":{\"atol\":0.0001,\"rtol\":0.0001},"
     "\"trials\":5,\"seed\":42,\"llm\":{\"model\":null}}";
 
@@ -107,12 +107,13 @@ static void test_defaults(void **state) {
   assert_string_equal(json_string_value(json_object_get(o, "proposer")), "builtin");
   assert_string_equal(json_string_value(json_object_get(o, "policy")), "htam+tree");
   json_t *budget = json_object_get(o, "budget");
-  assert_int_equal(json_object_size(budget), 3);
+  assert_int_equal(json_object_size(budget), 4);
   assert_true(json_is_integer(json_object_get(budget, "steps")));
   assert_int_equal(json_integer_value(json_object_get(budget, "steps")), 20);
   assert_true(json_is_integer(json_object_get(budget, "seconds")));
   assert_int_equal(json_integer_value(json_object_get(budget, "seconds")), 900);
   assert_true(json_number_value(json_object_get(budget, "llm_usd")) == 0.5);
+  assert_true(json_number_value(json_object_get(budget, "stop_at_floor")) == 0.97);
   assert_string_equal(json_string_value(json_object_get(o, "precision")), "fp32");
   json_t *tol = json_object_get(o, "tolerance");
   assert_int_equal(json_object_size(tol), 2);
@@ -174,7 +175,8 @@ static void test_full_submission(void **state) {
   assert_string_equal(sub.name, "36_RMSNorm.v2-x");
   assert_options(sub.options,
                  "{\"proposer\":\"llm\",\"policy\":\"refine\","
-                 "\"budget\":{\"steps\":1000,\"seconds\":86400,\"llm_usd\":1000},"
+                 "\"budget\":{\"steps\":1000,\"seconds\":86400,\"llm_usd\":1000,"
+                 "\"stop_at_floor\":0.97},"
                  "\"precision\":\"bf16\",\"tolerance\":{\"atol\":1,\"rtol\":1e-9},"
                  "\"trials\":50,\"seed\":2147483647,"
                  "\"llm\":{\"model\":\"deepseek-reasoner\"}}");
@@ -214,7 +216,7 @@ static void test_nested_merge(void **state) {
   struct submission sub;
   expect_ok(body, &sub);
   json_t *b = json_object_get(sub.options, "budget");
-  assert_int_equal(json_object_size(b), 3);
+  assert_int_equal(json_object_size(b), 4);
   assert_int_equal(json_integer_value(json_object_get(b, "steps")), 3);
   assert_int_equal(json_integer_value(json_object_get(b, "seconds")), 900);
   assert_true(json_number_value(json_object_get(b, "llm_usd")) == 0.5);
@@ -270,6 +272,10 @@ static void test_invalid_numbers(void **state) {
                  "budget.llm_usd");
   expect_refused(with_ref("{\"budget\":{\"llm_usd\":true}}"), API_ERR_INVALID_FIELD,
                  "budget.llm_usd");
+  expect_refused(with_ref("{\"budget\":{\"stop_at_floor\":1.5}}"), API_ERR_INVALID_FIELD,
+                 "budget.stop_at_floor");
+  expect_refused(with_ref("{\"budget\":{\"stop_at_floor\":-0.1}}"), API_ERR_INVALID_FIELD,
+                 "budget.stop_at_floor");
   expect_refused(with_ref("{\"budget\":5}"), API_ERR_INVALID_FIELD, "budget");
   expect_refused(with_ref("{\"budget\":null}"), API_ERR_INVALID_FIELD, "budget");
   expect_refused(with_ref("{\"tolerance\":{\"atol\":0}}"), API_ERR_INVALID_FIELD,
