@@ -1,6 +1,16 @@
-/* The evaluator supervisor: one evaluator process per GPU slot, spoken to in JSON lines
- * (notes/gpu_contracts.md A), killed and restarted on timeout, crash, garbage or a
- * poisoned CUDA context, with the task reloaded after every restart. */
+/* The evaluator supervisor: one evaluator process per GPU slot, killed and restarted on
+ * timeout, crash, garbage or a poisoned CUDA context, with the task reloaded after every
+ * restart. Implemented in gpu/supervisor/ (process.c, protocol.c, supervisor.c, state.c,
+ * pool.c, paths.c).
+ *
+ * The evaluator protocol (docs/architecture.md, "Evaluator protocol"), JSON lines over the
+ * evaluator's stdin and stdout: the evaluator first writes one ready line
+ * {"event":"ready","pid":N,"device":{...}[,"gpu_library_error"]}; then each request is one line
+ * {"id":N,"op":"load_task"|"profile"|"evaluate"|"shutdown",...arguments}, answered by
+ * exactly one line {"id":N,"ok":true,"result":{...}} or {"id":N,"ok":false,"error":
+ * {"stage","class","message"[,"traceback"]},"fatal":bool[,"result"]}. A fatal reply
+ * means the CUDA context is lost and the process exits right after writing it. Nothing
+ * else may appear on stdout; stderr is free-form log. */
 #ifndef OPFORGE_SUPERVISOR_H
 #define OPFORGE_SUPERVISOR_H
 
@@ -30,6 +40,28 @@ struct supervisor_config {
                                 * evaluator stays down; requests then fail with
                                 * crash/start_failed */
 };
+
+/* Failure stages: the "stage" of a reply's error and of an evaluation's failure, where
+ * it stopped. The evaluator reports compile, load, launch, correctness, check and
+ * protocol (libopforge_gpu's failures pass through it), and profile for a failed profile
+ * request; the supervisor's synthetic replies report only timeout and crash; parse is the
+ * proposer side's (a reply no candidate could be read from). */
+enum eval_stage {
+  EVAL_STAGE_COMPILE,
+  EVAL_STAGE_LOAD,
+  EVAL_STAGE_LAUNCH,
+  EVAL_STAGE_CORRECTNESS,
+  EVAL_STAGE_TIMEOUT,
+  EVAL_STAGE_CRASH,
+  EVAL_STAGE_CHECK,
+  EVAL_STAGE_PARSE,
+  EVAL_STAGE_PROTOCOL,
+  EVAL_STAGE_PROFILE,
+};
+
+/* Text of a stage as the protocol writes it: "compile", "load", ... (static storage);
+ * "unknown" for a value outside the enum. */
+const char *eval_stage_name(enum eval_stage stage);
 
 /* Evaluator state, as /v1/devices shows it. */
 enum supervisor_state {

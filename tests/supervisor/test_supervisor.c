@@ -1019,6 +1019,18 @@ static void test_default_paths(void **state) {
   unsetenv("OPFORGE_GPU_LIB");
 }
 
+/* The stage list is exactly the protocol's strings, in the enum's order. */
+static void test_stage_names(void **state) {
+  (void)state;
+  static const char *const names[] = {"compile", "load",  "launch", "correctness",
+                                      "timeout", "crash", "check",  "parse",
+                                      "protocol", "profile"};
+  for (int i = 0; i <= (int)EVAL_STAGE_PROFILE; i++)
+    assert_string_equal(eval_stage_name((enum eval_stage)i), names[i]);
+  assert_int_equal((int)EVAL_STAGE_PROFILE + 1, (int)(sizeof names / sizeof names[0]));
+  assert_string_equal(eval_stage_name((enum eval_stage)99), "unknown");
+}
+
 /* ---- opforge profile ---- */
 
 /* Runs cli_profile_main with stdout and stderr captured into *ret_out / *ret_err (caller
@@ -1266,6 +1278,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_count_gpus, setup, teardown),
       cmocka_unit_test_setup_teardown(test_default_paths, setup, teardown),
+      cmocka_unit_test(test_stage_names),
       cmocka_unit_test_setup_teardown(test_cli_profile_prints_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cli_profile_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cli_profile_usage, setup, teardown),
