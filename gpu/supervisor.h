@@ -22,7 +22,8 @@
  * Zero or negative numbers mean "the default" (given after each field). */
 struct supervisor_config {
   const char *python;          /* interpreter; NULL or "" runs evaluator_path itself */
-  const char *evaluator_path;  /* gpu/evaluator.py (or any program speaking the protocol) */
+  const char *evaluator_path;  /* gpu/evaluator/main.py, the evaluator package's entry
+                                * script (or any program speaking the protocol) */
   const char *gpu_lib_path;    /* --lib PATH; NULL: not passed */
   const char *cache_dir;       /* --cache-dir DIR; NULL: not passed */
   const char *device;          /* --device: "0", "1", ..., "cpu", "meta"; NULL: "cpu" */
@@ -179,10 +180,11 @@ int supervisor_count_gpus(void);
  * exists, else "python3". Caller frees; NULL only when out of memory. */
 char *supervisor_default_python(void);
 
-/* Default evaluator script, first that exists of: $OPFORGE_EVALUATOR (taken as is),
- * <exe dir>/../share/opforge/evaluator.py, <exe dir>/../gpu/evaluator.py,
- * <exe dir>/../../gpu/evaluator.py, <source dir>/gpu/evaluator.py where the source dir
- * comes from <exe dir>/meson-info/meson-info.json (an out-of-tree build dir).
+/* Default evaluator: the entry script main.py of the evaluator package, first that exists
+ * of: $OPFORGE_EVALUATOR (taken as is), <exe dir>/../share/opforge/evaluator/main.py (the
+ * installed copy), <exe dir>/../gpu/evaluator/main.py, <exe dir>/../../gpu/evaluator/main.py,
+ * <source dir>/gpu/evaluator/main.py where the source dir comes from
+ * <exe dir>/meson-info/meson-info.json (an out-of-tree build dir).
  * Caller frees; NULL when none exists. */
 char *supervisor_default_evaluator(void);
 

@@ -95,13 +95,14 @@ char *supervisor_default_evaluator(void) {
   char dir[PATH_MAX];
   if (!exe_dir(dir, sizeof dir))
     return NULL;
-  static const char *const suffixes[] = {"/../share/opforge/evaluator.py",
-                                         "/../gpu/evaluator.py", "/../../gpu/evaluator.py"};
+  static const char *const suffixes[] = {"/../share/opforge/evaluator/main.py",
+                                         "/../gpu/evaluator/main.py",
+                                         "/../../gpu/evaluator/main.py"};
   char *found = first_existing(dir, suffixes, sizeof suffixes / sizeof suffixes[0]);
   if (found)
     return found;
   char *src = meson_source_dir(dir);
-  static const char *const in_src[] = {"/gpu/evaluator.py"};
+  static const char *const in_src[] = {"/gpu/evaluator/main.py"};
   found = src ? first_existing(src, in_src, 1) : NULL;
   free(src);
   return found;

@@ -313,7 +313,7 @@ def test_compare_integer_outputs_exactly(ev_module):
 
 
 def test_compare_in_chunks(ev_module, monkeypatch):
-    monkeypatch.setattr(ev_module, "COMPARE_CHUNK", 7)
+    monkeypatch.setattr(ev_module.numerics, "COMPARE_CHUNK", 7)
     ref = torch.linspace(-1, 1, 100)
     out = ref.clone()
     out[93] += 1.0
@@ -334,7 +334,7 @@ def test_max_abs_error_ignores_nonfinite_reference(ev_module):
 # -- input guards
 
 def test_fingerprint_sees_change_and_swap(ev_module, monkeypatch):
-    monkeypatch.setattr(ev_module, "FINGERPRINT_CHUNK", 16)
+    monkeypatch.setattr(ev_module.numerics, "FINGERPRINT_CHUNK", 16)
     x = torch.rand(100)
     fp = ev_module.fingerprint(x)
     assert ev_module.fingerprint(x.clone()) == fp
@@ -402,7 +402,7 @@ def test_parse_load_args_rejects(ev_module, bad, field):
 
 
 def test_read_request_discards_an_overlong_line(ev_module, monkeypatch):
-    monkeypatch.setattr(ev_module, "MAX_LINE_BYTES", 16)
+    monkeypatch.setattr(ev_module.protocol, "MAX_LINE_BYTES", 16)
     f = io.BytesIO(b'{"id":1,"op":"profile","pad":"' + b"x" * 100 + b'"}\n{"id":2}\n')
     first = ev_module.read_request(f)
     assert isinstance(first, ev_module.ProtocolError)

@@ -1,4 +1,4 @@
-# Protocol tests: gpu/evaluator.py as a child process on CPU torch, spoken to in JSON lines (ready line, malformed requests, stdout protection, errors, shutdown).
+# Protocol tests: the evaluator (gpu/evaluator/main.py) as a child process on CPU torch, spoken to in JSON lines (ready line, malformed requests, stdout protection, errors, shutdown).
 import json
 import time
 

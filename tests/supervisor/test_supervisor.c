@@ -1007,9 +1007,9 @@ static void test_default_paths(void **state) {
     setenv("HOME", saved_home, 1);
   free(saved_home);
 
-  setenv("OPFORGE_EVALUATOR", "/x/evaluator.py", 1);
+  setenv("OPFORGE_EVALUATOR", "/x/evaluator/main.py", 1);
   p = supervisor_default_evaluator();
-  assert_string_equal(p, "/x/evaluator.py");
+  assert_string_equal(p, "/x/evaluator/main.py");
   free(p);
   unsetenv("OPFORGE_EVALUATOR");
   setenv("OPFORGE_GPU_LIB", "/x/libopforge_gpu.so", 1);
@@ -1181,7 +1181,7 @@ static void test_real_evaluator_cpu(void **state) {
   (void)state;
   const char *root = getenv("OPFORGE_SOURCE_ROOT");
   char evaluator[PATH_MAX], task[PATH_MAX];
-  snprintf(evaluator, sizeof evaluator, "%s/gpu/evaluator.py", root ? root : ".");
+  snprintf(evaluator, sizeof evaluator, "%s/gpu/evaluator/main.py", root ? root : ".");
   snprintf(task, sizeof task, "%s/../shared/kernelbench/level1/19_ReLU.py", root ? root : ".");
   if (access(evaluator, R_OK) != 0 || access(task, R_OK) != 0) {
     printf("SKIP: needs %s and %s\n", evaluator, task);
