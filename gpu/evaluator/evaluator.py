@@ -293,7 +293,8 @@ class Evaluator:
 
     def _profile(self, task):
         """Builds the profile: specs, graph, FLOPs, bytes, degenerate flag, timings and
-        floors."""
+        floors. Besides those, "sm_count" is the CUDA device's multiprocessor count (an
+        int), None when the evaluator does not run on CUDA."""
         from torch.utils.flop_counter import FlopCounterMode
         # Generating gigabytes of inputs saturates the GPU's memory as much as a kernel
         # does: it, too, waits for the device lock (an H200 run without this measured
@@ -307,7 +308,7 @@ class Evaluator:
         outs = flatten_outputs(outputs)
         ins = named_inputs(inputs)
         state = named_state(task.model)
-        prof = {"name": task.name, "device": task.device,
+        prof = {"name": task.name, "device": task.device, "sm_count": self._sm_count(),
                 "inputs": [tensor_spec(n, t) for n, t in ins],
                 "scalar_inputs": [{"name": "input:%d" % i, "value": json_safe(v)}
                                   for i, v in enumerate(inputs)
@@ -334,6 +335,13 @@ class Evaluator:
                                   for s in prof["inputs"] + prof["params"] + prof["outputs"]],
                       "precision": task.precision}
         return prof
+
+    def _sm_count(self):
+        """Multiprocessors of the CUDA device (int), or None off CUDA."""
+        if not self.is_cuda:
+            return None
+        props = torch.cuda.get_device_properties(torch.device(self.device))
+        return int(props.multi_processor_count)
 
     def _timings(self, task, inputs, prof):
         """Eager and torch.compile times and the two floors (CUDA only)."""

@@ -207,6 +207,13 @@ def test_reload_replaces_the_task(cpu_ev):
     assert second["inputs"][0]["shape"] == [2, 3] and second["name"] == "b"
 
 
+def test_cpu_profile_has_no_sm_count(cpu_ev):
+    assert cpu_ev.load(TINY_TASK)["ok"]
+    prof = cpu_ev.request("profile")["result"]
+    assert prof["device"] == "cpu"
+    assert "sm_count" in prof and prof["sm_count"] is None
+
+
 def test_profile_rejects_arguments(cpu_ev):
     assert cpu_ev.load(TINY_TASK)["ok"]
     r = cpu_ev.request("profile", deep=True)
