@@ -5,12 +5,12 @@
  *
  * The evaluator protocol (docs/architecture.md, "Evaluator protocol"), JSON lines over the
  * evaluator's stdin and stdout: the evaluator first writes one ready line
- * {"event":"ready","pid":N,"device":{...}[,"gpu_library_error"]}; then each request is one line
- * {"id":N,"op":"load_task"|"profile"|"evaluate"|"shutdown",...arguments}, answered by
- * exactly one line {"id":N,"ok":true,"result":{...}} or {"id":N,"ok":false,"error":
- * {"stage","class","message"[,"traceback"]},"fatal":bool[,"result"]}. A fatal reply
- * means the CUDA context is lost and the process exits right after writing it. Nothing
- * else may appear on stdout; stderr is free-form log. */
+ * {"event":"ready","pid":N,"device":{...}[,"gpu_library_error"]}; then each request is
+ * one line {"id":N,"op":"load_task"|"profile"|"evaluate"|"shutdown",...arguments},
+ * answered by exactly one line {"id":N,"ok":true,"result":{...}} or {"id":N,"ok":false,
+ * "error":{"stage","class","message"[,"traceback"]},"fatal":bool[,"result"]}. A fatal
+ * reply means the CUDA context is lost and the process exits right after writing it.
+ * Nothing else may appear on stdout; stderr is free-form log. */
 #ifndef OPFORGE_SUPERVISOR_H
 #define OPFORGE_SUPERVISOR_H
 
@@ -182,9 +182,9 @@ char *supervisor_default_python(void);
 
 /* Default evaluator: the entry script main.py of the evaluator package, first that exists
  * of: $OPFORGE_EVALUATOR (taken as is), <exe dir>/../share/opforge/evaluator/main.py (the
- * installed copy), <exe dir>/../gpu/evaluator/main.py, <exe dir>/../../gpu/evaluator/main.py,
- * <source dir>/gpu/evaluator/main.py where the source dir comes from
- * <exe dir>/meson-info/meson-info.json (an out-of-tree build dir).
+ * installed copy), <exe dir>/../gpu/evaluator/main.py,
+ * <exe dir>/../../gpu/evaluator/main.py, <source dir>/gpu/evaluator/main.py where the
+ * source dir comes from <exe dir>/meson-info/meson-info.json (an out-of-tree build dir).
  * Caller frees; NULL when none exists. */
 char *supervisor_default_evaluator(void);
 

@@ -317,7 +317,8 @@ static json_t *sv_preflight(struct supervisor *sv, json_int_t id) {
   if (rc == 0 && sv->pid > 0)
     return NULL;
   if (rc == -EAGAIN)
-    return sv_synthetic_reply(id, EVAL_STAGE_CRASH, "crash/restart_limit", err, false, false);
+    return sv_synthetic_reply(id, EVAL_STAGE_CRASH, "crash/restart_limit", err, false,
+                              false);
   if (rc == 0) {
     pthread_mutex_lock(&sv->lock);
     snprintf(err, sizeof err, "evaluator lost again while reloading the task: %s",
@@ -339,9 +340,8 @@ static json_t *sv_refuse(struct supervisor *sv, json_int_t id) {
   pthread_mutex_unlock(&sv->lock);
   if (state != SUPERVISOR_FAILED && state != SUPERVISOR_DISABLED)
     return NULL;
-  return sv_synthetic_reply(id, EVAL_STAGE_CRASH,
-                            state == SUPERVISOR_FAILED ? "crash/restart_limit" : "crash/disabled",
-                            msg, false, false);
+  const char *cls = state == SUPERVISOR_FAILED ? "crash/restart_limit" : "crash/disabled";
+  return sv_synthetic_reply(id, EVAL_STAGE_CRASH, cls, msg, false, false);
 }
 
 /* A "fatal":true reply: the process is on its way out; let it exit, then make sure of
