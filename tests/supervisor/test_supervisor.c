@@ -1007,9 +1007,9 @@ static void test_default_paths(void **state) {
     setenv("HOME", saved_home, 1);
   free(saved_home);
 
-  setenv("OPFORGE_EVALUATOR", "/x/evaluator.py", 1);
+  setenv("OPFORGE_EVALUATOR", "/x/evaluator/main.py", 1);
   p = supervisor_default_evaluator();
-  assert_string_equal(p, "/x/evaluator.py");
+  assert_string_equal(p, "/x/evaluator/main.py");
   free(p);
   unsetenv("OPFORGE_EVALUATOR");
   setenv("OPFORGE_GPU_LIB", "/x/libopforge_gpu.so", 1);
@@ -1017,6 +1017,18 @@ static void test_default_paths(void **state) {
   assert_string_equal(p, "/x/libopforge_gpu.so");
   free(p);
   unsetenv("OPFORGE_GPU_LIB");
+}
+
+/* The stage list is exactly the protocol's strings, in the enum's order. */
+static void test_stage_names(void **state) {
+  (void)state;
+  static const char *const names[] = {"compile", "load",  "launch", "correctness",
+                                      "timeout", "crash", "check",  "parse",
+                                      "protocol", "profile"};
+  for (int i = 0; i <= (int)EVAL_STAGE_PROFILE; i++)
+    assert_string_equal(eval_stage_name((enum eval_stage)i), names[i]);
+  assert_int_equal((int)EVAL_STAGE_PROFILE + 1, (int)(sizeof names / sizeof names[0]));
+  assert_string_equal(eval_stage_name((enum eval_stage)99), "unknown");
 }
 
 /* ---- opforge profile ---- */
@@ -1169,7 +1181,7 @@ static void test_real_evaluator_cpu(void **state) {
   (void)state;
   const char *root = getenv("OPFORGE_SOURCE_ROOT");
   char evaluator[PATH_MAX], task[PATH_MAX];
-  snprintf(evaluator, sizeof evaluator, "%s/gpu/evaluator.py", root ? root : ".");
+  snprintf(evaluator, sizeof evaluator, "%s/gpu/evaluator/main.py", root ? root : ".");
   snprintf(task, sizeof task, "%s/../shared/kernelbench/level1/19_ReLU.py", root ? root : ".");
   if (access(evaluator, R_OK) != 0 || access(task, R_OK) != 0) {
     printf("SKIP: needs %s and %s\n", evaluator, task);
@@ -1266,6 +1278,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_count_gpus, setup, teardown),
       cmocka_unit_test_setup_teardown(test_default_paths, setup, teardown),
+      cmocka_unit_test(test_stage_names),
       cmocka_unit_test_setup_teardown(test_cli_profile_prints_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cli_profile_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cli_profile_usage, setup, teardown),
