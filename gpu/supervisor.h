@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/outcome.h"
+
 /* Everything needed to start one evaluator. Strings are copied by supervisor_start.
  * Zero or negative numbers mean "the default" (given after each field). */
 struct supervisor_config {
@@ -42,27 +44,6 @@ struct supervisor_config {
                                 * crash/start_failed */
 };
 
-/* Failure stages: the "stage" of a reply's error and of an evaluation's failure, where
- * it stopped. The evaluator reports compile, load, launch, correctness, check and
- * protocol (libopforge_gpu's failures pass through it), and profile for a failed profile
- * request; the supervisor's synthetic replies report only timeout and crash; parse is the
- * proposer side's (a reply no candidate could be read from). */
-enum eval_stage {
-  EVAL_STAGE_COMPILE,
-  EVAL_STAGE_LOAD,
-  EVAL_STAGE_LAUNCH,
-  EVAL_STAGE_CORRECTNESS,
-  EVAL_STAGE_TIMEOUT,
-  EVAL_STAGE_CRASH,
-  EVAL_STAGE_CHECK,
-  EVAL_STAGE_PARSE,
-  EVAL_STAGE_PROTOCOL,
-  EVAL_STAGE_PROFILE,
-};
-
-/* Text of a stage as the protocol writes it: "compile", "load", ... (static storage);
- * "unknown" for a value outside the enum. */
-const char *eval_stage_name(enum eval_stage stage);
 
 /* Evaluator state, as /v1/devices shows it. */
 enum supervisor_state {

@@ -280,22 +280,6 @@ int sv_take_ready_line(struct supervisor *sv, const char *line, size_t len, char
   return 0;
 }
 
-const char *eval_stage_name(enum eval_stage stage) {
-  switch (stage) {
-  case EVAL_STAGE_COMPILE: return "compile";
-  case EVAL_STAGE_LOAD: return "load";
-  case EVAL_STAGE_LAUNCH: return "launch";
-  case EVAL_STAGE_CORRECTNESS: return "correctness";
-  case EVAL_STAGE_TIMEOUT: return "timeout";
-  case EVAL_STAGE_CRASH: return "crash";
-  case EVAL_STAGE_CHECK: return "check";
-  case EVAL_STAGE_PARSE: return "parse";
-  case EVAL_STAGE_PROTOCOL: return "protocol";
-  case EVAL_STAGE_PROFILE: return "profile";
-  }
-  return "unknown";
-}
-
 /* A reply the supervisor makes up: {"id","ok":false,"error":{"stage","class","message"},
  * "fatal":false,"restarted","reloaded"}. Strings are copied. Caller owns; NULL when out
  * of memory. */

@@ -317,7 +317,7 @@ static json_t *sv_preflight(struct supervisor *sv, json_int_t id) {
   if (rc == 0 && sv->pid > 0)
     return NULL;
   if (rc == -EAGAIN)
-    return sv_synthetic_reply(id, EVAL_STAGE_CRASH, "crash/restart_limit", err, false,
+    return sv_synthetic_reply(id, EVAL_CRASH, "crash/restart_limit", err, false,
                               false);
   if (rc == 0) {
     pthread_mutex_lock(&sv->lock);
@@ -325,7 +325,7 @@ static json_t *sv_preflight(struct supervisor *sv, json_int_t id) {
              sv->last_error ? sv->last_error : "?");
     pthread_mutex_unlock(&sv->lock);
   }
-  return sv_synthetic_reply(id, EVAL_STAGE_CRASH, "crash/start_failed", err, false, false);
+  return sv_synthetic_reply(id, EVAL_CRASH, "crash/start_failed", err, false, false);
 }
 
 /* Requests refused without touching a process: failed or disabled slots. */
@@ -341,7 +341,7 @@ static json_t *sv_refuse(struct supervisor *sv, json_int_t id) {
   if (state != SUPERVISOR_FAILED && state != SUPERVISOR_DISABLED)
     return NULL;
   const char *cls = state == SUPERVISOR_FAILED ? "crash/restart_limit" : "crash/disabled";
-  return sv_synthetic_reply(id, EVAL_STAGE_CRASH, cls, msg, false, false);
+  return sv_synthetic_reply(id, EVAL_CRASH, cls, msg, false, false);
 }
 
 /* A "fatal":true reply: the process is on its way out; let it exit, then make sure of
@@ -379,7 +379,7 @@ static json_t *sv_exchange_failed(struct supervisor *sv, enum exchange ex, const
     sv_kill_and_reap(sv);
     snprintf(cls, sizeof cls, "timeout/%s", op);
     snprintf(msg, sizeof msg, "no reply to %s within %g s", op, deadline_s);
-    return sv_fail_request(sv, id, EVAL_STAGE_TIMEOUT, cls, msg);
+    return sv_fail_request(sv, id, EVAL_TIMEOUT, cls, msg);
   }
   if (ex == EX_EOF) {
     sv_explain_eof(sv, cls, sizeof cls);
@@ -387,10 +387,10 @@ static json_t *sv_exchange_failed(struct supervisor *sv, enum exchange ex, const
       snprintf(msg, sizeof msg, "during %s: %s but kept running", op, why);
     else
       snprintf(msg, sizeof msg, "evaluator died during %s", op);
-    return sv_fail_request(sv, id, EVAL_STAGE_CRASH, cls, msg);
+    return sv_fail_request(sv, id, EVAL_CRASH, cls, msg);
   }
   snprintf(msg, sizeof msg, "during %s: %s", op, why);
-  return sv_fail_request(sv, id, EVAL_STAGE_CRASH, "crash/garbage_output", msg);
+  return sv_fail_request(sv, id, EVAL_CRASH, "crash/garbage_output", msg);
 }
 
 int supervisor_request(struct supervisor *sv, const char *op, json_t *args,

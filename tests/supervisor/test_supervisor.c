@@ -1019,16 +1019,22 @@ static void test_default_paths(void **state) {
   unsetenv("OPFORGE_GPU_LIB");
 }
 
-/* The stage list is exactly the protocol's strings, in the enum's order. */
+/* The stage list (base/outcome.h) is exactly the protocol's strings, in the enum's
+ * order, and each name parses back to its stage. */
 static void test_stage_names(void **state) {
   (void)state;
-  static const char *const names[] = {"compile", "load",  "launch", "correctness",
-                                      "timeout", "crash", "check",  "parse",
-                                      "protocol", "profile"};
-  for (int i = 0; i <= (int)EVAL_STAGE_PROFILE; i++)
+  static const char *const names[] = {"correct", "parse",   "compile", "load",
+                                      "launch",  "correctness", "check", "timeout",
+                                      "crash",   "protocol", "profile"};
+  for (int i = 0; i < (int)EVAL_STAGE__COUNT; i++) {
     assert_string_equal(eval_stage_name((enum eval_stage)i), names[i]);
-  assert_int_equal((int)EVAL_STAGE_PROFILE + 1, (int)(sizeof names / sizeof names[0]));
-  assert_string_equal(eval_stage_name((enum eval_stage)99), "unknown");
+    enum eval_stage back;
+    assert_int_equal(eval_stage_from_name(names[i], &back), i == 0 ? -1 : 0);
+    if (i > 0)
+      assert_int_equal(back, i);
+  }
+  assert_int_equal((int)EVAL_STAGE__COUNT, (int)(sizeof names / sizeof names[0]));
+  assert_string_equal(eval_stage_name((enum eval_stage)99), "correctness");
 }
 
 /* ---- opforge profile ---- */
