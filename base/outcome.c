@@ -10,6 +10,7 @@ static const char *const stage_names[EVAL_STAGE__COUNT] = {
   [EVAL_LAUNCH] = "launch",           [EVAL_CORRECTNESS] = "correctness",
   [EVAL_CHECK] = "check",             [EVAL_TIMEOUT] = "timeout",
   [EVAL_CRASH] = "crash",             [EVAL_PROTOCOL] = "protocol",
+  [EVAL_PROFILE] = "profile",
 };
 
 const char *eval_stage_name(enum eval_stage stage) {
@@ -29,7 +30,7 @@ int eval_stage_from_name(const char *name, enum eval_stage *ret) {
 
 bool eval_stage_environmental(enum eval_stage stage) {
   return stage == EVAL_CRASH || stage == EVAL_TIMEOUT || stage == EVAL_LOAD ||
-         stage == EVAL_PROTOCOL;
+         stage == EVAL_PROTOCOL || stage == EVAL_PROFILE;
 }
 
 void eval_outcome_read(json_t *result, struct eval_outcome *ret) {

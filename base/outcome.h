@@ -20,6 +20,7 @@ enum eval_stage {
   EVAL_TIMEOUT,      /* past its deadline; the evaluator was restarted */
   EVAL_CRASH,        /* the evaluator died or could not answer */
   EVAL_PROTOCOL,     /* the evaluator refused the request itself */
+  EVAL_PROFILE,      /* profiling the reference failed (before a candidate could run) */
   EVAL_STAGE__COUNT
 };
 
@@ -31,7 +32,8 @@ const char *eval_stage_name(enum eval_stage stage);
 int eval_stage_from_name(const char *name, enum eval_stage *ret);
 
 /* True for stages that may be the machine's fault rather than the candidate's (crash,
- * timeout, load, protocol): such a result is never reused for a repeated candidate. */
+ * timeout, load, protocol, profile): such a result is never reused for a repeated
+ * candidate. */
 bool eval_stage_environmental(enum eval_stage stage);
 
 struct eval_outcome {

@@ -216,7 +216,7 @@ static int make_config(const struct profile_opts *o, struct supervisor_config *c
   }
   if (!cfg->evaluator_path) {
     fprintf(stderr, "error: no evaluator found: pass --evaluator or set OPFORGE_EVALUATOR "
-                    "(looked for share/opforge/evaluator.py and gpu/evaluator.py near the "
+                    "(looked for share/opforge/evaluator/main.py and gpu/evaluator/main.py near the "
                     "opforge binary and in its meson source tree)\n");
     return -1;
   }

@@ -191,6 +191,7 @@ enum htam_outcome htam_outcome_of(enum eval_stage stage) {
     return HTAM_FAIL_COMPILE;
   case EVAL_TIMEOUT:
   case EVAL_CRASH:
+  case EVAL_PROFILE:
     return HTAM_FAIL_TIMEOUT;
   case EVAL_CORRECTNESS:
   case EVAL_CHECK:

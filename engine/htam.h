@@ -102,7 +102,7 @@ enum htam_outcome {
 
 /* The outcome a stage means: parse, compile, load and launch failures are
  * HTAM_FAIL_COMPILE; correctness, check and protocol failures HTAM_FAIL_INCORRECT;
- * timeout and crash HTAM_FAIL_TIMEOUT. */
+ * timeout, crash and profile HTAM_FAIL_TIMEOUT. */
 enum htam_outcome htam_outcome_of(enum eval_stage stage);
 
 /* Reward of a step: ln(t_parent_ms/t_new_ms) when correct (both times must be finite and

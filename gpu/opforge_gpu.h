@@ -1,4 +1,4 @@
-/* libopforge_gpu's C ABI (gpu_contracts B), loaded by gpu/evaluator.py with ctypes.
+/* libopforge_gpu's C ABI loaded by the evaluator (gpu/evaluator/gpulib.py) with ctypes.
  * Every string in and out is UTF-8 JSON; every returned string is malloc'd and must be
  * released with ofg_string_free (NULL is returned only when out of memory). A session
  * is not thread-safe: call it from one thread at a time. */

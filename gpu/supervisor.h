@@ -1,6 +1,16 @@
-/* The evaluator supervisor: one evaluator process per GPU slot, spoken to in JSON lines
- * (notes/gpu_contracts.md A), killed and restarted on timeout, crash, garbage or a
- * poisoned CUDA context, with the task reloaded after every restart. */
+/* The evaluator supervisor: one evaluator process per GPU slot, killed and restarted on
+ * timeout, crash, garbage or a poisoned CUDA context, with the task reloaded after every
+ * restart. Implemented in gpu/supervisor/ (process.c, protocol.c, supervisor.c, state.c,
+ * pool.c, paths.c).
+ *
+ * The evaluator protocol (docs/architecture.md, "Evaluator protocol"), JSON lines over the
+ * evaluator's stdin and stdout: the evaluator first writes one ready line
+ * {"event":"ready","pid":N,"device":{...}[,"gpu_library_error"]}; then each request is
+ * one line {"id":N,"op":"load_task"|"profile"|"evaluate"|"shutdown",...arguments},
+ * answered by exactly one line {"id":N,"ok":true,"result":{...}} or {"id":N,"ok":false,
+ * "error":{"stage","class","message"[,"traceback"]},"fatal":bool[,"result"]}. A fatal
+ * reply means the CUDA context is lost and the process exits right after writing it.
+ * Nothing else may appear on stdout; stderr is free-form log. */
 #ifndef OPFORGE_SUPERVISOR_H
 #define OPFORGE_SUPERVISOR_H
 
@@ -8,11 +18,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/outcome.h"
+
 /* Everything needed to start one evaluator. Strings are copied by supervisor_start.
  * Zero or negative numbers mean "the default" (given after each field). */
 struct supervisor_config {
   const char *python;          /* interpreter; NULL or "" runs evaluator_path itself */
-  const char *evaluator_path;  /* gpu/evaluator.py (or any program speaking the protocol) */
+  const char *evaluator_path;  /* gpu/evaluator/main.py, the evaluator package's entry
+                                * script (or any program speaking the protocol) */
   const char *gpu_lib_path;    /* --lib PATH; NULL: not passed */
   const char *cache_dir;       /* --cache-dir DIR; NULL: not passed */
   const char *device;          /* --device: "0", "1", ..., "cpu", "meta"; NULL: "cpu" */
@@ -30,6 +43,7 @@ struct supervisor_config {
                                 * evaluator stays down; requests then fail with
                                 * crash/start_failed */
 };
+
 
 /* Evaluator state, as /v1/devices shows it. */
 enum supervisor_state {
@@ -147,10 +161,11 @@ int supervisor_count_gpus(void);
  * exists, else "python3". Caller frees; NULL only when out of memory. */
 char *supervisor_default_python(void);
 
-/* Default evaluator script, first that exists of: $OPFORGE_EVALUATOR (taken as is),
- * <exe dir>/../share/opforge/evaluator.py, <exe dir>/../gpu/evaluator.py,
- * <exe dir>/../../gpu/evaluator.py, <source dir>/gpu/evaluator.py where the source dir
- * comes from <exe dir>/meson-info/meson-info.json (an out-of-tree build dir).
+/* Default evaluator: the entry script main.py of the evaluator package, first that exists
+ * of: $OPFORGE_EVALUATOR (taken as is), <exe dir>/../share/opforge/evaluator/main.py (the
+ * installed copy), <exe dir>/../gpu/evaluator/main.py,
+ * <exe dir>/../../gpu/evaluator/main.py, <source dir>/gpu/evaluator/main.py where the
+ * source dir comes from <exe dir>/meson-info/meson-info.json (an out-of-tree build dir).
  * Caller frees; NULL when none exists. */
 char *supervisor_default_evaluator(void);
 

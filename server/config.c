@@ -187,7 +187,7 @@ static const struct option_spec options[] = {
   {"--sse-keepalive", "OPFORGE_SSE_KEEPALIVE", "seconds between SSE keep-alive comments (15)",
    parse_keepalive},
   {"--python", "OPFORGE_PYTHON", "python with PyTorch for the evaluator", parse_python},
-  {"--evaluator", "OPFORGE_EVALUATOR", "path of gpu/evaluator.py", parse_evaluator},
+  {"--evaluator", "OPFORGE_EVALUATOR", "the evaluator entry script (gpu/evaluator/main.py)", parse_evaluator},
   {"--gpu-lib", "OPFORGE_GPU_LIB", "path of libopforge_gpu.so", parse_gpu_lib},
   {"--fixtures", "OPFORGE_FIXTURES", "fixture candidates for the test proposer (DIR/<task>/*.json)",
    parse_fixtures},

@@ -30,7 +30,7 @@ static void start_slot(struct supervisor_pool *pool, const struct opforge_config
   sc.cache_dir = cache;
   sc.device = device;
   sc.stderr_path = log_path;
-  /* Slots that share a GPU take turns for GPU work (the device lock in evaluator.py): a
+  /* Slots that share a GPU take turns for GPU work (the device lock of gpu/evaluator/device_lock.py): a
    * request may first wait for each other slot's request, itself bounded by the same
    * deadline, so a slot's deadline is the configured one times the slots per GPU. A
    * kernel that never ends is still killed, later; a request that only waited is not. */

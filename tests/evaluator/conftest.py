@@ -1,5 +1,5 @@
-# Fixtures for the evaluator tests: a protocol client that runs gpu/evaluator.py as a subprocess, the evaluator imported as a module, the KernelBench tasks, and a fake GPU library.
-import importlib.util
+# Fixtures for the evaluator tests: a protocol client that runs the evaluator (gpu/evaluator/main.py) as a subprocess, the evaluator package imported in-process, the KernelBench tasks, and a fake GPU library.
+import importlib
 import json
 import os
 import queue
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-EVALUATOR = REPO / "gpu" / "evaluator.py"
+EVALUATOR = REPO / "gpu" / "evaluator" / "main.py"
 
 
 def find_kernelbench():
@@ -41,17 +41,20 @@ def kernelbench():
 
 @pytest.fixture(scope="session")
 def ev_module():
-    """gpu/evaluator.py imported as a module (its main only runs as a script)."""
-    spec = importlib.util.spec_from_file_location("opforge_evaluator", EVALUATOR)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["opforge_evaluator"] = mod
-    spec.loader.exec_module(mod)
+    """The evaluator package (gpu/evaluator/) imported as `evaluator`, with its modules
+    as attributes (ev_module.numerics, ...): patch a constant in the module that uses
+    it."""
+    gpu_dir = str(REPO / "gpu")
+    if gpu_dir not in sys.path:
+        sys.path.insert(0, gpu_dir)
+    mod = importlib.import_module("evaluator")
+    assert Path(mod.__file__).parent == EVALUATOR.parent, mod.__file__
     return mod
 
 
 class EvaluatorProcess:
-    """gpu/evaluator.py as a child process, spoken to line by line. Replies are read by
-    a thread so that every read can time out."""
+    """The evaluator (gpu/evaluator/main.py) as a child process, spoken to line by line.
+    Replies are read by a thread so that every read can time out."""
 
     def __init__(self, *args):
         self.proc = subprocess.Popen([sys.executable, str(EVALUATOR), *args],

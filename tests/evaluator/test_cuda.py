@@ -44,6 +44,7 @@ def test_relu_profile_on_the_gpu(gpu_ev, kernelbench):
     assert r["ok"] and r["result"]["device"] == "cuda"
     prof = gpu_ev.request("profile", timeout=600)["result"]
     assert prof["device"] == "cuda" and prof["timing_skipped_reason"] is None
+    assert prof["sm_count"] == torch.cuda.get_device_properties(0).multi_processor_count
     assert prof["min_bytes"] == 12884901888 and prof["flops"] == 0
     assert prof["degenerate"] is False
     assert prof["eager_ms"] > 0

@@ -1,4 +1,4 @@
-# The ctypes binding of libopforge_gpu (gpu_contracts section B), checked against a stand-in library compiled from C here: argument passing, tensor pointers, stream handles and freeing of every returned string.
+# The ctypes binding of libopforge_gpu (gpu/evaluator/gpulib.py, the C ABI of gpu/opforge_gpu.h), checked against a stand-in library compiled from C here: argument passing, tensor pointers, stream handles and freeing of every returned string.
 import shutil
 import subprocess
 

@@ -1,8 +1,10 @@
-# Unit tests of the evaluator's pure helpers: floor math, the timing stopping rule, signatures, graph encoding, output comparison and input guards.
+# Unit tests of the evaluator's pure helpers: floor math, the timing stopping rule, signatures, graph encoding, output comparison, input guards and the stage list.
+import ast
 import io
 import json
 import math
 import operator
+from pathlib import Path
 
 import pytest
 import torch
@@ -313,7 +315,7 @@ def test_compare_integer_outputs_exactly(ev_module):
 
 
 def test_compare_in_chunks(ev_module, monkeypatch):
-    monkeypatch.setattr(ev_module, "COMPARE_CHUNK", 7)
+    monkeypatch.setattr(ev_module.numerics, "COMPARE_CHUNK", 7)
     ref = torch.linspace(-1, 1, 100)
     out = ref.clone()
     out[93] += 1.0
@@ -334,7 +336,7 @@ def test_max_abs_error_ignores_nonfinite_reference(ev_module):
 # -- input guards
 
 def test_fingerprint_sees_change_and_swap(ev_module, monkeypatch):
-    monkeypatch.setattr(ev_module, "FINGERPRINT_CHUNK", 16)
+    monkeypatch.setattr(ev_module.numerics, "FINGERPRINT_CHUNK", 16)
     x = torch.rand(100)
     fp = ev_module.fingerprint(x)
     assert ev_module.fingerprint(x.clone()) == fp
@@ -402,7 +404,7 @@ def test_parse_load_args_rejects(ev_module, bad, field):
 
 
 def test_read_request_discards_an_overlong_line(ev_module, monkeypatch):
-    monkeypatch.setattr(ev_module, "MAX_LINE_BYTES", 16)
+    monkeypatch.setattr(ev_module.protocol, "MAX_LINE_BYTES", 16)
     f = io.BytesIO(b'{"id":1,"op":"profile","pad":"' + b"x" * 100 + b'"}\n{"id":2}\n')
     first = ev_module.read_request(f)
     assert isinstance(first, ev_module.ProtocolError)
@@ -427,3 +429,44 @@ def test_handle_line_protocol_errors(ev_module, line, req_id, cls):
     assert action is None
     assert reply["id"] == req_id and reply["ok"] is False and reply["fatal"] is False
     assert reply["error"]["stage"] == "protocol" and reply["error"]["class"] == cls
+
+
+def stage_literals(source):
+    """The stage strings written in source: the first argument of EvalError and
+    CandidateFailure, the "stage" of dict literals, and .get("stage", default)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            args = node.args
+            if name in ("EvalError", "CandidateFailure") and args:
+                if isinstance(args[0], ast.Constant):
+                    found.add(args[0].value)
+            if (name == "get" and len(args) == 2 and isinstance(args[0], ast.Constant)
+                    and args[0].value == "stage" and isinstance(args[1], ast.Constant)):
+                found.add(args[1].value)
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if (isinstance(k, ast.Constant) and k.value == "stage"
+                        and isinstance(v, ast.Constant)):
+                    found.add(v.value)
+    return found
+
+
+def test_the_package_writes_exactly_the_listed_stages(ev_module):
+    pkg = Path(ev_module.__file__).parent
+    found = set()
+    for path in sorted(pkg.glob("*.py")):
+        found |= stage_literals(path.read_text())
+    assert found == set(ev_module.STAGES)
+    assert set(ev_module.STAGES) <= {"compile", "load", "launch", "correctness", "timeout",
+                                     "crash", "check", "parse", "protocol", "profile"}
+
+
+@pytest.mark.parametrize("op,stage", [("load_task", "load"), ("profile", "profile"),
+                                      ("evaluate", "load")])
+def test_unexpected_exceptions_keep_to_the_stages(ev_module, op, stage):
+    ev = ev_module.Evaluator("cpu")
+    reply, action = ev._unexpected(1, op, ValueError("boom"))
+    assert action is None
+    assert reply["error"]["stage"] == stage and stage in ev_module.STAGES

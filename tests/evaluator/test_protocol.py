@@ -1,4 +1,4 @@
-# Protocol tests: gpu/evaluator.py as a child process on CPU torch, spoken to in JSON lines (ready line, malformed requests, stdout protection, errors, shutdown).
+# Protocol tests: the evaluator (gpu/evaluator/main.py) as a child process on CPU torch, spoken to in JSON lines (ready line, malformed requests, stdout protection, errors, shutdown).
 import json
 import time
 
@@ -205,6 +205,13 @@ def test_reload_replaces_the_task(cpu_ev):
     second = cpu_ev.request("profile")["result"]
     assert first["inputs"][0]["shape"] == [4, 8] and first["name"] == "a"
     assert second["inputs"][0]["shape"] == [2, 3] and second["name"] == "b"
+
+
+def test_cpu_profile_has_no_sm_count(cpu_ev):
+    assert cpu_ev.load(TINY_TASK)["ok"]
+    prof = cpu_ev.request("profile")["result"]
+    assert prof["device"] == "cpu"
+    assert "sm_count" in prof and prof["sm_count"] is None
 
 
 def test_profile_rejects_arguments(cpu_ev):

@@ -125,7 +125,8 @@ def start_server(args, work):
            "--sse-keepalive", str(SSE_KEEPALIVE_S),
            "--fixtures", os.path.join(work, "fixtures"), "--evaluate-deadline", "40",
            "--python", sys.executable,
-           "--evaluator", os.environ.get("OPFORGE_EVALUATOR", os.path.abspath("gpu/evaluator.py")),
+           "--evaluator", os.environ.get("OPFORGE_EVALUATOR",
+                                         os.path.abspath("gpu/evaluator/main.py")),
            "--gpu-lib", os.path.abspath(os.path.join(args.build, "gpu", "libopforge_gpu.so"))]
     log = open(os.path.join(args.out, "server.log"), "w")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True)

@@ -6,7 +6,8 @@
   sweep.py run --lib BUILD/gpu/libopforge_gpu.so --kernelbench KB --dir DIR [--out F]
       on a GPU host: loads each task once in an in-process evaluator, profiles it
       (eager only; torch.compile is skipped to save time), evaluates every candidate
-      (the full verification of gpu/evaluator.py) and prints one table row per candidate.
+      (the full verification of the evaluator, gpu/evaluator/) and prints one table row
+      per candidate.
 
 A SPEC is TASK:LABEL=KNOBS[|-DNAME=V...] (knobs as for `opforge propose --knobs`, empty for
 the defaults; after a |, extra -D options appended to the candidate's) or TASK:strategies (every seed-memory strategy that applies, one candidate each).
@@ -43,7 +44,8 @@ def stem(task):
 def propose(args, task, knobs=None, strategy=None):
     """The candidate JSON of `opforge propose`, or (None, error text)."""
     cmd = [args.opforge, "propose", os.path.join(args.kernelbench, task), "--device", "meta",
-           "--python", args.python, "--evaluator", os.path.join(ROOT, "gpu", "evaluator.py")]
+           "--python", args.python,
+           "--evaluator", os.path.join(ROOT, "gpu", "evaluator", "main.py")]
     if knobs:
         cmd += ["--knobs", knobs]
     if strategy:

@@ -1,5 +1,6 @@
-/* A scripted stand-in for gpu/evaluator.py: speaks the JSON-lines protocol and misbehaves
- * on request, so that tests/supervisor can drive every failure path of the supervisor.
+/* A scripted stand-in for the evaluator package (gpu/evaluator/): speaks the JSON-lines
+ * protocol and misbehaves on request, so that tests/supervisor can drive every failure
+ * path of the supervisor.
  *
  * Arguments are those the supervisor passes (--device, --lib, ...); behaviour comes from
  * the environment:

@@ -1007,9 +1007,9 @@ static void test_default_paths(void **state) {
     setenv("HOME", saved_home, 1);
   free(saved_home);
 
-  setenv("OPFORGE_EVALUATOR", "/x/evaluator.py", 1);
+  setenv("OPFORGE_EVALUATOR", "/x/evaluator/main.py", 1);
   p = supervisor_default_evaluator();
-  assert_string_equal(p, "/x/evaluator.py");
+  assert_string_equal(p, "/x/evaluator/main.py");
   free(p);
   unsetenv("OPFORGE_EVALUATOR");
   setenv("OPFORGE_GPU_LIB", "/x/libopforge_gpu.so", 1);
@@ -1017,6 +1017,24 @@ static void test_default_paths(void **state) {
   assert_string_equal(p, "/x/libopforge_gpu.so");
   free(p);
   unsetenv("OPFORGE_GPU_LIB");
+}
+
+/* The stage list (base/outcome.h) is exactly the protocol's strings, in the enum's
+ * order, and each name parses back to its stage. */
+static void test_stage_names(void **state) {
+  (void)state;
+  static const char *const names[] = {"correct", "parse",   "compile", "load",
+                                      "launch",  "correctness", "check", "timeout",
+                                      "crash",   "protocol", "profile"};
+  for (int i = 0; i < (int)EVAL_STAGE__COUNT; i++) {
+    assert_string_equal(eval_stage_name((enum eval_stage)i), names[i]);
+    enum eval_stage back;
+    assert_int_equal(eval_stage_from_name(names[i], &back), i == 0 ? -1 : 0);
+    if (i > 0)
+      assert_int_equal(back, i);
+  }
+  assert_int_equal((int)EVAL_STAGE__COUNT, (int)(sizeof names / sizeof names[0]));
+  assert_string_equal(eval_stage_name((enum eval_stage)99), "correctness");
 }
 
 /* ---- opforge profile ---- */
@@ -1169,7 +1187,7 @@ static void test_real_evaluator_cpu(void **state) {
   (void)state;
   const char *root = getenv("OPFORGE_SOURCE_ROOT");
   char evaluator[PATH_MAX], task[PATH_MAX];
-  snprintf(evaluator, sizeof evaluator, "%s/gpu/evaluator.py", root ? root : ".");
+  snprintf(evaluator, sizeof evaluator, "%s/gpu/evaluator/main.py", root ? root : ".");
   snprintf(task, sizeof task, "%s/../shared/kernelbench/level1/19_ReLU.py", root ? root : ".");
   if (access(evaluator, R_OK) != 0 || access(task, R_OK) != 0) {
     printf("SKIP: needs %s and %s\n", evaluator, task);
@@ -1266,6 +1284,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_count_gpus, setup, teardown),
       cmocka_unit_test_setup_teardown(test_default_paths, setup, teardown),
+      cmocka_unit_test(test_stage_names),
       cmocka_unit_test_setup_teardown(test_cli_profile_prints_profile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cli_profile_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cli_profile_usage, setup, teardown),

@@ -1,0 +1,335 @@
+# Evaluator candidate checks: one evaluate request (prepare, trials, the robust trial, the accuracy budget, timing, the re-checks and the impossible floor).
+"""A CandidateRun owns the handle of its prepared candidate and frees it; the result
+dict it returns is the caller's."""
+
+import copy
+import math
+
+import torch
+
+from .errors import EvalError, exception_text, sticky_cuda_class
+from .numerics import (TIMING, InputGuard, accuracy_budget, classify_comparison,
+                       compare_outputs, max_abs_error, max_abs_finite, poison_,
+                       relative_l2_ok)
+from .tensors import dtype_name, flatten_outputs, named_inputs, named_state
+
+
+class CandidateFailure(Exception):
+    """A candidate failed a rule; becomes the result's failure."""
+
+    def __init__(self, stage, cls, message):
+        super().__init__(message)
+        self.failure = {"stage": stage, "class": cls, "message": message}
+
+
+class CandidateRun:
+    """One evaluate request: prepare, trials, robust trial, accuracy budget, timing and
+    the checks. Owns the handle from prepare and frees it."""
+
+    def __init__(self, ev, task, cand):
+        self.ev = ev
+        self.task = task
+        self.cand = cand
+        self.lib = ev.lib
+        self.handle = None
+        self.fatal = False
+        self.result = {"compile": None, "correct": False, "trials": [], "robust": None,
+                       "accuracy": None,
+                       "checks": {"inputs_unchanged": None, "outputs_written": None,
+                                  "repeat_consistent": None, "above_floor": None},
+                       "time": None, "speedup": None, "floor_fraction": None,
+                       "failure": None}
+
+    def stream(self):
+        """The current CUDA stream as an integer (0 off CUDA)."""
+        return torch.cuda.current_stream().cuda_stream if self.ev.is_cuda else 0
+
+    def run(self):
+        """Returns the evaluation result; raises EvalError(fatal) on a sticky error."""
+        prep = self.lib.prepare(self.cand, self.task.specs)
+        self.result["compile"] = prep.get("compile")
+        if not prep.get("ok") and prep.get("sticky"):
+            self._library_failure(prep)
+        if not prep.get("ok"):
+            self.result["failure"] = prep.get("failure") or {
+                "stage": "compile", "class": "compile/unknown", "message": "prepare failed"}
+            return self.result
+        self.handle = prep.get("handle")
+        try:
+            with self.ev.gpu:
+                self._verify_and_time()
+            self.result["correct"] = True
+        except CandidateFailure as fail:
+            self.result["failure"] = fail.failure
+        except EvalError as err:
+            if err.fatal:
+                err.result = self.result
+            raise
+        except Exception as exc:
+            cls = sticky_cuda_class(exc) if self.ev.is_cuda else None
+            if cls:
+                self.fatal = True
+                raise EvalError("launch", cls, str(exc)[:2000], exception_text(exc),
+                                fatal=True, result=self.result)
+            raise
+        finally:
+            if self.handle is not None and not self.fatal:
+                try:
+                    self.lib.free(self.handle)
+                except Exception:
+                    pass
+            self.ev._release_memory()
+        return self.result
+
+    def _verify_and_time(self):
+        """Trials, the robust trial, then timing and the re-checks; raises
+        CandidateFailure on the first rule broken."""
+        task = self.task
+        last = None
+        for t in range(task.trials):
+            seed = task.seed + t
+            last = self._trial(seed, robust=False, f64=(t == 0 and task.precision == "fp32"))
+        self._trial(task.seed + task.trials, robust=True, f64=False)
+        self.result["checks"]["inputs_unchanged"] = True
+        self.result["checks"]["outputs_written"] = True
+        self._time_and_recheck(last)
+
+    def _launch(self, named, reset_state=True):
+        """Runs the plan once; a library failure becomes a candidate failure, a sticky
+        one a fatal error."""
+        r = self.lib.run(self.handle, named, self.stream(), reset_state=reset_state)
+        if not r.get("ok"):
+            self._library_failure(r)
+
+    def _library_failure(self, r):
+        """Raises the failure a library reply carries: fatal (EvalError) when sticky,
+        else a CandidateFailure."""
+        fail = r.get("failure") or {"stage": "launch", "class": "launch/unknown",
+                                    "message": "the library reported a failure"}
+        if r.get("sticky"):
+            self.result["failure"] = fail
+            self.fatal = True
+            raise EvalError(fail.get("stage", "launch"), fail.get("class", "cuda/unknown"),
+                            fail.get("message", ""), fatal=True, result=self.result)
+        raise CandidateFailure(fail.get("stage", "launch"), fail.get("class", "launch/unknown"),
+                               fail.get("message", ""))
+
+    def _reference(self, inputs):
+        """Fresh reference outputs of the task model on inputs (new tensors)."""
+        with torch.no_grad():
+            return [t.contiguous() for t in flatten_outputs(self.task.model(*inputs))]
+
+    def _named(self, inputs, outs):
+        """[(name, tensor)] the plan sees: inputs, parameters and buffers (contiguous,
+        detached, sharing storage) and the outputs."""
+        named = [(n, t.detach().contiguous()) for n, t in named_inputs(inputs)]
+        named += [(n, t.detach().contiguous()) for n, t in named_state(self.task.model)]
+        named += [("output:%d" % i, t) for i, t in enumerate(outs)]
+        return named
+
+    def _clone_budget(self):
+        """Bytes the input guard may spend on copies: a quarter of what is left under the
+        memory share (all of a CPU test's)."""
+        if not self.ev.is_cuda:
+            return 1 << 62
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        left = self.ev.mem_fraction * total - torch.cuda.memory_reserved()
+        return max(0, int(left / 4))
+
+    def _trial(self, seed, robust, f64):
+        """One trial on fresh inputs; returns (inputs, refs, outs, named) for reuse."""
+        task = self.task
+        inputs = self.ev.make_inputs(task, seed, robust)
+        refs = self._reference(inputs)
+        outs = self._alloc_outputs(refs)
+        named = self._named(inputs, outs)
+        guard = InputGuard([p for p in named if not p[0].startswith("output:")],
+                           self._clone_budget())
+        self._launch(named)
+        record = {"seed": seed, "ok": True, "max_abs": 0.0, "max_rel": 0.0}
+        if robust:
+            self.result["robust"] = record
+        else:
+            self.result["trials"].append(record)
+        # Inputs first: outputs compared against a reference of inputs the candidate
+        # has since overwritten say less than the overwrite itself.
+        changed = guard.changed()
+        del guard
+        if changed:
+            record["ok"] = False
+            self.result["checks"]["inputs_unchanged"] = False
+            raise CandidateFailure("check", "check/inputs_modified",
+                                   "the candidate modified %s" % ", ".join(changed))
+        try:
+            self._check_outputs(record, outs, refs, robust)
+        except CandidateFailure as failure:
+            if not (failure.failure["class"] in ("correctness/mismatch",
+                                                 "correctness/robust_mismatch")
+                    and self._within_float64_budget(
+                        inputs, refs, outs, "robust_accuracy" if robust else "trial_accuracy")):
+                raise
+            record["ok"] = True
+            record["judged_by"] = "float64 accuracy budget"
+        if f64:
+            self._accuracy_budget(inputs, refs, outs)
+        return inputs, refs, outs, named
+
+    def _within_float64_budget(self, inputs, refs, outs, key):
+        """Whether outputs that failed the element-wise comparison still pass on
+        accuracy. Where sums cancel (randn inputs, or a row sum of a GEMM's signed
+        outputs) two fp32 summation orders differ by more than atol + rtol * |ref|, and
+        the fp32 eager reference is no closer to the truth than the candidate; such a
+        candidate passes when it is as accurate as eager against a float64 reference
+        (the accuracy budget, recorded under result[key]). fp32 tasks with floating
+        outputs only: an integer output has no budget."""
+        return (self.task.precision == "fp32"
+                and all(o.dtype.is_floating_point for o in outs)
+                and self._accuracy_budget(inputs, refs, outs, key=key, raise_on_fail=False))
+
+    def _alloc_outputs(self, refs):
+        """New output tensors shaped like the profile says, filled with the poison
+        pattern."""
+        outs = []
+        for i, (spec, ref) in enumerate(zip(self._output_specs(), refs)):
+            if list(ref.shape) != spec["shape"] or dtype_name(ref.dtype) != spec["dtype"]:
+                raise EvalError("load", "evaluate/reference_changed",
+                                "output:%d of the reference is %s %s, the profile says %s %s"
+                                % (i, dtype_name(ref.dtype), list(ref.shape),
+                                   spec["dtype"], spec["shape"]))
+            out = torch.empty_like(ref, memory_format=torch.contiguous_format)
+            poison_(out, ref)
+            outs.append(out)
+        return outs
+
+    def _output_specs(self):
+        """The output entries of the task profile."""
+        return self.task.profile["outputs"]
+
+    def _check_outputs(self, record, outs, refs, robust):
+        """Compares every output; raises the first failure."""
+        task = self.task
+        degenerate = bool(task.profile.get("degenerate"))
+        for i, (out, ref) in enumerate(zip(outs, refs)):
+            cmp = compare_outputs(out, ref, task.atol, task.rtol)
+            record["max_abs"] = max(record["max_abs"], cmp["max_abs"])
+            record["max_rel"] = max(record["max_rel"], cmp["max_rel"])
+            verdict = classify_comparison("output:%d" % i, cmp)
+            if verdict is None and degenerate and out.dtype.is_floating_point:
+                diff, refn = math.sqrt(cmp["diff_sq"]), math.sqrt(cmp["ref_sq"])
+                record["rel_l2"] = diff / refn if refn > 0 else (0.0 if diff == 0 else math.inf)
+                if not relative_l2_ok(diff, refn, task.rtol, cmp["numel"]):
+                    verdict = ("correctness/relative_error",
+                               "output:%d: relative L2 error %.3g over rtol %g (the task's "
+                               "outputs are all within atol of zero)"
+                               % (i, record["rel_l2"], task.rtol))
+            if verdict is not None:
+                record["ok"] = False
+                cls, msg = verdict
+                if cls == "correctness/unwritten_output":
+                    self.result["checks"]["outputs_written"] = False
+                elif cls == "correctness/mismatch" and robust:
+                    cls = "correctness/robust_mismatch"
+                    msg = "randn inputs: " + msg
+                raise CandidateFailure("correctness", cls, msg)
+
+    def _accuracy_budget(self, inputs, refs, outs, key="accuracy", raise_on_fail=True):
+        """The fp32 accuracy budget of DESIGN section 5 against a float64 reference,
+        recorded under result[key]. Raises on a broken budget when raise_on_fail, else
+        returns whether every output kept within it (False when it could not be
+        computed)."""
+        try:
+            model64 = copy.deepcopy(self.task.model).double()
+            in64 = [t.double() if isinstance(t, torch.Tensor) and t.dtype.is_floating_point
+                    else t for t in inputs]
+            with torch.no_grad():
+                refs64 = flatten_outputs(model64(*in64))
+            del model64, in64
+        except Exception as exc:
+            if self.ev.is_cuda and sticky_cuda_class(exc):
+                raise
+            self.ev._release_memory()
+            self.result[key] = {"skipped": "float64 reference failed: %s: %s"
+                                % (type(exc).__name__, str(exc)[:300])}
+            return False
+        acc = {"factor": self.task.accuracy_factor, "outputs": []}
+        self.result[key] = acc
+        for i, (out, ref, r64) in enumerate(zip(outs, refs, refs64)):
+            if not out.dtype.is_floating_point:
+                continue
+            eager_err = max_abs_error(ref, r64)
+            cand_err = max_abs_error(out, r64)
+            max_ref = max_abs_finite(r64)
+            budget = accuracy_budget(eager_err, max_ref, acc["factor"])
+            acc["outputs"].append({"name": "output:%d" % i, "candidate_err": cand_err,
+                                   "eager_err": eager_err, "max_ref": max_ref,
+                                   "budget": budget})
+            if not cand_err <= budget:
+                if not raise_on_fail:
+                    return False
+                raise CandidateFailure(
+                    "correctness", "correctness/accuracy_budget",
+                    "output:%d: error against float64 %.3g exceeds the budget %.3g "
+                    "(%gx the fp32 eager error %.3g)" % (i, cand_err, budget, acc["factor"],
+                                                        eager_err))
+        return True
+
+    def _time_and_recheck(self, last):
+        """Times the plan, re-verifies the output left by the timing loop and once more
+        with new values in the same buffers, then applies the impossible floor."""
+        inputs, refs, outs, named = last
+        timing = self.lib.time(self.handle, named, self.stream(), dict(TIMING))
+        if not timing.get("ok"):
+            self._library_failure(timing)
+        self.result["time"] = {k: timing.get(k) for k in ("median_ms", "mean_ms", "reps", "rse")}
+        self._recheck(inputs, outs, refs, "after the timing loop")
+        # New values in the very buffers the candidate saw: a kernel that caches its
+        # result by pointer, or only computes on its first call, returns stale data.
+        fresh = self.ev.make_inputs(self.task, self.task.seed + self.task.trials + 1)
+        for (_, old), (_, new) in zip(named_inputs(inputs), named_inputs(fresh)):
+            old.copy_(new)
+        del fresh
+        for (_, seen), (_, src) in zip(named, named_inputs(inputs)):
+            if seen.data_ptr() != src.data_ptr():
+                seen.copy_(src)
+        refs = self._reference(inputs)
+        for out, ref in zip(outs, refs):
+            poison_(out, ref)
+        # State kept from the timing loop's last run (module globals, scratch buffers)
+        # is left in place, so a kernel that remembers its first call shows itself.
+        self._launch(named, reset_state=False)
+        self._recheck(inputs, outs, refs, "with new input values in the same buffers")
+        self.result["checks"]["repeat_consistent"] = True
+        self._apply_floor()
+
+    def _recheck(self, inputs, outs, refs, when):
+        """Compares outputs again, by the rules of a trial; a difference is
+        check/repeat_inconsistent."""
+        for i, (out, ref) in enumerate(zip(outs, refs)):
+            cmp = compare_outputs(out, ref, self.task.atol, self.task.rtol)
+            verdict = classify_comparison("output:%d" % i, cmp)
+            if verdict is not None and not (
+                    verdict[0] == "correctness/mismatch"
+                    and self._within_float64_budget(inputs, refs, outs, "recheck_accuracy")):
+                self.result["checks"]["repeat_consistent"] = False
+                raise CandidateFailure("check", "check/repeat_inconsistent",
+                                       "%s: %s" % (when, verdict[1]))
+
+    def _apply_floor(self):
+        """Speed-ups, floor fraction, and the impossible-floor check."""
+        prof = self.task.profile
+        median = self.result["time"].get("median_ms")
+        if not isinstance(median, (int, float)) or median <= 0:
+            return
+        eager, comp = prof.get("eager_ms"), prof.get("compile_ms")
+        self.result["speedup"] = {"eager": eager / median if eager else None,
+                                  "compile": comp / median if comp else None}
+        floor = prof.get("floor_ms")
+        self.result["floor_fraction"] = floor / median if floor else None
+        impossible = prof.get("impossible_ms")
+        if impossible is None:
+            return
+        self.result["checks"]["above_floor"] = median >= impossible
+        if median < impossible:
+            raise CandidateFailure("check", "check/below_floor",
+                                   "median %.4g ms is below the impossible floor %.4g ms"
+                                   % (median, impossible))

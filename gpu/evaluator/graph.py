@@ -1,0 +1,191 @@
+# Evaluator graph extraction for the profile: the FX graph of a task model with ShapeProp shapes, falling back to torch.export.
+"""Every node becomes a JSON-ready dict (name, op, target, args, kwargs, shape, dtype);
+nothing keeps references to the model or its inputs."""
+
+import math
+
+import torch
+
+from .tensors import dtype_name
+
+
+def target_name(target):
+    """A stable string for an FX call_function/call_method target: 'torch.relu',
+    'torch.nn.functional.softmax', 'operator.mul', or the method name."""
+    if isinstance(target, str):
+        return target
+    try:
+        from torch.fx.node import _get_qualified_name
+        name = _get_qualified_name(target)
+    except Exception:
+        name = getattr(target, "__qualname__", None) or str(target)
+    short = name.rsplit(".", 1)[-1]
+    if name.startswith("torch._C._nn.") or name.startswith("torch._C._VariableFunctions"):
+        fn = getattr(torch.nn.functional, short, None)
+        if fn is target:
+            return "torch.nn.functional." + short
+        if getattr(torch, short, None) is target:
+            return "torch." + short
+    if name.startswith("_operator."):
+        return "operator." + name[len("_operator."):]
+    if isinstance(target, torch._ops.OpOverload) or isinstance(target,
+                                                               torch._ops.OpOverloadPacket):
+        return str(target)
+    return name
+
+
+def encode_arg(a):
+    """JSON form of an FX argument: graph nodes as {"node": name}, constants as
+    themselves (non-finite floats as "inf"/"-inf"/"nan"), dtypes as "torch.float32"."""
+    if isinstance(a, torch.fx.Node):
+        return {"node": a.name}
+    if a is None or isinstance(a, (bool, int, str)):
+        return a
+    if isinstance(a, float):
+        if math.isnan(a):
+            return "nan"
+        if math.isinf(a):
+            return "inf" if a > 0 else "-inf"
+        return a
+    if isinstance(a, (list, tuple, torch.Size)):
+        return [encode_arg(v) for v in a]
+    if isinstance(a, dict):
+        return {str(k): encode_arg(v) for k, v in a.items()}
+    if isinstance(a, slice):
+        return {"slice": [encode_arg(a.start), encode_arg(a.stop), encode_arg(a.step)]}
+    if a is Ellipsis:
+        return "..."
+    if isinstance(a, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+        return str(a)
+    return {"repr": repr(a)[:200]}
+
+
+def module_attrs(mod):
+    """Hyper-parameters of a leaf module: its __constants__ (in/out features,
+    kernel_size/stride/padding, eps/normalized_shape, ...), whether it has a bias, and
+    its extra_repr."""
+    attrs = {}
+    for name in getattr(type(mod), "__constants__", ()) or ():
+        if hasattr(mod, name):
+            attrs[name] = encode_arg(getattr(mod, name))
+    if "bias" in mod._parameters:
+        attrs["bias"] = mod._parameters["bias"] is not None
+    try:
+        extra = mod.extra_repr()
+        if extra:
+            attrs["extra_repr"] = extra[:500]
+    except Exception:
+        pass
+    return attrs
+
+
+def extract_graph(model, inputs, state_by_id):
+    """{"graph": [...], "graph_source": "fx"|"export", "graph_error": str|None}: the FX
+    graph of model with output shapes from ShapeProp, falling back to torch.export, and
+    to graph null with the reasons when both fail."""
+    errors = []
+    try:
+        return {"graph": fx_graph(model, inputs, state_by_id), "graph_source": "fx",
+                "graph_error": None}
+    except Exception as exc:
+        errors.append("symbolic_trace: %s: %s" % (type(exc).__name__, str(exc)[:500]))
+    try:
+        return {"graph": export_graph(model, inputs), "graph_source": "export",
+                "graph_error": errors[0]}
+    except Exception as exc:
+        errors.append("torch.export: %s: %s" % (type(exc).__name__, str(exc)[:500]))
+    return {"graph": None, "graph_source": None, "graph_error": "; ".join(errors)}
+
+
+def _meta_shape(meta):
+    """(shape, dtype, outputs) fields of a node from a TensorMetadata/FakeTensor or a
+    tuple of them."""
+    if meta is None:
+        return {"shape": None, "dtype": None}
+    if hasattr(meta, "shape") and hasattr(meta, "dtype"):
+        return {"shape": list(meta.shape), "dtype": dtype_name(meta.dtype)}
+    if isinstance(meta, (list, tuple)):
+        return {"shape": None, "dtype": None,
+                "outputs": [_meta_shape(m) for m in meta]}
+    return {"shape": None, "dtype": None}
+
+
+def fx_graph(model, inputs, state_by_id):
+    """Nodes of torch.fx.symbolic_trace(model) with ShapeProp shapes (raises when
+    tracing fails; a ShapeProp failure leaves shapes null and says so)."""
+    from torch.fx.passes.shape_prop import ShapeProp
+    gm = torch.fx.symbolic_trace(model)
+    shape_error = None
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*inputs)
+    except Exception as exc:
+        shape_error = "%s: %s" % (type(exc).__name__, str(exc)[:300])
+    modules = dict(gm.named_modules())
+    nodes = []
+    placeholder_index = 0
+    for n in gm.graph.nodes:
+        entry = {"name": n.name, "op": n.op}
+        if n.op == "placeholder":
+            entry["target"] = str(n.target)
+            entry["tensor"] = "input:%d" % placeholder_index
+            placeholder_index += 1
+        elif n.op == "call_module":
+            mod = modules.get(n.target)
+            entry["target"] = type(mod).__name__ if mod is not None else str(n.target)
+            entry["module"] = str(n.target)
+            if mod is not None:
+                entry["attrs"] = module_attrs(mod)
+                entry["params"] = [state_by_id[id(p)] for p in
+                                   list(mod.parameters(recurse=False))
+                                   + list(mod.buffers(recurse=False)) if id(p) in state_by_id]
+        elif n.op == "get_attr":
+            entry["target"] = str(n.target)
+            obj = _resolve_attr(gm, str(n.target))
+            if isinstance(obj, torch.Tensor) and id(obj) in state_by_id:
+                entry["tensor"] = state_by_id[id(obj)]
+        else:
+            entry["target"] = target_name(n.target)
+        entry["args"] = encode_arg(n.args)
+        entry["kwargs"] = encode_arg(n.kwargs)
+        entry.update(_meta_shape(n.meta.get("tensor_meta")))
+        if shape_error and n.op != "output":
+            entry["shape_error"] = shape_error
+        nodes.append(entry)
+    return nodes
+
+
+def _resolve_attr(root, path):
+    """The object at dotted path under root, or None."""
+    obj = root
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def export_graph(model, inputs):
+    """Nodes of torch.export.export(model) (ATen level; lifted parameters carry their
+    param: names)."""
+    ep = torch.export.export(model, tuple(inputs))
+    sig = ep.graph_signature
+    lifted = dict(getattr(sig, "inputs_to_parameters", {}) or {})
+    lifted.update(getattr(sig, "inputs_to_buffers", {}) or {})
+    user = list(getattr(sig, "user_inputs", []) or [])
+    nodes = []
+    for n in ep.graph_module.graph.nodes:
+        entry = {"name": n.name, "op": n.op}
+        if n.op == "placeholder":
+            entry["target"] = str(n.target)
+            if n.name in lifted:
+                entry["tensor"] = "param:" + lifted[n.name]
+            elif n.name in user:
+                entry["tensor"] = "input:%d" % user.index(n.name)
+        else:
+            entry["target"] = target_name(n.target)
+        entry["args"] = encode_arg(n.args)
+        entry["kwargs"] = encode_arg(n.kwargs)
+        entry.update(_meta_shape(n.meta.get("val")))
+        nodes.append(entry)
+    return nodes
