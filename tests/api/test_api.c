@@ -834,7 +834,7 @@ static void test_submission_defaults(void **state) {
   struct server *server = *state;
   json_t *o = submitted_options(server, "{\"reference\":@REF@}");
   assert_json(o, "{\"proposer\":\"builtin\",\"policy\":\"htam+tree\","
-                 "\"budget\":{\"steps\":20,\"seconds\":900,\"llm_usd\":0.5},"
+                 "\"budget\":{\"steps\":20,\"seconds\":900,\"llm_usd\":0.5,\"stop_at_floor\":0.97},"
                  "\"precision\":\"fp32\",\"tolerance\":{\"atol\":0.0001,\"rtol\":0.0001},"
                  "\"trials\":5,\"seed\":42,\"llm\":{\"model\":null}}",
               "default options");
@@ -851,12 +851,13 @@ static void test_submission_defaults(void **state) {
   o = submitted_options(server, "{\"reference\":@REF@,\"precision\":\"tf32\","
                                 "\"tolerance\":{\"atol\":0.5},\"budget\":{\"steps\":3}}");
   assert_json(json_object_get(o, "tolerance"), "{\"atol\":0.5,\"rtol\":0.01}", "tolerance");
-  assert_json(json_object_get(o, "budget"), "{\"steps\":3,\"seconds\":900,\"llm_usd\":0.5}",
+  assert_json(json_object_get(o, "budget"), "{\"steps\":3,\"seconds\":900,\"llm_usd\":0.5,\"stop_at_floor\":0.97}",
               "budget");
   json_decref(o);
   static const char full[] =
       "{\"proposer\":\"llm\",\"policy\":\"flat\","
-      "\"budget\":{\"steps\":7,\"seconds\":60,\"llm_usd\":2.5},\"precision\":\"bf16\","
+      "\"budget\":{\"steps\":7,\"seconds\":60,\"llm_usd\":2.5,\"stop_at_floor\":0.5},"
+      "\"precision\":\"bf16\","
       "\"tolerance\":{\"atol\":0.002,\"rtol\":0.003},\"trials\":9,\"seed\":7,"
       "\"llm\":{\"model\":\"deepseek-reasoner\"}}";
   char *tmpl = fmt("{\"reference\":@REF@,\"name\":\"full\",%s", full + 1);

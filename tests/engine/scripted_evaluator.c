@@ -10,7 +10,8 @@
  * Anything else gets an ok:false reply of stage "check", class "check/no_script".
  * A program (a candidate with "program" instead of a source: the reference of step 0,
  * or library steps composed with regions) follows SCRIPTED_EVAL_PROGRAM, a directive
- * of the same form ("correct 2.1" when unset), and reports each step's share of the
+ * of the same form ("correct 2.1" when unset; "wrong" for a task whose name starts with
+ * "allfail", so that nothing of it is correct), and reports each step's share of the
  * time in "steps_ms".
  *
  * Environment:
@@ -38,6 +39,7 @@ static FILE *proto;   /* the protocol stream (the original fd 1) */
 static bool loaded;   /* a task was loaded in this process */
 static bool exotic;   /* the loaded task's name starts with "exotic": an FFT graph */
 static bool plain;    /* it starts with "plain": the real evaluator's softmax graph */
+static bool allfail;  /* it starts with "allfail": its programs are wrong too */
 
 /* A non-negative integer from the environment, or fallback when unset or malformed. */
 static long env_long(const char *name, long fallback) {
@@ -188,7 +190,7 @@ static json_t *evaluate(json_t *req, json_int_t id) {
   const char *d = source ? strstr(source, "SCRIPT ") : NULL;
   if (program) {
     d = getenv("SCRIPTED_EVAL_PROGRAM");
-    d = d && *d ? d : "correct 2.1";
+    d = allfail ? "wrong" : d && *d ? d : "correct 2.1";
   } else if (!d) {
     return error_reply(id, "check", "check/no_script", "the source holds no SCRIPT directive");
   } else {
@@ -233,6 +235,7 @@ static json_t *answer(json_t *req, bool *ret_bye) {
     loaded = true;
     exotic = name && strncmp(name, "exotic", 6) == 0;
     plain = name && strncmp(name, "plain", 5) == 0;
+    allfail = name && strncmp(name, "allfail", 7) == 0;
     return json_pack("{s:I, s:b, s:{s:b, s:{s:[], s:{}}}}", "id", id, "ok", 1, "result",
                      "loaded", 1, "init_inputs", "args", "kwargs");
   }

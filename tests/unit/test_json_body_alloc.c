@@ -102,7 +102,7 @@ static char *submission_text(void) {
 /* The options submission_parse must produce for submission_text(), as JSON text. */
 static const char *const EXPECTED_OPTIONS =
     "{\"proposer\":\"llm\",\"policy\":\"htam+tree\","
-    "\"budget\":{\"steps\":7,\"seconds\":600,\"llm_usd\":0.25},"
+    "\"budget\":{\"steps\":7,\"seconds\":600,\"llm_usd\":0.25,\"stop_at_floor\":0.97},"
     "\"precision\":\"tf32\",\"tolerance\":{\"atol\":0.001,\"rtol\":0.01},"
     "\"trials\":3,\"seed\":1234,\"llm\":{\"model\":\"deepseek-reasoner\"}}";
 
