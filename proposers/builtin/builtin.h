@@ -99,6 +99,9 @@ json_t *graph_attr(json_t *node, const char *name);
 /* A parameter of a call: the attribute name of a module, else graph_arg(node, pos, name)
  * of a function or method (borrowed from node, NULL when absent). */
 json_t *graph_param(json_t *node, size_t pos, const char *name);
+/* The parameter tensor of a call_module node whose state_dict key ends with suffix after a
+ * '.' or ':' ("weight" finds "param:fc.weight"; borrowed from node), or NULL. */
+const char *graph_module_param(json_t *node, const char *suffix);
 /* The tensor name ("input:<i>", borrowed from node) of a placeholder node whose dtype is
  * dtype (any dtype when NULL, but one must be recorded), else NULL. */
 const char *graph_input_tensor(json_t *node, const char *dtype);

@@ -66,6 +66,20 @@ const char *graph_input_tensor(json_t *node, const char *dtype) {
   return !dtype || strcmp(dt, dtype) == 0 ? t : NULL;
 }
 
+const char *graph_module_param(json_t *node, const char *suffix) {
+  size_t i;
+  json_t *p;
+  size_t sl = strlen(suffix);
+  json_array_foreach(json_object_get(node, "params"), i, p) {
+    const char *s = json_string_value(p);
+    size_t l = s ? strlen(s) : 0;
+    if (l >= sl && strcmp(s + l - sl, suffix) == 0 &&
+        (l == sl || s[l - sl - 1] == '.' || s[l - sl - 1] == ':'))
+      return s;
+  }
+  return NULL;
+}
+
 bool graph_target_is(json_t *node, const char *op) {
   const char *target = json_string_value(json_object_get(node, "target"));
   if (!target || !op)
