@@ -102,16 +102,17 @@ static void problem_macros(struct cg_buf *s, const struct gm *g, const struct la
 /* The candidate's source: shared helpers, problem macros, the epilogue, the GEMM
  * template, then the tail's template and generated row program. */
 static char *build_source(const struct gm *g, const struct layout *L, bool tf32) {
-  const char *common = builtin_template("common.cuh");
   const char *main_t = builtin_template("gemm.cu");
   const char *tc_t = builtin_template("gemm_tf32x3.cu");
   const char *tail_t = builtin_template("gemm_tail.cu");
-  if (!common || !main_t || !tail_t || !tc_t)
+  if (!main_t || !tail_t || !tc_t)
     return NULL;
   struct cg_buf s = {0};
-  cg_printf(&s, "// opforge builtin gemm: generated\n"
-                "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n");
-  cg_printf(&s, "%s\n", common);
+  cg_printf(&s, "// opforge builtin gemm: generated\n");
+  if (cg_common(&s) != 0) {
+    cg_free(&s);
+    return NULL;
+  }
   if (tf32)
     cg_printf(&s, "#define OFG_TF32X3 1\n");
   problem_macros(&s, g, L);
@@ -207,9 +208,6 @@ static void main_launches(const struct gm *g, const struct knob_set *k, const st
   }
 }
 
-static int generate_tf32x3(const struct gm *g, const struct knob_set *k, json_t *launches,
-                           json_t *buffers, struct layout *L);
-
 int gemm_generate(json_t *match, const struct knob_set *knobs, json_t **ret_candidate, char *why,
                   size_t whylen) {
   struct gm g;
@@ -221,43 +219,19 @@ int gemm_generate(json_t *match, const struct knob_set *knobs, json_t **ret_cand
   json_t *launches = json_array(), *buffers = json_array();
   if (op_is(&g, "gemm") && !tf32) {
     gemm_derive(&g, &k, &L);
-    main_launches(&g, &k, &L, launches, buffers);
   } else if (tf32) {
-    if (generate_tf32x3(&g, &k, launches, buffers, &L) != 0) {
-      json_decref(launches);
-      json_decref(buffers);
-      snprintf(why, whylen, "tf32x3: generation failed");
-      return -1;
-    }
+    gemm_derive_tf32(&g, &k, &L);
   } else {
     L.idx64 = true;
-    main_launches(&g, &k, &L, launches, buffers);
   }
+  main_launches(&g, &k, &L, launches, buffers);
   tail_launches(&g, launches, buffers);
   char *src = build_source(&g, &L, tf32);
-  json_t *opts = knob_options(&k);
-  json_t *cand = src && opts ? json_pack("{s:s,s:o,s:{s:o,s:o}}", "source", src, "options", opts,
-                                         "plan", "buffers", buffers, "launches", launches)
-                             : NULL;
+  json_t *plan = json_pack("{s:o,s:o}", "buffers", buffers, "launches", launches);
+  int rc = cg_candidate(src, &k, plan, "out of memory building the candidate", ret_candidate,
+                        why, whylen);
   free(src);
-  if (!cand) {
-    if (!opts || !src) {
-      json_decref(opts);
-      json_decref(buffers);
-      json_decref(launches);
-    }
-    snprintf(why, whylen, "out of memory building the candidate");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
-}
-
-static int generate_tf32x3(const struct gm *g, const struct knob_set *k, json_t *launches,
-                           json_t *buffers, struct layout *L) {
-  gemm_derive_tf32(g, k, L);
-  main_launches(g, k, L, launches, buffers);
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_gemm = {

@@ -253,7 +253,8 @@ static int gemm_operands(struct matcher *m, json_t *node, struct gemm_args *g) {
   bool lin = strcmp(n, "linear") == 0, addmm = strcmp(n, "addmm") == 0;
   size_t base = addmm ? 1 : 0;
   struct val *a = mt_arg_val(m, graph_arg(node, base, addmm ? "mat1" : "input"));
-  struct val *b = mt_arg_val(m, graph_arg(node, base + 1, addmm ? "mat2" : lin ? "weight" : "other"));
+  struct val *b =
+      mt_arg_val(m, graph_arg(node, base + 1, addmm ? "mat2" : lin ? "weight" : "other"));
   if (!a || !b)
     return mt_fail(m, "%s: operands are not tensors", node_target(node));
   g->a = *a;

@@ -78,6 +78,20 @@ static void record_ops(struct matcher *m, json_t *list) {
   }
 }
 
+/* The index of tensor (copied) in operands, a list of tensor names, appending it when it is
+ * not there yet. */
+static size_t operand_slot(json_t *operands, const char *tensor) {
+  size_t j, found = json_array_size(operands);
+  json_t *e;
+  json_array_foreach(operands, j, e) {
+    if (strcmp(json_string_value(e), tensor) == 0)
+      found = j;
+  }
+  if (found == json_array_size(operands))
+    json_array_append_new(operands, json_string(tensor));
+  return found;
+}
+
 /* Emits the current segment as device function name into fns, returning the call with
  * the operand arguments mapped to parameters prefix<i> of operands (deduplicated). */
 static char *segment_call(struct matcher *m, const char *name, int out_var, struct cg_buf *fns,
@@ -94,15 +108,7 @@ static char *segment_call(struct matcher *m, const char *name, int out_var, stru
     return NULL;
   bool ok = true;
   for (size_t i = 0; i < n; i++) {
-    const char *t = json_string_value(json_array_get(m->seg.operands, i));
-    size_t j, found = json_array_size(operands);
-    json_t *e;
-    json_array_foreach(operands, j, e) {
-      if (strcmp(json_string_value(e), t) == 0)
-        found = j;
-    }
-    if (found == json_array_size(operands))
-      json_array_append_new(operands, json_string(t));
+    size_t found = operand_slot(operands, json_string_value(json_array_get(m->seg.operands, i)));
     args[i] = malloc(32);
     if (!args[i]) {
       ok = false;
@@ -201,15 +207,7 @@ void mt_tail_param(struct matcher *m, const char *tensor, char *buf, size_t len)
     snprintf(buf, len, "(const float*)0");
     return;
   }
-  size_t j, found = json_array_size(m->tail_operands);
-  json_t *e;
-  json_array_foreach(m->tail_operands, j, e) {
-    if (strcmp(json_string_value(e), tensor) == 0)
-      found = j;
-  }
-  if (found == json_array_size(m->tail_operands))
-    json_array_append_new(m->tail_operands, json_string(tensor));
-  snprintf(buf, len, "t%zu", found);
+  snprintf(buf, len, "t%zu", operand_slot(m->tail_operands, tensor));
 }
 
 /* Runs a row operation on x: flushes the pointwise work before it, appends code (a
@@ -332,7 +330,8 @@ static int item_op(struct matcher *m, json_t *node, struct val *out) {
   }
   if (ks && (strcmp(ks, "T") == 0 || strcmp(ks, "mT") == 0))
     return mt_fail(m, "a transpose of the GEMM's result is not supported");
-  return mt_fail(m, "%s: unsupported indexing of a GEMM value (indices or slices)", node_target(node));
+  return mt_fail(m, "%s: unsupported indexing of a GEMM value (indices or slices)",
+                 node_target(node));
 }
 
 static int view_op(struct matcher *m, json_t *node, struct val *out) {
@@ -450,7 +449,7 @@ static int finish_tail(struct matcher *m, bool scalar) {
   if (smem * 4 > TAIL_SMEM_LIMIT) {
     cg_free(&b);
     return mt_fail(m, "the row tail keeps a row of %lld floats in shared memory: too long",
-                m->tail_cols_in);
+                   m->tail_cols_in);
   }
   json_t *tail =
       json_pack("{s:O,s:O,s:s,s:I,s:I,s:I}", "ops", m->tail_ops, "operands", m->tail_operands,

@@ -71,7 +71,8 @@ int mt_reduce_op(struct matcher *m, json_t *node, struct val *out, const char *k
   enum vkind k = tuple ? V_TUPLE : V_VAR;
   if (trivial) { /* over size-1 dims: the value itself, exactly */
     if (x->gen != m->gen)
-      return mt_fail(m, "%s: a value from before a row operation is used after it", node_target(node));
+      return mt_fail(m, "%s: a value from before a row operation is used after it",
+                     node_target(node));
     return mt_set_var(m, out, node, x->var, k);
   }
   if (m->phase != PH_EPI && m->phase != PH_ROW)
@@ -221,7 +222,7 @@ static int instance_norm_op(struct matcher *m, json_t *node, struct val *x, stru
   json_t *uis = mod ? NULL : graph_arg(node, 5, "use_input_stats");
   if (affine || (uis && json_is_false(uis)))
     return mt_fail(m, "%s with affine parameters or running statistics is not supported",
-                node_target(node));
+                   node_target(node));
   if (x->rank < 3 || graph_dims_prod(x->shape, 2, x->rank) != m->cols)
     return mt_fail(m, "%s: spatial dims are not the output features", node_target(node));
   return groupnorm_code(m, x, node, "instance_norm", 1, eps, NULL, NULL, out);
@@ -291,7 +292,7 @@ int mt_pool_op(struct matcher *m, json_t *node, struct val *out, bool is_max) {
       int_or_first(pv, 0, &pad) != 0 || pad != 0 || json_is_true(cm) || json_is_true(ri) ||
       (is_max && int_or_first(graph_param(node, 4, "dilation"), 1, &dil) != 0) || dil != 1)
     return mt_fail(m, "%s: only padding 0, dilation 1 and floor mode are supported",
-                node_target(node));
+                   node_target(node));
   if (x->rank < 2 || x->rank > 3 || x->shape[x->rank - 1] != m->cols ||
       (m->phase != PH_EPI && m->phase != PH_ROW) || m->cols < k)
     return mt_fail(m, "%s: the pooled dim is not the output features", node_target(node));

@@ -46,22 +46,6 @@ static long long dims_product(const json_t *shape, size_t from, size_t to) {
   return p;
 }
 
-/* The parameter tensor of a module node whose state_dict key ends with "." suffix
- * (borrowed string), or NULL. */
-static const char *module_param(json_t *node, const char *suffix) {
-  size_t i;
-  json_t *p;
-  size_t n = strlen(suffix);
-  json_array_foreach(json_object_get(node, "params"), i, p) {
-    const char *s = json_string_value(p);
-    size_t len = s ? strlen(s) : 0;
-    if (len > n && strcmp(s + len - n, suffix) == 0 && (s[len - n - 1] == '.' ||
-                                                        s[len - n - 1] == ':'))
-      return s;
-  }
-  return NULL;
-}
-
 /* The parameter tensor a functional argument refers to (a get_attr node), or NULL. */
 static const char *arg_param(json_t *profile, json_t *node, size_t idx, const char *name) {
   json_t *ref = expr_ref(profile, expr_arg(node, idx, name));
@@ -108,8 +92,8 @@ static int spec_trailing(json_t *profile, json_t *node, bool module, const json_
   s->c[2] = 1;
   if (module) {
     s->eps = num_or(json_object_get(attrs, "eps"), rms ? FLOAT32_EPS : 1e-5);
-    s->weight = module_param(node, "weight");
-    s->bias = rms ? NULL : module_param(node, "bias");
+    s->weight = graph_module_param(node, "weight");
+    s->bias = rms ? NULL : graph_module_param(node, "bias");
     return 0;
   }
   s->eps = num_or(expr_arg(node, rms ? 3 : 4, "eps"), rms ? FLOAT32_EPS : 1e-5);
@@ -155,9 +139,9 @@ static int spec_channels(json_t *profile, json_t *node, bool module, const json_
   size_t wi = group ? 2 : 3, bi = group ? 3 : 4, ei = group ? 4 : 7;
   bool affine = !module || json_is_true(json_object_get(attrs, "affine"));
   s->eps = num_or(module ? json_object_get(attrs, "eps") : expr_arg(node, ei, "eps"), 1e-5);
-  s->weight = !affine ? NULL : module ? module_param(node, "weight")
+  s->weight = !affine ? NULL : module ? graph_module_param(node, "weight")
                                       : arg_param(profile, node, wi, "weight");
-  s->bias = !affine ? NULL : module ? module_param(node, "bias")
+  s->bias = !affine ? NULL : module ? graph_module_param(node, "bias")
                                     : arg_param(profile, node, bi, "bias");
   if (!module && (bad_tensor_arg(profile, node, wi, "weight") ||
                   bad_tensor_arg(profile, node, bi, "bias"))) {
@@ -192,9 +176,9 @@ static int spec_batch(json_t *profile, json_t *node, bool module, const json_t *
   s->spatial = s->c[2];
   bool affine = !module || json_is_true(json_object_get(attrs, "affine"));
   s->eps = num_or(module ? json_object_get(attrs, "eps") : expr_arg(node, 7, "eps"), 1e-5);
-  s->weight = !affine ? NULL : module ? module_param(node, "weight")
+  s->weight = !affine ? NULL : module ? graph_module_param(node, "weight")
                                       : arg_param(profile, node, 3, "weight");
-  s->bias = !affine ? NULL : module ? module_param(node, "bias")
+  s->bias = !affine ? NULL : module ? graph_module_param(node, "bias")
                                     : arg_param(profile, node, 4, "bias");
   if (!module && (bad_tensor_arg(profile, node, 3, "weight") ||
                   bad_tensor_arg(profile, node, 4, "bias"))) {
@@ -711,7 +695,8 @@ static int nm_check(json_t *match, const struct knob_set *k, char *why, size_t w
 
 /* Whether leaf i of the epilogue is the normalized input itself (passed as x). */
 static bool is_x_leaf(json_t *match, size_t i) {
-  const json_t *l = json_array_get(json_object_get(json_object_get(match, "epilogue"), "leaves"), i);
+  const json_t *epi = json_object_get(match, "epilogue");
+  const json_t *l = json_array_get(json_object_get(epi, "leaves"), i);
   char off[512];
   return strcmp(json_string_value(json_object_get(l, "tensor")),
                 json_string_value(json_object_get(match, "input"))) == 0 &&

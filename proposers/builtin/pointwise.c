@@ -219,17 +219,12 @@ static int pw_generate(json_t *match, const struct knob_set *k, json_t **ret_can
     return -1;
   char *frag = pw_fragment(match, k);
   char *src = frag ? cg_source("pointwise.cu", frag) : NULL;
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", pw_plan(match, k))
-                     : NULL;
+  int rc = cg_candidate(src, k, src ? pw_plan(match, k) : NULL,
+                        "pointwise: could not generate the candidate (out of memory)",
+                        ret_candidate, why, whylen);
   free(frag);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "pointwise: could not generate the candidate (out of memory)");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_pointwise = {

@@ -503,11 +503,6 @@ static void red_params(const json_t *pro, struct cg_buf *b) {
   cg_printf(b, "\n");
 }
 
-/* Writes `#define NAME v` with an LL suffix only when v does not fit an int. */
-static void define_ll(struct cg_buf *b, const char *name, long long v) {
-  cg_printf(b, "#define %s %lld%s\n", name, v, v > 2147483647LL ? "LL" : "");
-}
-
 static bool red_finish_warp(long long nout) {
   return nout <= (long long)H200_SMS * 64;
 }
@@ -526,12 +521,12 @@ static char *red_fragment(json_t *match, const struct knob_set *k) {
                      : strcmp(op, "argmax") == 0 ? "ARGMAX" : "ARGMIN";
   long long nv = c[1] / k->vec;
   struct cg_buf b = {0};
-  define_ll(&b, "OFG_OUTER", c[0]);
-  define_ll(&b, "OFG_R", c[1]);
-  define_ll(&b, "OFG_INNER", c[2]);
-  define_ll(&b, "OFG_NOUT", c[0] * c[2]);
-  define_ll(&b, "OFG_CHUNKV", (nv + k->split - 1) / k->split);
-  define_ll(&b, "OFG_CHUNKR", (c[1] + k->split - 1) / k->split);
+  cg_define_ll(&b, "OFG_OUTER", c[0]);
+  cg_define_ll(&b, "OFG_R", c[1]);
+  cg_define_ll(&b, "OFG_INNER", c[2]);
+  cg_define_ll(&b, "OFG_NOUT", c[0] * c[2]);
+  cg_define_ll(&b, "OFG_CHUNKV", (nv + k->split - 1) / k->split);
+  cg_define_ll(&b, "OFG_CHUNKR", (c[1] + k->split - 1) / k->split);
   cg_printf(&b, "#define OFG_GROUP %d\n#define OFG_KIND_%s 1\n#define OFG_OUT_T %s\n",
             red_warp_mapping(match, k) ? 32 / k->rows : k->block, kind,
             strncmp(op, "arg", 3) == 0 ? "long long" : "float");
@@ -621,17 +616,12 @@ static int red_generate(json_t *match, const struct knob_set *k, json_t **ret_ca
     return -1;
   char *frag = red_fragment(match, k);
   char *src = frag ? cg_source("reduce_rows.cu", frag) : NULL;
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", red_plan(match, k))
-                     : NULL;
+  int rc = cg_candidate(src, k, src ? red_plan(match, k) : NULL,
+                        "reduction: could not generate the candidate (out of memory)",
+                        ret_candidate, why, whylen);
   free(frag);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "reduction: could not generate the candidate (out of memory)");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_reduction = {

@@ -605,52 +605,44 @@ static int scan_check(json_t *match, const struct knob_set *k, char *why, size_t
 
 /* ---- generation ----------------------------------------------------------------------- */
 
-/* An integer constant for the template: plain when it fits an int, else with LL. */
-static void put_const(FILE *f, const char *name, long long v) {
-  fprintf(f, "#define %s %lld%s\n", name, v, v > 2147483647LL ? "LL" : "");
-}
-
 /* The candidate source (caller frees): common.cuh, the shape constants, scan.cu. */
 static char *build_source(const struct scan_spec *s, const struct knob_set *k,
                           const struct scan_layout *l) {
-  const char *common = builtin_template("common.cuh"), *tmpl = builtin_template("scan.cu");
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = common && tmpl ? open_memstream(&text, &len) : NULL;
-  if (!f)
+  const char *tmpl = builtin_template("scan.cu");
+  struct cg_buf b = {0};
+  if (!tmpl)
     return NULL;
-  fprintf(f, "// opforge builtin scan: %s%s%s%s over [%lld, %lld, %lld]\n"
-             "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n",
-          s->reverse ? "reverse " : "", s->excl ? "exclusive " : "", s->mask ? "masked " : "",
-          s->prod ? "cumprod" : "cumsum", s->outer, s->r, s->inner);
-  fprintf(f, "%s\ntypedef %s idx_t;\n", common, l->idx64 ? "long long" : "int");
-  fprintf(f, "#define SCAN_OP_PROD %d\n#define SCAN_REVERSE %d\n#define SCAN_MASK %d\n"
-             "#define SCAN_SUB_SELF %d\n#define SCAN_PAD %d\n#define SCAN_PAD_VALUE %s\n"
-             "#define SCAN_CARRY0 %s\n",
-          s->prod, s->reverse, s->mask, s->excl == 2, s->excl == 1,
-          s->pad_value == 1.0 ? "1.0f" : "0.0f",
-          s->excl == 1 ? (s->pad_value == 1.0 ? "1.0f" : "0.0f") : s->prod ? "1.0f" : "0.0f");
-  put_const(f, "SCAN_ROWS", s->rows_out);
-  put_const(f, "SCAN_R", s->r);
-  put_const(f, "SCAN_ROUT", s->r_out);
-  put_const(f, "SCAN_INNER", s->inner);
-  put_const(f, "SCAN_K", l->k);
-  put_const(f, "SCAN_W", l->w);
-  put_const(f, "SCAN_NCHUNK", l->nchunk);
-  put_const(f, "SCAN_CHUNK", l->chunk);
-  put_const(f, "SCAN_NTILES", s->rows_out * l->nchunk);
-  put_const(f, "SCAN_TX", l->tx);
-  put_const(f, "SCAN_TY", l->ty);
-  put_const(f, "SCAN_CTILES", l->ctiles);
-  fprintf(f, "#define SCAN_KIND_ROWS %d\n#define SCAN_KIND_SPLIT %d\n"
-             "#define SCAN_KIND_LOOKBACK %d\n",
-          l->kind == 0, l->kind == 1, l->kind == 2);
-  fputs(tmpl, f);
-  if (fclose(f) != 0) {
-    free(text);
+  cg_printf(&b, "// opforge builtin scan: %s%s%s%s over [%lld, %lld, %lld]\n",
+            s->reverse ? "reverse " : "", s->excl ? "exclusive " : "", s->mask ? "masked " : "",
+            s->prod ? "cumprod" : "cumsum", s->outer, s->r, s->inner);
+  if (cg_common(&b) != 0) {
+    cg_free(&b);
     return NULL;
   }
-  return text;
+  cg_printf(&b, "typedef %s idx_t;\n", l->idx64 ? "long long" : "int");
+  cg_printf(&b, "#define SCAN_OP_PROD %d\n#define SCAN_REVERSE %d\n#define SCAN_MASK %d\n"
+                "#define SCAN_SUB_SELF %d\n#define SCAN_PAD %d\n#define SCAN_PAD_VALUE %s\n"
+                "#define SCAN_CARRY0 %s\n",
+            s->prod, s->reverse, s->mask, s->excl == 2, s->excl == 1,
+            s->pad_value == 1.0 ? "1.0f" : "0.0f",
+            s->excl == 1 ? (s->pad_value == 1.0 ? "1.0f" : "0.0f") : s->prod ? "1.0f" : "0.0f");
+  cg_define_ll(&b, "SCAN_ROWS", s->rows_out);
+  cg_define_ll(&b, "SCAN_R", s->r);
+  cg_define_ll(&b, "SCAN_ROUT", s->r_out);
+  cg_define_ll(&b, "SCAN_INNER", s->inner);
+  cg_define_ll(&b, "SCAN_K", l->k);
+  cg_define_ll(&b, "SCAN_W", l->w);
+  cg_define_ll(&b, "SCAN_NCHUNK", l->nchunk);
+  cg_define_ll(&b, "SCAN_CHUNK", l->chunk);
+  cg_define_ll(&b, "SCAN_NTILES", s->rows_out * l->nchunk);
+  cg_define_ll(&b, "SCAN_TX", l->tx);
+  cg_define_ll(&b, "SCAN_TY", l->ty);
+  cg_define_ll(&b, "SCAN_CTILES", l->ctiles);
+  cg_printf(&b, "#define SCAN_KIND_ROWS %d\n#define SCAN_KIND_SPLIT %d\n"
+                "#define SCAN_KIND_LOOKBACK %d\n",
+            l->kind == 0, l->kind == 1, l->kind == 2);
+  cg_printf(&b, "%s", tmpl);
+  return cg_take(&b);
 }
 
 /* The data arguments of a launch, x then the mask when there is one (caller owns). */
