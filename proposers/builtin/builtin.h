@@ -106,6 +106,21 @@ const char *graph_module_param(json_t *node, const char *suffix);
  * dtype (any dtype when NULL, but one must be recorded), else NULL. */
 const char *graph_input_tensor(json_t *node, const char *dtype);
 
+/* ---- the device the profile was taken on ---- */
+
+/* The multiprocessor count the families size grids, split-K and row splits for when the
+ * profile does not say (CPU and meta profiles carry "sm_count": null, older stored
+ * profiles no key): the H200's 132, the device the defaults are tuned for. */
+#define BUILTIN_DEFAULT_SM_COUNT 132
+/* The largest "sm_count" taken as given; a larger one is treated as malformed. */
+#define BUILTIN_MAX_SM_COUNT 1024
+
+/* The "sm_count" of obj, a profile or a match that recorded it (borrowed): its value when
+ * it is an integer in [1, BUILTIN_MAX_SM_COUNT], else BUILTIN_DEFAULT_SM_COUNT. A family
+ * whose choices depend on the SM count records builtin_sm_count(profile) in its match as
+ * "sm_count", and its defaults, check and generate read it back from there. */
+int builtin_sm_count(const json_t *obj);
+
 /* How a family's match() hands back the match object it built: takes over match and
  * stores it in *ret_match (the caller then owns it), returning 1; a NULL match (memory
  * ran out building it) returns -1 with "out of memory" in why. */

@@ -14,7 +14,6 @@
 #include "proposers/builtin/gemm_epilogue.h"
 
 #define MAX_RANK 8
-#define H200_SMS 132
 #define SMEM_LIMIT (227 * 1024)
 
 /* True when n is one of the strings of list (NULL-terminated). */
@@ -162,6 +161,7 @@ struct gm {
   bool ta, tb, swap;
   json_t *epi, *tail, *colstats, *expand, *mask;
   const char *a, *b, *gemm_dst;
+  long long sm_count; /* the device's SMs (builtin_sm_count) */
 };
 
 /* Reads match (borrowed; *g borrows from it). 0, or -1 with why when malformed. */

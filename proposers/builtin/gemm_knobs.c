@@ -17,7 +17,8 @@ static bool pow2(long long v) {
 static int default_split(const struct gm *g, const struct knob_set *k) {
   long long tiles = ((g->m + k->bm - 1) / k->bm) * ((g->n + k->bn - 1) / k->bn) * g->batch;
   int split = 1;
-  while (tiles * split * 2 <= 2 * H200_SMS && g->k / (split * 2) >= 16LL * k->bk && split < 256)
+  while (tiles * split * 2 <= 2 * g->sm_count && g->k / (split * 2) >= 16LL * k->bk &&
+         split < 256)
     split *= 2;
   return split;
 }

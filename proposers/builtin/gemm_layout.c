@@ -32,6 +32,7 @@ int gm_read(json_t *match, struct gm *g, char *why, size_t whylen) {
   g->colstats = jobj(match, "colstats");
   g->expand = jobj(match, "expand");
   g->mask = jobj(match, "mask");
+  g->sm_count = builtin_sm_count(match);
   if (!g->op || !g->a || !g->b || !g->gemm_dst || !g->epi || g->batch < 1 || g->m < 1 || g->n < 1 ||
       g->k < 0) {
     snprintf(why, whylen, "malformed gemm match");
@@ -85,9 +86,9 @@ void gemm_derive(const struct gm *g, const struct knob_set *k, struct layout *L)
   L->minb = k->minb ? k->minb : L->minb_default;
   L->grid_x = L->tiles;
   if (mode_is(k, "persistent")) {
-    long long cap = (long long)H200_SMS * occupancy(L->nt, L->smem, gemm_est_regs(k));
-    if (L->minb > 0 && (long long)H200_SMS * L->minb < cap)
-      cap = (long long)H200_SMS * L->minb;
+    long long cap = g->sm_count * occupancy(L->nt, L->smem, gemm_est_regs(k));
+    if (L->minb > 0 && g->sm_count * L->minb < cap)
+      cap = g->sm_count * L->minb;
     L->grid_x = L->tiles < cap ? L->tiles : cap;
   }
 }

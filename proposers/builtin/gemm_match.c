@@ -468,6 +468,7 @@ static int match_row_scale(json_t *profile, json_t **ret_match) {
             "colstats", "tail", "expand", "gemm_dst", "output:0", "rows", (json_int_t)bs[0], "cols",
             (json_int_t)bs[1]);
         if (mt) {
+          json_object_set_new(mt, "sm_count", json_integer(builtin_sm_count(profile)));
           json_object_set_new(mt, "epilogue",
                               json_pack("{s:[],s:[],s:s}", "ops", "operands", "code", ""));
           set_summary(mt);
@@ -600,6 +601,7 @@ int gemm_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
                       json_integer(json_integer_value(json_object_get(m.match, "batch")) *
                                    json_integer_value(json_object_get(m.match, "m"))));
   json_object_set_new(m.match, "cols", json_integer(m.gemm_n));
+  json_object_set_new(m.match, "sm_count", json_integer(builtin_sm_count(profile)));
   set_summary(m.match);
   *ret_match = json_incref(m.match);
   matcher_clear(&m);

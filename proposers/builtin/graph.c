@@ -1,4 +1,5 @@
-/* Helpers over the profile's FX graph for the builtin families. */
+/* Helpers over the profile for the builtin families: its FX graph, and the SM count of the
+ * device it was taken on. */
 #include <stdio.h>
 #include <string.h>
 
@@ -116,4 +117,10 @@ int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whyl
   }
   *ret_match = match;
   return 1;
+}
+
+int builtin_sm_count(const json_t *obj) {
+  const json_t *v = json_object_get(obj, "sm_count");
+  json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+  return n >= 1 && n <= BUILTIN_MAX_SM_COUNT ? (int)n : BUILTIN_DEFAULT_SM_COUNT;
 }

@@ -8,7 +8,6 @@
 #include "proposers/builtin/codegen.h"
 #include "proposers/builtin/loss.h"
 
-#define SM_COUNT 132          /* H200; sizes whole-wave grids only */
 #define IDX32_LIMIT 2147483647LL
 #define MAX_GRID 2147483647LL
 #define MAX_LEAVES 8
@@ -38,6 +37,7 @@ struct loss_spec {
   bool swap;
   long long ignore;
   long long maxnumel;
+  int sm_count;                /* the device's SMs (builtin_sm_count): sizes whole waves */
 };
 
 /* ---- graph helpers ------------------------------------------------------------------ */
@@ -642,10 +642,10 @@ static json_t *spec_to_json(const struct loss_spec *s) {
   else
     snprintf(summary, sizeof summary, "%s %s over [%lld, %lld]", red_names[s->red], s->op,
              s->n, s->d);
-  json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:b, s:I}", "family", "loss", "op",
-                        s->op, "summary", summary, "kind", elem ? "elementwise" : "rows",
+  json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:b, s:I, s:i}", "family", "loss",
+                        "op", s->op, "summary", summary, "kind", elem ? "elementwise" : "rows",
                         "reduction", red_names[s->red], "divisor", s->div, "transcendental",
-                        s->transc, "numel", s->maxnumel);
+                        s->transc, "numel", s->maxnumel, "sm_count", s->sm_count);
   if (!m)
     return NULL;
   if (elem) {
@@ -689,6 +689,7 @@ static int loss_match(json_t *profile, json_t **ret_match, char *why, size_t why
   json_t *m = NULL;
   if (rc == 1) {
     s->maxnumel = max_numel(profile, s);
+    s->sm_count = builtin_sm_count(profile);
     m = spec_to_json(s);
   }
   free(s);
@@ -708,6 +709,7 @@ static int spec_from_json(json_t *m, struct loss_spec *s) {
   snprintf(s->op, sizeof s->op, "%s", op);
   s->transc = transc;
   s->maxnumel = numel;
+  s->sm_count = builtin_sm_count(m);
   for (int i = 0; i < 3; i++)
     if (strcmp(red, red_names[i]) == 0)
       s->red = (enum loss_red)i;
@@ -774,7 +776,7 @@ static void layout_of(const struct loss_spec *s, const struct knob_set *k,
                       struct loss_layout *l) {
   *l = (struct loss_layout){0};
   l->idx64 = s->maxnumel > IDX32_LIMIT || is_mode(k, "idx64");
-  long long wave = (long long)SM_COUNT * (2048 / k->block > 0 ? 2048 / k->block : 1);
+  long long wave = (long long)s->sm_count * (2048 / k->block > 0 ? 2048 / k->block : 1);
   if (s->kind == KIND_ELEM) {
     l->ntiles = cdiv(s->numel / k->vec, (long long)k->block * k->items);
     long long cap = is_mode(k, "persistent") ? wave : 4 * wave;

@@ -7,7 +7,6 @@
 #include "proposers/builtin/codegen.h"
 #include "proposers/builtin/scan.h"
 
-#define SM_COUNT 132          /* H200; only sizes default grids */
 #define IDX32_LIMIT 2147483647LL
 #define MAX_GRID 2147483647LL
 
@@ -25,6 +24,7 @@ struct scan_spec {
   long long numel;
   long long xdims[8];          /* the scanned input's shape */
   int xrank;
+  int sm_count;                /* the device's SMs (builtin_sm_count): sizes default grids */
 };
 
 /* How a knob set is realised for a spec (derived, never stored). */
@@ -370,12 +370,13 @@ static json_t *spec_to_json(const struct scan_spec *s) {
   snprintf(summary, sizeof summary, "%s%s%s%s over dim %d of [%lld, %lld, %lld]",
            s->reverse ? "reverse " : "", s->excl ? "exclusive " : "", s->mask ? "masked " : "",
            s->prod ? "cumprod" : "cumsum", s->dim, s->outer, s->r, s->inner);
-  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:i, s:b, s:s, s:f, s:I, s:I, s:s, s:o, s:I}",
+  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:i, s:b, s:s, s:f, s:I, s:I, s:s, s:o, s:I, "
+                   "s:i}",
                    "family", "scan", "op", s->prod ? "cumprod" : "cumsum", "summary", summary,
                    "canonical", s->outer, s->r, s->inner, "dim", s->dim, "reverse", s->reverse,
                    "exclusive", excl_names[s->excl], "pad_value", s->pad_value, "rows_out",
                    s->rows_out, "r_out", s->r_out, "mask", mask_names[s->mask], "tensors", t,
-                   "numel", s->numel);
+                   "numel", s->numel, "sm_count", s->sm_count);
 }
 
 static int scan_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
@@ -384,6 +385,7 @@ static int scan_match(json_t *profile, json_t **ret_match, char *why, size_t why
   int rc = calls && seen ? match_spec(profile, calls, seen, &s, why, whylen) : -1;
   json_decref(calls);
   json_decref(seen);
+  s.sm_count = builtin_sm_count(profile);
   return rc == 1 ? graph_match_result(spec_to_json(&s), ret_match, why, whylen) : rc;
 }
 
@@ -403,7 +405,8 @@ static int spec_from_json(json_t *m, struct scan_spec *s) {
     return -1;
   *s = (struct scan_spec){.prod = strcmp(op, "cumprod") == 0, .dim = dim, .outer = outer,
                           .r = r, .inner = inner, .rows_out = rows_out, .r_out = r_out,
-                          .reverse = reverse, .pad_value = pad, .numel = numel};
+                          .reverse = reverse, .pad_value = pad, .numel = numel,
+                          .sm_count = builtin_sm_count(m)};
   for (int i = 0; i < 3; i++) {
     if (strcmp(excl, excl_names[i]) == 0)
       s->excl = i;
@@ -479,11 +482,11 @@ static void scan_defaults(json_t *match, struct knob_set *ret_knobs) {
     k.items = s.inner > 1 ? 4 : k.vec == 4 ? 4 : 8;
     struct scan_layout l;
     layout_of(&s, &k, &l);
-    /* Few long rows cannot fill 132 SMs with one group per row: split each row. */
+    /* Few long rows cannot fill the SMs with one group per row: split each row. */
     long long blocks = l.kind == 0 ? cdiv(s.rows_out, k.block / 32 / l.w) : 0;
     long long tile = 32LL * k.vec * k.items * (k.block / 32);
-    if (l.kind == 0 && blocks < 2 * SM_COUNT && l.k >= 8 * tile) {
-      long long split = cdiv(4 * SM_COUNT, s.rows_out);
+    if (l.kind == 0 && blocks < 2LL * s.sm_count && l.k >= 8 * tile) {
+      long long split = cdiv(4LL * s.sm_count, s.rows_out);
       long long most = l.k / tile;
       k.split = (int)(split > most ? most : split > 1024 ? 1024 : split);
       if (k.split < 2)
