@@ -6,7 +6,8 @@
  * the first match wins. A match is a JSON object owned by the family (its own schema,
  * documented in its header) with at least {"family": "...", "op": "...", "summary": "..."}.
  * generate() turns a match and a knob set into a candidate {"source","options","plan"}
- * whose plan follows DESIGN section 4 (tensors input:i, param:<key>, output:i). */
+ * whose plan follows docs/architecture.md, "Formats" (tensors input:i, param:<key>,
+ * output:i). */
 #ifndef OPFORGE_BUILTIN_H
 #define OPFORGE_BUILTIN_H
 
