@@ -37,7 +37,7 @@ struct evaluator {
   int next_id;
 };
 
-/* Starts `python gpu/evaluator.py --device meta` into *ev; false (printing why) when the
+/* Starts `python gpu/evaluator/main.py --device meta` into *ev; false (printing why) when the
  * venv or the source tree is missing. The caller stops a started one with evaluator_stop. */
 bool evaluator_start(struct evaluator *ev);
 
