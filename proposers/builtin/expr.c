@@ -1,5 +1,7 @@
 /* Pointwise chains of a profiled FX graph: the IR builder and its CUDA text (see expr.h
- * for the IR). */
+ * for the IR). One concept, and longer than 800 lines for it: the table of about 40 ops
+ * and the builder that reads each of them from FX nodes are one unit, and splitting the
+ * table from its readers would scatter every op over two files. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,6 @@
 /* The builtin loss family: matches scalar-loss graphs (elementwise terms, cross-entropy,
- * triplet margin, cosine) and generates loss.cu candidates. */
+ * triplet margin, cosine) and generates loss.cu candidates. One concept (a family), and
+ * longer than 800 lines because each of its six loss forms brings its own matcher. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

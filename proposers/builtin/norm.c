@@ -1,4 +1,6 @@
-/* The builtin norm family: matcher, knobs and generator (see norm.h). */
+/* The builtin norm family: matcher, knobs and generator (see norm.h). One concept (a
+ * family), and longer than 800 lines because layer, RMS, group, instance, batch and L1/L2
+ * norms each have their own match rules over one template. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

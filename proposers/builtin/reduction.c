@@ -1,5 +1,6 @@
 /* The builtin reduction family: matcher, knobs and generator (see reduction.h), and the
- * canonical [outer, R, inner] helpers the softmax and norm families share. */
+ * canonical [outer, R, inner] helpers the softmax and norm families share. One concept
+ * (a family), a little longer than 800 lines with the shared helpers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
