@@ -1,4 +1,4 @@
-/* Validation of a task submission (DESIGN section 4) into normalized options. */
+/* Validation of a task submission (docs/architecture.md, "Formats") into normalized options. */
 #include "handlers/submission.h"
 
 #include <math.h>
@@ -180,7 +180,7 @@ static int check_object(const struct field_spec *fields, json_t *obj, const char
   return 0;
 }
 
-/* The defaults of DESIGN section 4; the tolerance follows the precision. */
+/* The defaults of docs/architecture.md, "Formats"; the tolerance follows the precision. */
 static json_t *default_options(const char *precision) {
   double tol = strcmp(precision, "fp32") == 0 ? 1e-4 : 1e-2;
   return json_pack("{s:s, s:s, s:{s:i, s:i, s:f}, s:s, s:{s:f, s:f}, s:i, s:i, s:{s:n}}",

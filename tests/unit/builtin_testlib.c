@@ -99,7 +99,7 @@ char *task_source(const char *source, const char *file, const char *sizes) {
   return all;
 }
 
-/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+/* ---- one evaluator process speaking JSON lines (docs/architecture.md, "Evaluator protocol") ---- */
 
 /* Starts `python gpu/evaluator/main.py --device meta` into *ev; false (printing why) when the
  * venv or the source tree is missing. The caller stops a started one with evaluator_stop. */

@@ -29,7 +29,7 @@ void write_file(const char *path, const char *text);
  * stay the caller's. */
 char *task_source(const char *source, const char *file, const char *sizes);
 
-/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+/* ---- one evaluator process speaking JSON lines (docs/architecture.md, "Evaluator protocol") ---- */
 
 struct evaluator {
   pid_t pid;
