@@ -1,4 +1,6 @@
-/* `opforge bench`: runs a set of KernelBench programs through a server and reports. */
+/* `opforge bench`: runs a set of KernelBench programs through a server and reports. One
+ * concept (the command: options, the server it starts, submitting and waiting, the
+ * exports), a little longer than 800 lines; its report is in bench_report.c. */
 #include "cli/bench.h"
 
 #include <dirent.h>

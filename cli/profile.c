@@ -1,5 +1,5 @@
 /* `opforge profile`: runs load_task and profile in one supervised evaluator process and
- * prints the profile (DESIGN 2.2) as JSON. */
+ * prints the profile (docs/architecture.md, "Profile") as JSON. */
 #include "cli/profile.h"
 #include "cli/args.h"
 #include "cli/client.h"
@@ -187,7 +187,8 @@ static json_t *run_stage(struct supervisor *sv, const char *op, json_t *args,
   return result;
 }
 
-/* load_task arguments for the options (tolerance as DESIGN 4: 1e-4 for fp32, else 1e-2). */
+/* load_task arguments for the options (the tolerance as in docs/architecture.md, "Formats":
+ * 1e-4 for fp32, else 1e-2). */
 static json_t *load_args(const struct profile_opts *o, json_t *source) {
   char name[NAME_MAX_LEN + 1];
   task_name(o->file, name, sizeof name);

@@ -1,4 +1,4 @@
-/* HTAM policy math (DESIGN section 6): node means, edge utilities, position weights,
+/* HTAM policy math (docs/architecture.md, "HTAM"): node means, edge utilities, position weights,
  * trigger match, exploration, softmax policy, update deltas, step reward, and the UCB
  * choice of a local strategy. */
 #include "engine/htam.h"

@@ -1,4 +1,4 @@
-/* HTAM policy math (DESIGN section 6): node means, edge utilities, position weights,
+/* HTAM policy math (docs/architecture.md, "HTAM"): node means, edge utilities, position weights,
  * trigger match, exploration, softmax policy, update deltas, step reward, and the UCB
  * choice of a local strategy. Pure: it reads in-memory arrays the loop fills from the
  * store, and returns numbers and deltas the loop writes back. */

@@ -13,7 +13,7 @@
 /* Plain data, no ownership. The JSON key of each field is its name; the default and the
  * accepted range are in the table in search_config.c. */
 struct search_config {
-  /* HTAM reward of a failed step (DESIGN section 6). */
+  /* HTAM reward of a failed step (docs/architecture.md, "HTAM"). */
   double penalty_compile;   /* compile, load or launch failure: -0.5 */
   double penalty_incorrect; /* wrong output or failed check: -0.3 */
   double penalty_timeout;   /* timeout or crash: -0.7 */
@@ -29,7 +29,7 @@ struct search_config {
   double ema_alpha;         /* EMA trend weight of a new reward: 0.3 */
   bool deterministic;       /* argmax instead of sampling: false */
   double local_c;           /* UCB exploration weight of local strategies: 0.3 */
-  /* AdaExplore tree (DESIGN section 7). */
+  /* AdaExplore tree (docs/architecture.md, "AdaExplore"). */
   double tree_c;            /* UCB1 exploration weight: 0.3 */
   double large_step_prob;   /* chance of a large step when not forced: 0.2 */
   unsigned small_children_before_large; /* small children that force a large step: 2 */

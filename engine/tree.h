@@ -1,4 +1,4 @@
-/* AdaExplore tree search (DESIGN section 7): node rewards, UCB1 descent against an
+/* AdaExplore tree search (docs/architecture.md, "AdaExplore"): node rewards, UCB1 descent against an
  * expand pseudo-action, small and large steps, backpropagation, the representative pool,
  * the recent-work window, the HTAM prefix of a node, and JSON rows for persistence.
  * Pure: the loop persists the rows it gets from here. */

@@ -1,4 +1,4 @@
-/* Validation of a task submission (DESIGN section 4) into normalized options. */
+/* Validation of a task submission (docs/architecture.md, "Formats") into normalized options. */
 #ifndef OPFORGE_SUBMISSION_H
 #define OPFORGE_SUBMISSION_H
 

@@ -1,4 +1,5 @@
--- Migration 2: the HTAM memory graph (DESIGN sections 6 and 9): global directions, local
+-- Migration 2: the HTAM memory graph (docs/architecture.md, "HTAM" and "Store"):
+-- global directions, local
 -- strategies under them, evidence rows of the local strategies, transition edges
 -- between directions, and a marker that the seed (schema/seed_memory.json) was loaded.
 -- Lists come back in insertion order (rowid), so an export re-imported lists the same.

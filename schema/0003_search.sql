@@ -1,6 +1,6 @@
 -- Migration 3: what the optimization loop persists to resume a task after a restart.
 
--- The evaluator's profile of a task (DESIGN section 2.2), written once before step 1.
+-- The evaluator's profile of a task (docs/architecture.md, "Profile"), written once before step 1.
 ALTER TABLE tasks ADD COLUMN profile TEXT CHECK (profile IS NULL OR json_valid(profile));
 
 -- AdaExplore tree nodes of a task (engine/tree.c rows). node_id 0 is the root (the

@@ -1,4 +1,4 @@
-/* The memory update of one optimization step (DESIGN section 6): node, local strategy
+/* The memory update of one optimization step (docs/architecture.md, "HTAM"): node, local strategy
  * with its evidence row, and the weighted transition edges of the prefix. */
 #include "store/memory.h"
 

@@ -6,7 +6,8 @@
  * the first match wins. A match is a JSON object owned by the family (its own schema,
  * documented in its header) with at least {"family": "...", "op": "...", "summary": "..."}.
  * generate() turns a match and a knob set into a candidate {"source","options","plan"}
- * whose plan follows DESIGN section 4 (tensors input:i, param:<key>, output:i). */
+ * whose plan follows docs/architecture.md, "Formats" (tensors input:i, param:<key>,
+ * output:i). */
 #ifndef OPFORGE_BUILTIN_H
 #define OPFORGE_BUILTIN_H
 
@@ -99,9 +100,27 @@ json_t *graph_attr(json_t *node, const char *name);
 /* A parameter of a call: the attribute name of a module, else graph_arg(node, pos, name)
  * of a function or method (borrowed from node, NULL when absent). */
 json_t *graph_param(json_t *node, size_t pos, const char *name);
+/* The parameter tensor of a call_module node whose state_dict key ends with suffix after a
+ * '.' or ':' ("weight" finds "param:fc.weight"; borrowed from node), or NULL. */
+const char *graph_module_param(json_t *node, const char *suffix);
 /* The tensor name ("input:<i>", borrowed from node) of a placeholder node whose dtype is
  * dtype (any dtype when NULL, but one must be recorded), else NULL. */
 const char *graph_input_tensor(json_t *node, const char *dtype);
+
+/* ---- the device the profile was taken on ---- */
+
+/* The multiprocessor count the families size grids, split-K and row splits for when the
+ * profile does not say (CPU and meta profiles carry "sm_count": null, older stored
+ * profiles no key): the H200's 132, the device the defaults are tuned for. */
+#define BUILTIN_DEFAULT_SM_COUNT 132
+/* The largest "sm_count" taken as given; a larger one is treated as malformed. */
+#define BUILTIN_MAX_SM_COUNT 1024
+
+/* The "sm_count" of obj, a profile or a match that recorded it (borrowed): its value when
+ * it is an integer in [1, BUILTIN_MAX_SM_COUNT], else BUILTIN_DEFAULT_SM_COUNT. A family
+ * whose choices depend on the SM count records builtin_sm_count(profile) in its match as
+ * "sm_count", and its defaults, check and generate read it back from there. */
+int builtin_sm_count(const json_t *obj);
 
 /* How a family's match() hands back the match object it built: takes over match and
  * stores it in *ret_match (the caller then owns it), returning 1; a NULL match (memory

@@ -1,5 +1,7 @@
-/* Pointwise chains of a profiled FX graph: the IR builder, its CUDA text, and the text
- * helpers the builtin families share (see expr.h for the IR). */
+/* Pointwise chains of a profiled FX graph: the IR builder and its CUDA text (see expr.h
+ * for the IR). One concept, and longer than 800 lines for it: the table of about 40 ops
+ * and the builder that reads each of them from FX nodes are one unit, and splitting the
+ * table from its readers would scatter every op over two files. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -14,72 +16,6 @@
 
 #define EXPR_MAX_STEPS 256 /* steps per chain: bounds the generated source */
 #define EXPR_MAX_LEAVES 16 /* tensors one chain may read: bounds kernel parameters */
-
-/* ---- text building ---- */
-
-void cg_printf(struct cg_buf *b, const char *fmt, ...) {
-  if (b->failed)
-    return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = b->cap - b->len;
-    int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? room : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->failed = true;
-      return;
-    }
-    if (b->s && (size_t)n < room) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len <= (size_t)n)
-      cap *= 2;
-    char *s = realloc(b->s, cap);
-    if (!s) {
-      b->failed = true;
-      return;
-    }
-    b->s = s;
-    b->cap = cap;
-  }
-}
-
-char *cg_take(struct cg_buf *b) {
-  char *s = b->failed ? NULL : b->s;
-  if (b->failed)
-    free(b->s);
-  if (s == NULL && !b->failed)
-    s = calloc(1, 1);
-  *b = (struct cg_buf){0};
-  return s;
-}
-
-void cg_free(struct cg_buf *b) {
-  if (!b)
-    return;
-  free(b->s);
-  *b = (struct cg_buf){0};
-}
-
-void cg_float(double v, char *out, size_t outlen) {
-  if (isnan(v)) {
-    snprintf(out, outlen, "__int_as_float(0x7fc00000)");
-    return;
-  }
-  if (isinf(v)) {
-    snprintf(out, outlen, "__int_as_float(%s)", v > 0 ? "0x7f800000" : "(int)0xff800000");
-    return;
-  }
-  /* Torch casts Python scalars to the float op type: round to float first. */
-  char tmp[64];
-  snprintf(tmp, sizeof tmp, "%.9g", (double)(float)v);
-  bool has_point = strpbrk(tmp, ".e") != NULL;
-  snprintf(out, outlen, "%s%s%sf%s", tmp[0] == '-' ? "(" : "", tmp, has_point ? "" : ".0",
-           tmp[0] == '-' ? ")" : "");
-}
 
 /* ---- FX node helpers ---- */
 
@@ -1094,44 +1030,6 @@ int expr_leaf_offset(const json_t *ir, size_t leaf, const char *var, char *out,
   if (used < outlen)
     used += (size_t)snprintf(out + used, outlen - used, "%s)", terms ? "" : "0");
   return used < outlen ? 0 : -1;
-}
-
-/* ---- candidate assembly and shared knob checks ---- */
-
-char *cg_source(const char *template_name, const char *fragment) {
-  static const char marker[] = "// @OFG_FRAGMENT@";
-  const char *common = builtin_template("common.cuh");
-  const char *tmpl = builtin_template(template_name);
-  const char *at = tmpl ? strstr(tmpl, marker) : NULL;
-  if (!common || !at)
-    return NULL;
-  struct cg_buf b = {0};
-  /* NVRTC has no math.h: common.cuh's block max needs INFINITY. */
-  cg_printf(&b, "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
-                "%s\n%.*s\n%s\n%s", common, (int)(at - tmpl), tmpl, fragment,
-            at + sizeof marker - 1);
-  return cg_take(&b);
-}
-
-int cg_check_common(const struct knob_set *k, char *why, size_t whylen) {
-  if (k->block < 64 || k->block > 1024 || k->block % 32 != 0) {
-    snprintf(why, whylen, "BLOCK=%d: must be a multiple of 32 in [64, 1024]", k->block);
-    return -1;
-  }
-  if (k->vec != 1 && k->vec != 2 && k->vec != 4) {
-    snprintf(why, whylen, "VEC=%d: vector accesses are 1, 2 or 4 floats", k->vec);
-    return -1;
-  }
-  if (k->minb < 0 || k->block * k->minb > 2048) {
-    snprintf(why, whylen, "MINB=%d: %d blocks of %d threads exceed 2048 threads per SM",
-             k->minb, k->minb, k->block);
-    return -1;
-  }
-  if (k->bm || k->bn || k->bk || k->tm || k->tn || k->stages > 1) {
-    snprintf(why, whylen, "BM, BN, BK, TM, TN and STAGES are GEMM tile knobs");
-    return -1;
-  }
-  return 0;
 }
 
 int expr_append(json_t *ir, const char *op) {

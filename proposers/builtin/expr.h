@@ -1,5 +1,5 @@
-/* Pointwise chains of a profiled FX graph as a small IR, its CUDA text, and the code
- * generation helpers the pointwise, reduction, softmax and norm families share.
+/* Pointwise chains of a profiled FX graph as a small IR and its CUDA text, which the
+ * pointwise, reduction, softmax and norm families share.
  *
  * IR (a JSON object, owned by whoever built it):
  *   {"shape": [...],                 the shape the chain produces (broadcast of leaves)
@@ -20,37 +20,7 @@
 #include <stddef.h>
 
 #include "proposers/builtin/builtin.h"
-
-/* ---- text building ---- */
-
-/* A growable NUL-terminated string. Zero-initialize; cg_take hands the text over. After
- * an allocation failure every later call is a no-op and cg_take returns NULL. */
-struct cg_buf {
-  char *s;
-  size_t len, cap;
-  bool failed;
-};
-
-/* Appends printf-formatted text. */
-void cg_printf(struct cg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Returns the text (caller frees) and resets b; NULL after an allocation failure. */
-char *cg_take(struct cg_buf *b);
-/* Frees what b holds; accepts a zeroed buffer. */
-void cg_free(struct cg_buf *b);
-
-/* Writes v as a CUDA float literal ("3.14f", "1.0f", "1e-05f", or an exact bit pattern
- * for inf/nan) into out. */
-void cg_float(double v, char *out, size_t outlen);
-
-/* The candidate source (caller frees): common.cuh, then the template text up to its
- * "// @OFG_FRAGMENT@" line, the fragment (borrowed), and the rest of the template. NULL
- * when the template is unknown, has no marker, or memory runs out. */
-char *cg_source(const char *template_name, const char *fragment);
-
-/* Knob checks every memory-bound family shares: BLOCK a multiple of 32 in [64, 1024],
- * VEC in {1, 2, 4}, MINB with BLOCK*MINB <= 2048 threads per SM, and the GEMM-only knobs
- * (BM, BN, BK, TM, TN, STAGES > 1) unset. 0, or -1 with the reason in why. */
-int cg_check_common(const struct knob_set *k, char *why, size_t whylen);
+#include "proposers/builtin/codegen.h"
 
 /* ---- FX node helpers ---- */
 

@@ -22,7 +22,8 @@
  *   "expand": {"ops": [...], "operands": [...], "code": "<device function ofg_expand>",
  *              "numel": n, "cols": c} | null,
  *   "gemm_dst": "output:0" | "buffer:gemm_out",
- *   "rows": 1024, "cols": 8192                        the GEMM stage geometry
+ *   "rows": 1024, "cols": 8192,                       the GEMM stage geometry
+ *   "sm_count": 132                                   the device's SMs (builtin_sm_count)
  * }
  * Operands are tensor names: "input:i", "param:<key>", or "buffer:<name>" for the
  * plan's own buffers (gemm_out, bn_mean, bn_rstd, tail_out).

@@ -115,23 +115,6 @@ static bool num_attr(json_t *node, const char *name, double dflt, double *ret) {
   return json_number(v, ret);
 }
 
-/* A float literal for c (rounded to float as PyTorch does with Python scalars). Negative
- * values are parenthesized so that "-" + literal never forms "--". */
-static void fmt_float(double c, char *buf, size_t len) {
-  if (isnan(c)) {
-    snprintf(buf, len, "__int_as_float(0x7fc00000)");
-    return;
-  }
-  if (isinf(c)) {
-    snprintf(buf, len, c > 0 ? "__int_as_float(0x7f800000)" : "(-__int_as_float(0x7f800000))");
-    return;
-  }
-  char num[48];
-  snprintf(num, sizeof num, "%.9g", (double)(float)c);
-  const char *point = strpbrk(num, ".eE") ? "" : ".0";
-  snprintf(buf, len, c < 0 ? "(%s%sf)" : "%s%sf", num, point);
-}
-
 /* ---- operand indexing ---- */
 
 /* C expression of coordinate d of shape S (rank r) at element (row, col) of the stage.
@@ -190,7 +173,7 @@ static int value_expr(struct epi_prog *p, const struct epi_value *v, const long 
     return 0;
   }
   if (v->kind == EPI_CONST) {
-    fmt_float(v->c, buf, len);
+    cg_float(v->c, buf, len);
     return 0;
   }
   if (v->rank > r) {
@@ -313,7 +296,7 @@ static int tr_binary(struct tr *t, char opch, bool reversed, int *ret_var) {
     return bad_param(t, "rounding_mode");
   int v;
   if (alpha != 1.0) {
-    fmt_float(alpha, al, sizeof al);
+    cg_float(alpha, al, sizeof al);
     v = reversed ? emit(t->p, "%s * %s %c %s", al, b, opch, a)
                  : emit(t->p, "%s %c %s * %s", a, opch, al, b);
   } else {
@@ -384,8 +367,8 @@ static int tr_hardtanh(struct tr *t, double lo, double hi, int *ret_var) {
   char x[EXPR_MAX], l[64], h[64];
   if (arg_expr(t, 0, "input", x, sizeof x) != 0)
     return -1;
-  fmt_float(lo, l, sizeof l);
-  fmt_float(hi, h, sizeof h);
+  cg_float(lo, l, sizeof l);
+  cg_float(hi, h, sizeof h);
   int v = emit(t->p, "ofg_minf(ofg_maxf(%s, %s), %s)", x, l, h);
   if (v < 0)
     return oom(t);
@@ -423,7 +406,7 @@ static int tr_pow(struct tr *t, int *ret_var) {
   char x[EXPR_MAX], cs[64];
   if (arg_expr(t, 0, "input", x, sizeof x) != 0)
     return -1;
-  fmt_float(c, cs, sizeof cs);
+  cg_float(c, cs, sizeof cs);
   int v = c == 2.0   ? emit(t->p, "%s * %s", x, x)
           : c == 1.0 ? emit(t->p, "%s", x)
           : c == 0.5 ? emit(t->p, "sqrtf(%s)", x)
@@ -559,7 +542,7 @@ static int tr_param_unary(struct tr *t, const char *n, int *ret_var) {
     if (!(mod ? num_attr(node, "negative_slope", 0.01, &a)
               : num_arg(node, 1, "negative_slope", 0.01, &a)))
       return bad_param(t, "negative_slope");
-    fmt_float(a, c1, sizeof c1);
+    cg_float(a, c1, sizeof c1);
     char fmt[128];
     snprintf(fmt, sizeof fmt, "%%s > 0.0f ? %%s : %%s * %s", c1);
     return tr_unary(t, fmt, ret_var);
@@ -567,7 +550,7 @@ static int tr_param_unary(struct tr *t, const char *n, int *ret_var) {
   if (strcmp(n, "elu") == 0 || strcmp(n, "celu") == 0) {
     if (!(mod ? num_attr(node, "alpha", 1.0, &a) : num_arg(node, 1, "alpha", 1.0, &a)))
       return bad_param(t, "alpha");
-    fmt_float(a, c1, sizeof c1);
+    cg_float(a, c1, sizeof c1);
     char fmt[160];
     if (strcmp(n, "elu") == 0)
       snprintf(fmt, sizeof fmt, "ofg_eluf(%%s, %s)", c1);
@@ -579,8 +562,8 @@ static int tr_param_unary(struct tr *t, const char *n, int *ret_var) {
     if (!(mod ? num_attr(node, "beta", 1.0, &a) : num_arg(node, 1, "beta", 1.0, &a)) ||
         !(mod ? num_attr(node, "threshold", 20.0, &b) : num_arg(node, 2, "threshold", 20.0, &b)))
       return bad_param(t, "beta/threshold");
-    fmt_float(a, c1, sizeof c1);
-    fmt_float(b, c2, sizeof c2);
+    cg_float(a, c1, sizeof c1);
+    cg_float(b, c2, sizeof c2);
     char fmt[160];
     snprintf(fmt, sizeof fmt, "ofg_softplusf(%%s, %s, %s)", c1, c2);
     return tr_unary(t, fmt, ret_var);

@@ -1,4 +1,5 @@
-/* Helpers over the profile's FX graph for the builtin families. */
+/* Helpers over the profile for the builtin families: its FX graph, and the SM count of the
+ * device it was taken on. */
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +67,20 @@ const char *graph_input_tensor(json_t *node, const char *dtype) {
   return !dtype || strcmp(dt, dtype) == 0 ? t : NULL;
 }
 
+const char *graph_module_param(json_t *node, const char *suffix) {
+  size_t i;
+  json_t *p;
+  size_t sl = strlen(suffix);
+  json_array_foreach(json_object_get(node, "params"), i, p) {
+    const char *s = json_string_value(p);
+    size_t l = s ? strlen(s) : 0;
+    if (l >= sl && strcmp(s + l - sl, suffix) == 0 &&
+        (l == sl || s[l - sl - 1] == '.' || s[l - sl - 1] == ':'))
+      return s;
+  }
+  return NULL;
+}
+
 bool graph_target_is(json_t *node, const char *op) {
   const char *target = json_string_value(json_object_get(node, "target"));
   if (!target || !op)
@@ -102,4 +117,10 @@ int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whyl
   }
   *ret_match = match;
   return 1;
+}
+
+int builtin_sm_count(const json_t *obj) {
+  const json_t *v = json_object_get(obj, "sm_count");
+  json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+  return n >= 1 && n <= BUILTIN_MAX_SM_COUNT ? (int)n : BUILTIN_DEFAULT_SM_COUNT;
 }

@@ -1,14 +1,14 @@
 /* The builtin loss family: matches scalar-loss graphs (elementwise terms, cross-entropy,
- * triplet margin, cosine) and generates loss.cu candidates. */
+ * triplet margin, cosine) and generates loss.cu candidates. One concept (a family), and
+ * longer than 800 lines because each of its six loss forms brings its own matcher. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "proposers/builtin/codegen.h"
 #include "proposers/builtin/loss.h"
 
-#define SM_COUNT 132          /* H200; sizes whole-wave grids only */
 #define IDX32_LIMIT 2147483647LL
 #define MAX_GRID 2147483647LL
 #define MAX_LEAVES 8
@@ -38,6 +38,7 @@ struct loss_spec {
   bool swap;
   long long ignore;
   long long maxnumel;
+  int sm_count;                /* the device's SMs (builtin_sm_count): sizes whole waves */
 };
 
 /* ---- graph helpers ------------------------------------------------------------------ */
@@ -60,24 +61,6 @@ static bool absent(json_t *v) {
 }
 
 /* ---- expression emission -------------------------------------------------------------- */
-
-struct sbuf {
-  char *s;
-  size_t len, cap;
-  bool overflow;
-};
-
-static void sb_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(struct sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = b->len < b->cap ? vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap) : -1;
-  va_end(ap);
-  if (n < 0 || (size_t)n >= b->cap - b->len)
-    b->overflow = true;
-  else
-    b->len += (size_t)n;
-}
 
 /* A float literal for a JSON number; false for non-numbers or non-finite values. */
 static bool float_literal(json_t *v, char *out, size_t outlen) {
@@ -124,9 +107,9 @@ static int broadcast_index(const struct ectx *c, json_t *x, char *out, size_t ou
   }
   if (acc == fstride[0] * c->full[0])
     return 0;
-  struct sbuf b = {out, 0, outlen, false};
+  struct cg_buf b = {.max = outlen - 1};
   int i = 0;
-  sb_add(&b, "(0");
+  cg_printf(&b, "(0");
   while (i < c->frank) {
     int li = i - (c->frank - lr);
     if (li < 0 || ls[li] == 1) {
@@ -137,19 +120,21 @@ static int broadcast_index(const struct ectx *c, json_t *x, char *out, size_t ou
     while (j + 1 < c->frank && ls[j + 1 - (c->frank - lr)] != 1)
       j++;
     for (int q = i; q <= j; q++)
-      if (ls[q - (c->frank - lr)] != c->full[q])
+      if (ls[q - (c->frank - lr)] != c->full[q]) {
+        cg_free(&b);
         return -1;
+      }
     long long span = fstride[i] * c->full[i] / fstride[j];
-    sb_add(&b, " + ((idx_t)(e / %lld) %% %lld) * %lld", fstride[j], span,
+    cg_printf(&b, " + ((idx_t)(e / %lld) %% %lld) * %lld", fstride[j], span,
            lstride[j - (c->frank - lr)]);
     i = j + 1;
   }
-  sb_add(&b, ")");
-  return b.overflow ? -1 : 0;
+  cg_printf(&b, ")");
+  return cg_copy(&b, out, outlen);
 }
 
 /* Registers x as a leaf (once) and appends its value's name. */
-static int emit_leaf(struct ectx *c, json_t *x, struct sbuf *b) {
+static int emit_leaf(struct ectx *c, json_t *x, struct cg_buf *b) {
   const char *t = graph_input_tensor(x, "float32");
   if (!t) {
     snprintf(c->why, c->whylen, "loss operand %s is not a float32 input",
@@ -168,14 +153,14 @@ static int emit_leaf(struct ectx *c, json_t *x, struct sbuf *b) {
     snprintf(c->s->leaf[k], sizeof c->s->leaf[k], "%s", t);
     c->s->nleaf++;
   }
-  sb_add(b, "x%d", k);
+  cg_printf(b, "x%d", k);
   return 0;
 }
 
-static int emit(struct ectx *c, json_t *arg, struct sbuf *b);
+static int emit(struct ectx *c, json_t *arg, struct cg_buf *b);
 
 /* op(A, B) forms: binary arithmetic. */
-static int emit_binary(struct ectx *c, json_t *n, const char *op, struct sbuf *b) {
+static int emit_binary(struct ectx *c, json_t *n, const char *op, struct cg_buf *b) {
   json_t *alpha = json_object_get(json_object_get(n, "kwargs"), "alpha");
   json_t *rm = json_object_get(json_object_get(n, "kwargs"), "rounding_mode");
   if (!absent(alpha) || !absent(rm)) {
@@ -183,18 +168,18 @@ static int emit_binary(struct ectx *c, json_t *n, const char *op, struct sbuf *b
              node_target(n));
     return -1;
   }
-  sb_add(b, "(");
+  cg_printf(b, "(");
   if (emit(c, graph_arg(n, 0, "input"), b) != 0)
     return -1;
-  sb_add(b, " %s ", op);
+  cg_printf(b, " %s ", op);
   if (emit(c, graph_arg(n, 1, "other"), b) != 0)
     return -1;
-  sb_add(b, ")");
+  cg_printf(b, ")");
   return 0;
 }
 
 /* clamp / clamp_min / clamp_max / relu, keeping NaN like torch. */
-static int emit_clamp(struct ectx *c, json_t *n, struct sbuf *b) {
+static int emit_clamp(struct ectx *c, json_t *n, struct cg_buf *b) {
   json_t *lo = NULL, *hi = NULL;
   char l1[48], l2[48];
   if (graph_target_is(n, "relu")) {
@@ -216,18 +201,18 @@ static int emit_clamp(struct ectx *c, json_t *n, struct sbuf *b) {
     snprintf(c->why, c->whylen, "%s needs constant bounds", node_target(n));
     return -1;
   }
-  sb_add(b, "%s%s", has_hi ? "ofg_clamp_max(" : "", has_lo ? "ofg_clamp_min(" : "");
+  cg_printf(b, "%s%s", has_hi ? "ofg_clamp_max(" : "", has_lo ? "ofg_clamp_min(" : "");
   if (emit(c, graph_arg(n, 0, "input"), b) != 0)
     return -1;
   if (has_lo)
-    sb_add(b, ", %s)", l1);
+    cg_printf(b, ", %s)", l1);
   if (has_hi)
-    sb_add(b, ", %s)", l2);
+    cg_printf(b, ", %s)", l2);
   return 0;
 }
 
 /* pow(A, constant). */
-static int emit_pow(struct ectx *c, json_t *n, struct sbuf *b) {
+static int emit_pow(struct ectx *c, json_t *n, struct cg_buf *b) {
   json_t *e = graph_arg(n, 1, "exponent");
   char lit[48];
   if (!float_literal(e, lit, sizeof lit)) {
@@ -235,17 +220,17 @@ static int emit_pow(struct ectx *c, json_t *n, struct sbuf *b) {
     return -1;
   }
   double x = json_number_value(e);
-  sb_add(b, x == 2.0 ? "ofg_sq(" : x == 0.5 ? "sqrtf(" : x == 1.0 ? "(" : "powf(");
+  cg_printf(b, x == 2.0 ? "ofg_sq(" : x == 0.5 ? "sqrtf(" : x == 1.0 ? "(" : "powf(");
   if (emit(c, graph_arg(n, 0, "input"), b) != 0)
     return -1;
   if (x != 2.0 && x != 0.5 && x != 1.0)
-    sb_add(b, ", %s", lit);
-  sb_add(b, ")");
+    cg_printf(b, ", %s", lit);
+  cg_printf(b, ")");
   return 0;
 }
 
 /* Elementwise op nodes; everything else is refused. */
-static int emit_call(struct ectx *c, json_t *n, struct sbuf *b) {
+static int emit_call(struct ectx *c, json_t *n, struct cg_buf *b) {
   static const char *const bin[][2] = {{"add", "+"}, {"sub", "-"}, {"mul", "*"},
                                        {"truediv", "/"}, {"div", "/"}};
   static const char *const un[][2] = {{"neg", "-("}, {"abs", "fabsf("}, {"square", "ofg_sq("},
@@ -263,10 +248,10 @@ static int emit_call(struct ectx *c, json_t *n, struct sbuf *b) {
   for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
     if (graph_target_is(n, un[i][0])) {
       c->s->transc = c->s->transc || i >= 4;
-      sb_add(b, "%s", un[i][1]);
+      cg_printf(b, "%s", un[i][1]);
       if (emit(c, graph_arg(n, 0, "input"), b) != 0)
         return -1;
-      sb_add(b, ")");
+      cg_printf(b, ")");
       return 0;
     }
   }
@@ -279,10 +264,10 @@ static int emit_call(struct ectx *c, json_t *n, struct sbuf *b) {
   return -1;
 }
 
-static int emit(struct ectx *c, json_t *arg, struct sbuf *b) {
+static int emit(struct ectx *c, json_t *arg, struct cg_buf *b) {
   char lit[48];
   if (float_literal(arg, lit, sizeof lit)) {
-    sb_add(b, "%s", lit);
+    cg_printf(b, "%s", lit);
     return 0;
   }
   json_t *n = graph_ref(c->profile, arg);
@@ -360,7 +345,7 @@ static json_t *full_reduction(json_t *profile, json_t *root, enum loss_red *ret_
   return graph_ref(profile, graph_arg(root, 0, "input"));
 }
 
-static int emit_node(struct ectx *c, json_t *n, struct sbuf *b) {
+static int emit_node(struct ectx *c, json_t *n, struct cg_buf *b) {
   return graph_is_call(n) ? emit_call(c, n, b) : emit_leaf(c, n, b);
 }
 
@@ -371,8 +356,9 @@ static int match_mean_expr(struct ectx *c, json_t *e, enum loss_red red) {
   c->frank = e ? graph_shape(e, c->full) : -1;
   if (c->frank < 0 || !graph_is_call(e))
     return 0;
-  struct sbuf b = {s->expr, 0, sizeof s->expr, false};
-  if (emit_node(c, e, &b) != 0 || b.overflow || s->nleaf < 2)
+  struct cg_buf b = {.max = sizeof s->expr - 1};
+  int rc = emit_node(c, e, &b);
+  if (cg_copy(&b, s->expr, sizeof s->expr) != 0 || rc != 0 || s->nleaf < 2)
     return 0;
   s->kind = KIND_ELEM;
   s->red = red;
@@ -385,27 +371,27 @@ static int match_mean_expr(struct ectx *c, json_t *e, enum loss_red red) {
 /* The term of a two-operand loss function, given its operands' expressions. */
 static int loss_term(json_t *n, const char *a, const char *t, struct loss_spec *s, char *why,
                      size_t whylen) {
-  struct sbuf b = {s->expr, 0, sizeof s->expr, false};
+  struct cg_buf b = {.max = sizeof s->expr - 1};
   char lit[48];
   if (graph_target_is(n, "mse_loss") || graph_target_is(n, "MSELoss")) {
     snprintf(s->op, sizeof s->op, "mse");
-    sb_add(&b, "ofg_sq((%s) - (%s))", a, t);
+    cg_printf(&b, "ofg_sq((%s) - (%s))", a, t);
   } else if (graph_target_is(n, "l1_loss") || graph_target_is(n, "L1Loss")) {
     snprintf(s->op, sizeof s->op, "l1");
-    sb_add(&b, "fabsf((%s) - (%s))", a, t);
+    cg_printf(&b, "fabsf((%s) - (%s))", a, t);
   } else if (graph_target_is(n, "smooth_l1_loss") || graph_target_is(n, "SmoothL1Loss")) {
     json_t *beta = graph_param(n, 5, "beta");
     if (!absent(beta) && (!float_literal(beta, lit, sizeof lit) || json_number_value(beta) < 0))
       goto bad;
     snprintf(s->op, sizeof s->op, "smooth_l1");
-    sb_add(&b, "ofg_smooth_l1((%s) - (%s), %s)", a, t, absent(beta) ? "1.0f" : lit);
+    cg_printf(&b, "ofg_smooth_l1((%s) - (%s), %s)", a, t, absent(beta) ? "1.0f" : lit);
   } else if (graph_target_is(n, "huber_loss") || graph_target_is(n, "HuberLoss")) {
     json_t *delta = graph_param(n, 3, "delta");
     if (!absent(delta) && (!float_literal(delta, lit, sizeof lit) ||
                            json_number_value(delta) <= 0))
       goto bad;
     snprintf(s->op, sizeof s->op, "huber");
-    sb_add(&b, "ofg_huber((%s) - (%s), %s)", a, t, absent(delta) ? "1.0f" : lit);
+    cg_printf(&b, "ofg_huber((%s) - (%s), %s)", a, t, absent(delta) ? "1.0f" : lit);
   } else {
     json_t *lt = graph_param(n, 5, "log_target");
     snprintf(s->op, sizeof s->op, "kl_div");
@@ -413,14 +399,15 @@ static int loss_term(json_t *n, const char *a, const char *t, struct loss_spec *
     int leaf;
     char tail;
     if (json_is_true(lt))
-      sb_add(&b, "(OFG_EXPF(%s) * ((%s) - (%s)))", t, t, a);
+      cg_printf(&b, "(OFG_EXPF(%s) * ((%s) - (%s)))", t, t, a);
     else if (sscanf(a, "OFG_LOGF(x%d)%c", &leaf, &tail) == 1)
-      sb_add(&b, "ofg_kl_logp((%s), x%d)", t, leaf);  /* input = torch.log(leaf) */
+      cg_printf(&b, "ofg_kl_logp((%s), x%d)", t, leaf);  /* input = torch.log(leaf) */
     else
-      sb_add(&b, "(ofg_xlogy((%s), (%s)) - (%s) * (%s))", t, t, t, a);
+      cg_printf(&b, "(ofg_xlogy((%s), (%s)) - (%s) * (%s))", t, t, t, a);
   }
-  return b.overflow ? -1 : 0;
+  return cg_copy(&b, s->expr, sizeof s->expr);
 bad:
+  cg_free(&b);
   snprintf(why, whylen, "%s: beta/delta must be a non-negative constant", node_target(n));
   return -1;
 }
@@ -447,9 +434,12 @@ static int match_loss_fn(struct ectx *c, json_t *n) {
     return -1;
   }
   char ea[EXPR_MAX], et[EXPR_MAX];
-  struct sbuf ba = {ea, 0, sizeof ea, false}, bt = {et, 0, sizeof et, false};
-  if (emit_node(c, a, &ba) != 0 || emit_node(c, t, &bt) != 0 || ba.overflow || bt.overflow ||
-      loss_term(n, ea, et, s, c->why, c->whylen) != 0)
+  struct cg_buf ba = {.max = sizeof ea - 1}, bt = {.max = sizeof et - 1};
+  int rc = emit_node(c, a, &ba);
+  if (rc == 0)
+    rc = emit_node(c, t, &bt);
+  int fits = cg_copy(&ba, ea, sizeof ea) | cg_copy(&bt, et, sizeof et);
+  if (rc != 0 || fits != 0 || loss_term(n, ea, et, s, c->why, c->whylen) != 0)
     return -1;
   s->kind = KIND_ELEM;
   s->numel = shape_numel(c->full, c->frank);
@@ -653,10 +643,10 @@ static json_t *spec_to_json(const struct loss_spec *s) {
   else
     snprintf(summary, sizeof summary, "%s %s over [%lld, %lld]", red_names[s->red], s->op,
              s->n, s->d);
-  json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:b, s:I}", "family", "loss", "op",
-                        s->op, "summary", summary, "kind", elem ? "elementwise" : "rows",
+  json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:b, s:I, s:i}", "family", "loss",
+                        "op", s->op, "summary", summary, "kind", elem ? "elementwise" : "rows",
                         "reduction", red_names[s->red], "divisor", s->div, "transcendental",
-                        s->transc, "numel", s->maxnumel);
+                        s->transc, "numel", s->maxnumel, "sm_count", s->sm_count);
   if (!m)
     return NULL;
   if (elem) {
@@ -700,6 +690,7 @@ static int loss_match(json_t *profile, json_t **ret_match, char *why, size_t why
   json_t *m = NULL;
   if (rc == 1) {
     s->maxnumel = max_numel(profile, s);
+    s->sm_count = builtin_sm_count(profile);
     m = spec_to_json(s);
   }
   free(s);
@@ -719,6 +710,7 @@ static int spec_from_json(json_t *m, struct loss_spec *s) {
   snprintf(s->op, sizeof s->op, "%s", op);
   s->transc = transc;
   s->maxnumel = numel;
+  s->sm_count = builtin_sm_count(m);
   for (int i = 0; i < 3; i++)
     if (strcmp(red, red_names[i]) == 0)
       s->red = (enum loss_red)i;
@@ -785,7 +777,7 @@ static void layout_of(const struct loss_spec *s, const struct knob_set *k,
                       struct loss_layout *l) {
   *l = (struct loss_layout){0};
   l->idx64 = s->maxnumel > IDX32_LIMIT || is_mode(k, "idx64");
-  long long wave = (long long)SM_COUNT * (2048 / k->block > 0 ? 2048 / k->block : 1);
+  long long wave = (long long)s->sm_count * (2048 / k->block > 0 ? 2048 / k->block : 1);
   if (s->kind == KIND_ELEM) {
     l->ntiles = cdiv(s->numel / k->vec, (long long)k->block * k->items);
     long long cap = is_mode(k, "persistent") ? wave : 4 * wave;
@@ -939,92 +931,83 @@ static int loss_check(json_t *match, const struct knob_set *k, char *why, size_t
 
 /* ---- generation ----------------------------------------------------------------------- */
 
-static void put_const(FILE *f, const char *name, long long v) {
-  fprintf(f, "#define %s %lld%s\n", name, v, v > 2147483647LL || v < -2147483647LL ? "LL" : "");
-}
-
-static void put_float(FILE *f, const char *name, double v) {
+/* Appends `#define name <float literal of v>` ("0.0f" for a non-finite v). */
+static void put_float(struct cg_buf *b, const char *name, double v) {
   char lit[48];
   json_t *j = json_real(v);
   if (!float_literal(j, lit, sizeof lit))
     snprintf(lit, sizeof lit, "0.0f");
   json_decref(j);
-  fprintf(f, "#define %s %s\n", name, lit);
+  cg_printf(b, "#define %s %s\n", name, lit);
 }
 
 /* The leaf parameter macros and the loss_in type, before the template. */
-static void put_term(FILE *f, const struct loss_spec *s) {
-  fputs("#define LOSS_LEAF_PARAMS ", f);
+static void put_term(struct cg_buf *b, const struct loss_spec *s) {
+  cg_printf(b, "#define LOSS_LEAF_PARAMS ");
   for (int i = 0; i < s->nleaf; i++)
-    fprintf(f, "%sconst float* __restrict__ p%d", i ? ", " : "", i);
-  fputs("\n#define LOSS_LEAF_ARGS ", f);
+    cg_printf(b, "%sconst float* __restrict__ p%d", i ? ", " : "", i);
+  cg_printf(b, "\n#define LOSS_LEAF_ARGS ");
   for (int i = 0; i < s->nleaf; i++)
-    fprintf(f, "%sp%d", i ? ", " : "", i);
-  fprintf(f, "\nstruct loss_in {\n  float v[%d][VEC];\n};\n", s->nleaf);
+    cg_printf(b, "%sp%d", i ? ", " : "", i);
+  cg_printf(b, "\nstruct loss_in {\n  float v[%d][VEC];\n};\n", s->nleaf);
 }
 
 /* loss_load and loss_terms, after the template: each leaf is read as a vector when it has
  * the loss's full shape, else element by element through its broadcast index. */
-static void put_loss_fns(FILE *f, const struct loss_spec *s) {
-  fputs("\n// generated: the leaves and the loss term\n"
-        "__device__ __forceinline__ void loss_load(LOSS_LEAF_PARAMS, idx_t i, loss_in& r) {\n",
-        f);
+static void put_loss_fns(struct cg_buf *b, const struct loss_spec *s) {
+  cg_printf(b, "\n// generated: the leaves and the loss term\n"
+               "__device__ __forceinline__ void loss_load(LOSS_LEAF_PARAMS, idx_t i, loss_in& r) "
+               "{\n");
   for (int i = 0; i < s->nleaf; i++) {
     if (!s->index[i][0])
-      fprintf(f, "  loss_ldv(p%d + i, r.v[%d]);\n", i, i);
+      cg_printf(b, "  loss_ldv(p%d + i, r.v[%d]);\n", i, i);
     else
-      fprintf(f, "#pragma unroll\n  for (int c = 0; c < VEC; c++) {\n"
-                 "    const idx_t e = i + c;\n    r.v[%d][c] = LOSS_LD(p%d + %s);\n  }\n",
-              i, i, s->index[i]);
+      cg_printf(b, "#pragma unroll\n  for (int c = 0; c < VEC; c++) {\n"
+                   "    const idx_t e = i + c;\n    r.v[%d][c] = LOSS_LD(p%d + %s);\n  }\n",
+                i, i, s->index[i]);
   }
-  fputs("}\n\n__device__ __forceinline__ float loss_terms(const loss_in& r) {\n"
-        "  float s = 0.0f;\n#pragma unroll\n  for (int c = 0; c < VEC; c++) {\n", f);
+  cg_printf(b, "}\n\n__device__ __forceinline__ float loss_terms(const loss_in& r) {\n"
+               "  float s = 0.0f;\n#pragma unroll\n  for (int c = 0; c < VEC; c++) {\n");
   for (int i = 0; i < s->nleaf; i++)
-    fprintf(f, "    const float x%d = r.v[%d][c];\n", i, i);
-  fprintf(f, "    s += %s;\n  }\n  return s;\n}\n", s->expr);
+    cg_printf(b, "    const float x%d = r.v[%d][c];\n", i, i);
+  cg_printf(b, "    s += %s;\n  }\n  return s;\n}\n", s->expr);
 }
 
 /* The candidate source (caller frees). */
-static char *build_source(const struct loss_spec *s, const struct knob_set *k,
-                          const struct loss_layout *l) {
-  const char *common = builtin_template("common.cuh"), *tmpl = builtin_template("loss.cu");
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = common && tmpl ? open_memstream(&text, &len) : NULL;
-  if (!f)
+static char *build_source(const struct loss_spec *s, const struct loss_layout *l) {
+  const char *tmpl = builtin_template("loss.cu");
+  struct cg_buf b = {0};
+  if (!tmpl)
     return NULL;
-  fprintf(f, "// opforge builtin loss: %s %s\n"
-             "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n",
-          red_names[s->red], s->op);
-  fprintf(f, "%s\ntypedef %s idx_t;\n", common, l->idx64 ? "long long" : "int");
-  fprintf(f, "#define LOSS_KIND_ELEM %d\n#define LOSS_KIND_CE %d\n#define LOSS_KIND_TRIPLET %d\n"
-             "#define LOSS_KIND_COSINE %d\n#define LOSS_SUM %d\n#define LOSS_DIV_BY_COUNT %d\n"
-             "#define LOSS_DIV %.17g\n#define LOSS_CACHED %d\n#define LOSS_P %d\n"
-             "#define LOSS_SWAP %d\n",
-          s->kind == KIND_ELEM, s->kind == KIND_CE, s->kind == KIND_TRIPLET,
-          s->kind == KIND_COSINE, s->red == RED_SUM, s->kind == KIND_CE && s->red != RED_SUM,
-          s->div > 0 ? s->div : 1.0, l->cached, s->p, s->swap);
-  put_const(f, "LOSS_NUMEL", s->numel);
-  put_const(f, "LOSS_NTILES", l->ntiles);
-  put_const(f, "LOSS_N", s->n);
-  put_const(f, "LOSS_D", s->d);
-  put_const(f, "LOSS_G", l->g);
-  put_const(f, "LOSS_NRB", l->nrb);
-  put_const(f, "LOSS_NPART", l->grid);
-  put_const(f, "LOSS_IGNORE", s->ignore);
-  put_float(f, "LOSS_MARGIN", s->margin);
-  put_float(f, "LOSS_EPS", s->eps);
-  if (s->kind == KIND_ELEM)
-    put_term(f, s);
-  fputs(tmpl, f);
-  if (s->kind == KIND_ELEM)
-    put_loss_fns(f, s);
-  (void)k;
-  if (fclose(f) != 0) {
-    free(text);
+  cg_printf(&b, "// opforge builtin loss: %s %s\n", red_names[s->red], s->op);
+  if (cg_common(&b) != 0) {
+    cg_free(&b);
     return NULL;
   }
-  return text;
+  cg_printf(&b, "typedef %s idx_t;\n", l->idx64 ? "long long" : "int");
+  cg_printf(&b, "#define LOSS_KIND_ELEM %d\n#define LOSS_KIND_CE %d\n"
+                "#define LOSS_KIND_TRIPLET %d\n#define LOSS_KIND_COSINE %d\n#define LOSS_SUM %d\n"
+                "#define LOSS_DIV_BY_COUNT %d\n#define LOSS_DIV %.17g\n#define LOSS_CACHED %d\n"
+                "#define LOSS_P %d\n#define LOSS_SWAP %d\n",
+            s->kind == KIND_ELEM, s->kind == KIND_CE, s->kind == KIND_TRIPLET,
+            s->kind == KIND_COSINE, s->red == RED_SUM, s->kind == KIND_CE && s->red != RED_SUM,
+            s->div > 0 ? s->div : 1.0, l->cached, s->p, s->swap);
+  cg_define_ll(&b, "LOSS_NUMEL", s->numel);
+  cg_define_ll(&b, "LOSS_NTILES", l->ntiles);
+  cg_define_ll(&b, "LOSS_N", s->n);
+  cg_define_ll(&b, "LOSS_D", s->d);
+  cg_define_ll(&b, "LOSS_G", l->g);
+  cg_define_ll(&b, "LOSS_NRB", l->nrb);
+  cg_define_ll(&b, "LOSS_NPART", l->grid);
+  cg_define_ll(&b, "LOSS_IGNORE", s->ignore);
+  put_float(&b, "LOSS_MARGIN", s->margin);
+  put_float(&b, "LOSS_EPS", s->eps);
+  if (s->kind == KIND_ELEM)
+    put_term(&b, s);
+  cg_printf(&b, "%s", tmpl);
+  if (s->kind == KIND_ELEM)
+    put_loss_fns(&b, s);
+  return cg_take(&b);
 }
 
 /* The launch plan (caller owns): the first stage, then loss_final over the partials. */
@@ -1052,23 +1035,19 @@ static json_t *build_plan(const struct loss_spec *s, const struct knob_set *k,
 static int loss_generate(json_t *match, const struct knob_set *k, json_t **ret_candidate,
                          char *why, size_t whylen) {
   struct loss_spec *s = malloc(sizeof *s);
-  json_t *cand = NULL;
-  if (s && loss_check(match, k, why, whylen) == 0 && spec_from_json(match, s) == 0) {
+  int rc = -1;
+  if (!s)
+    snprintf(why, whylen, "out of memory generating the loss candidate");
+  else if (loss_check(match, k, why, whylen) == 0 && spec_from_json(match, s) == 0) {
     struct loss_layout l;
     layout_of(s, k, &l);
-    char *src = build_source(s, k, &l);
-    cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k), "plan",
-                           build_plan(s, k, &l))
-               : NULL;
+    char *src = build_source(s, &l);
+    rc = cg_candidate(src, k, src ? build_plan(s, k, &l) : NULL,
+                      "out of memory generating the loss candidate", ret_candidate, why, whylen);
     free(src);
-    if (!cand)
-      snprintf(why, whylen, "out of memory generating the loss candidate");
   }
   free(s);
-  if (!cand)
-    return -1;
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_loss = {

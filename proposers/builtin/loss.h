@@ -16,7 +16,8 @@
  *                 "" for a full-shape leaf, else a C expression of the flat index e),
  *                 "transcendental": bool,
  *    rows: "tensors": [names], "margin", "eps", "p", "swap", "ignore_index",
- *    "numel": largest element count of the tensors}
+ *    "numel": largest element count of the tensors,
+ *    "sm_count": 132}   the device's SM count (builtin_sm_count)
  *
  * Template: proposers/builtin/templates/loss.cu (loss_elem or loss_rows, then loss_final). */
 #ifndef OPFORGE_BUILTIN_LOSS_H

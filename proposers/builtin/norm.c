@@ -1,4 +1,6 @@
-/* The builtin norm family: matcher, knobs and generator (see norm.h). */
+/* The builtin norm family: matcher, knobs and generator (see norm.h). One concept (a
+ * family), and longer than 800 lines because layer, RMS, group, instance, batch and L1/L2
+ * norms each have their own match rules over one template. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,6 @@
 #include "proposers/builtin/norm.h"
 #include "proposers/builtin/reduction.h"
 
-#define H200_SMS 132
 #define FLOAT32_EPS 1.1920928955078125e-07 /* torch.finfo(torch.float32).eps */
 
 /* What a matched norm computes (the match object is built from it). */
@@ -44,22 +45,6 @@ static long long dims_product(const json_t *shape, size_t from, size_t to) {
   for (size_t i = from; i < to; i++)
     p *= json_integer_value(json_array_get(shape, i));
   return p;
-}
-
-/* The parameter tensor of a module node whose state_dict key ends with "." suffix
- * (borrowed string), or NULL. */
-static const char *module_param(json_t *node, const char *suffix) {
-  size_t i;
-  json_t *p;
-  size_t n = strlen(suffix);
-  json_array_foreach(json_object_get(node, "params"), i, p) {
-    const char *s = json_string_value(p);
-    size_t len = s ? strlen(s) : 0;
-    if (len > n && strcmp(s + len - n, suffix) == 0 && (s[len - n - 1] == '.' ||
-                                                        s[len - n - 1] == ':'))
-      return s;
-  }
-  return NULL;
 }
 
 /* The parameter tensor a functional argument refers to (a get_attr node), or NULL. */
@@ -108,8 +93,8 @@ static int spec_trailing(json_t *profile, json_t *node, bool module, const json_
   s->c[2] = 1;
   if (module) {
     s->eps = num_or(json_object_get(attrs, "eps"), rms ? FLOAT32_EPS : 1e-5);
-    s->weight = module_param(node, "weight");
-    s->bias = rms ? NULL : module_param(node, "bias");
+    s->weight = graph_module_param(node, "weight");
+    s->bias = rms ? NULL : graph_module_param(node, "bias");
     return 0;
   }
   s->eps = num_or(expr_arg(node, rms ? 3 : 4, "eps"), rms ? FLOAT32_EPS : 1e-5);
@@ -155,9 +140,9 @@ static int spec_channels(json_t *profile, json_t *node, bool module, const json_
   size_t wi = group ? 2 : 3, bi = group ? 3 : 4, ei = group ? 4 : 7;
   bool affine = !module || json_is_true(json_object_get(attrs, "affine"));
   s->eps = num_or(module ? json_object_get(attrs, "eps") : expr_arg(node, ei, "eps"), 1e-5);
-  s->weight = !affine ? NULL : module ? module_param(node, "weight")
+  s->weight = !affine ? NULL : module ? graph_module_param(node, "weight")
                                       : arg_param(profile, node, wi, "weight");
-  s->bias = !affine ? NULL : module ? module_param(node, "bias")
+  s->bias = !affine ? NULL : module ? graph_module_param(node, "bias")
                                     : arg_param(profile, node, bi, "bias");
   if (!module && (bad_tensor_arg(profile, node, wi, "weight") ||
                   bad_tensor_arg(profile, node, bi, "bias"))) {
@@ -192,9 +177,9 @@ static int spec_batch(json_t *profile, json_t *node, bool module, const json_t *
   s->spatial = s->c[2];
   bool affine = !module || json_is_true(json_object_get(attrs, "affine"));
   s->eps = num_or(module ? json_object_get(attrs, "eps") : expr_arg(node, 7, "eps"), 1e-5);
-  s->weight = !affine ? NULL : module ? module_param(node, "weight")
+  s->weight = !affine ? NULL : module ? graph_module_param(node, "weight")
                                       : arg_param(profile, node, 3, "weight");
-  s->bias = !affine ? NULL : module ? module_param(node, "bias")
+  s->bias = !affine ? NULL : module ? graph_module_param(node, "bias")
                                     : arg_param(profile, node, 4, "bias");
   if (!module && (bad_tensor_arg(profile, node, 3, "weight") ||
                   bad_tensor_arg(profile, node, 4, "bias"))) {
@@ -467,19 +452,19 @@ static json_t *ir_or_null(json_t *ir) {
 }
 
 /* The match object of s (caller owns); takes over s's IRs. */
-static json_t *spec_match(struct norm_spec *s, const char *output) {
+static json_t *spec_match(struct norm_spec *s, const char *output, int sm_count) {
   char summary[200];
   snprintf(summary, sizeof summary, "%s (%s statistics) over [%lld, %lld, %lld]", s->op,
            s->stat, s->c[0], s->c[1], s->c[2]);
   json_t *m = json_pack("{s:s, s:s, s:s, s:[I,I,I], s:s, s:f, s:s?, s:s?, s:I, s:I, s:I, "
-                        "s:s?, s:o, s:o, s:s, s:s}",
+                        "s:s?, s:o, s:o, s:s, s:s, s:i}",
                         "family", "norm", "op", s->op, "summary", summary, "canonical",
                         (json_int_t)s->c[0], (json_int_t)s->c[1], (json_int_t)s->c[2], "stat",
                         s->stat, "eps", s->eps, "weight", s->weight, "bias", s->bias, "groups",
                         (json_int_t)s->groups, "channels", (json_int_t)s->channels, "spatial",
                         (json_int_t)s->spatial, "reduce", s->reduce, "prologue",
                         ir_or_null(s->pro), "epilogue", ir_or_null(s->epi), "input", s->input,
-                        "output", output);
+                        "output", output, "sm_count", sm_count);
   s->pro = s->epi = NULL;
   return m;
 }
@@ -506,7 +491,8 @@ static int nm_match(json_t *profile, json_t **ret_match, char *why, size_t whyle
     rc = -1;
   }
   if (rc == 1)
-    *ret_match = spec_match(&s, json_string_value(json_object_get(out, "name")));
+    *ret_match = spec_match(&s, json_string_value(json_object_get(out, "name")),
+                            builtin_sm_count(profile));
   json_decref(s.pro);
   json_decref(s.epi);
   return rc == 1 && !*ret_match ? -1 : rc;
@@ -578,12 +564,13 @@ static int epi_split(const json_t *epi, json_t **ret_num, json_t **ret_den) {
   return 0;
 }
 
-/* Batch norm: slices per channel so that C * SPLIT fills 132 SMs x 4 blocks a few times. */
-static void bn_defaults(const long long c[3], struct knob_set *k) {
+/* Batch norm on a device of sms SMs: slices per channel so that C * SPLIT covers 4 blocks
+ * per SM 4 times. */
+static void bn_defaults(const long long c[3], long long sms, struct knob_set *k) {
   *k = (struct knob_set){.block = 512, .items = 4, .rows = 1, .unroll = 1};
   k->vec = c[2] % 4 == 0 ? 4 : c[2] % 2 == 0 ? 2 : 1;
   long long nvc = c[0] * c[2] / k->vec;
-  long long split = (4LL * H200_SMS * 4 + c[1] - 1) / c[1];
+  long long split = (4 * sms * 4 + c[1] - 1) / c[1];
   long long most = nvc / ((long long)k->block * k->items);
   split = split > most ? most : split;
   k->split = split > 1024 ? 1024 : split < 1 ? 1 : (int)split;
@@ -593,9 +580,9 @@ static void nm_defaults(json_t *match, struct knob_set *ret) {
   long long c[3];
   nm_canon(match, c);
   if (nm_is(match, "batch_norm"))
-    bn_defaults(c, ret);
+    bn_defaults(c, builtin_sm_count(match), ret);
   else
-    row_layout_defaults(c, ret);
+    row_layout_defaults(c, builtin_sm_count(match), ret);
 }
 
 /* MODEs that are part of every norm kernel, or never apply, with the reason. */
@@ -711,7 +698,8 @@ static int nm_check(json_t *match, const struct knob_set *k, char *why, size_t w
 
 /* Whether leaf i of the epilogue is the normalized input itself (passed as x). */
 static bool is_x_leaf(json_t *match, size_t i) {
-  const json_t *l = json_array_get(json_object_get(json_object_get(match, "epilogue"), "leaves"), i);
+  const json_t *epi = json_object_get(match, "epilogue");
+  const json_t *l = json_array_get(json_object_get(epi, "leaves"), i);
   char off[512];
   return strcmp(json_string_value(json_object_get(l, "tensor")),
                 json_string_value(json_object_get(match, "input"))) == 0 &&

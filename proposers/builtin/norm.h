@@ -17,7 +17,8 @@
  *                                     written-out norm (sum and max kinds)
  *    "prologue": IR | null,           what is reduced (proposers/builtin/expr.h)
  *    "epilogue": IR | null,           the output from x (leaf 0) and the statistic S
- *    "input": "input:0", "output": "output:0"}
+ *    "input": "input:0", "output": "output:0",
+ *    "sm_count": 132}                 the device's SM count (builtin_sm_count)
  *
  * Template: proposers/builtin/templates/norm.cu (ofg_norm_rows, ofg_norm_part +
  * ofg_norm_apply, ofg_norm_cols, ofg_bn_part + ofg_bn_finalize + ofg_bn_apply). */

@@ -6,8 +6,6 @@
 #include "proposers/builtin/expr.h"
 #include "proposers/builtin/pointwise.h"
 
-#define H200_SMS 132
-
 /* The single float32 output spec of the profile (borrowed), or NULL. */
 static json_t *float_output(json_t *profile) {
   json_t *outs = json_object_get(profile, "outputs");
@@ -49,10 +47,11 @@ static int pw_match(json_t *profile, json_t **ret_match, char *why, size_t whyle
                                                   : "chain";
   char summary[160];
   snprintf(summary, sizeof summary, "pointwise %s (%zu ops) over %lld elements", op, nops, n);
-  *ret_match = json_pack("{s:s, s:s, s:s, s:O, s:I, s:O, s:O, s:o}", "family", "pointwise",
-                         "op", op, "summary", summary, "ops", ops, "numel", (json_int_t)n,
-                         "shape", json_object_get(ir, "shape"), "output",
-                         json_object_get(out, "name"), "expr", ir);
+  *ret_match = json_pack("{s:s, s:s, s:s, s:O, s:I, s:O, s:O, s:o, s:i}", "family",
+                         "pointwise", "op", op, "summary", summary, "ops", ops, "numel",
+                         (json_int_t)n, "shape", json_object_get(ir, "shape"), "output",
+                         json_object_get(out, "name"), "expr", ir, "sm_count",
+                         builtin_sm_count(profile));
   return *ret_match ? 1 : -1;
 }
 
@@ -68,8 +67,8 @@ static long long pw_tiles(long long n, const struct knob_set *k) {
 
 static void pw_defaults(json_t *match, struct knob_set *ret) {
   struct knob_set k = {.block = 256, .vec = 4, .items = 4};
-  /* Small outputs: fewer items per thread so that every SM gets blocks. */
-  while (k.items > 1 && pw_tiles(pw_numel(match), &k) < 8 * H200_SMS)
+  /* Small outputs: fewer items per thread until there are 8 tiles per SM. */
+  while (k.items > 1 && pw_tiles(pw_numel(match), &k) < 8LL * builtin_sm_count(match))
     k.items /= 2;
   *ret = k;
 }
@@ -191,11 +190,11 @@ static char *pw_fragment(json_t *match, const struct knob_set *k) {
 static long long pw_grid(json_t *match, const struct knob_set *k) {
   long long tiles = pw_tiles(pw_numel(match), k);
   int per_sm = 2048 / k->block > 32 ? 32 : 2048 / k->block;
-  long long cap = tiles;
+  long long cap = tiles, sms = builtin_sm_count(match);
   if (strcmp(k->mode, "grid_stride") == 0)
-    cap = (long long)H200_SMS * per_sm * 4;
+    cap = sms * per_sm * 4;
   else if (strcmp(k->mode, "persistent") == 0)
-    cap = (long long)H200_SMS * per_sm;
+    cap = sms * per_sm;
   if (cap < tiles)
     tiles = cap;
   return tiles < 1 ? 1 : tiles;
@@ -219,17 +218,12 @@ static int pw_generate(json_t *match, const struct knob_set *k, json_t **ret_can
     return -1;
   char *frag = pw_fragment(match, k);
   char *src = frag ? cg_source("pointwise.cu", frag) : NULL;
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", pw_plan(match, k))
-                     : NULL;
+  int rc = cg_candidate(src, k, src ? pw_plan(match, k) : NULL,
+                        "pointwise: could not generate the candidate (out of memory)",
+                        ret_candidate, why, whylen);
   free(frag);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "pointwise: could not generate the candidate (out of memory)");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_pointwise = {

@@ -7,7 +7,8 @@
  *    "ops": ["abs", "add", "div"],   the chain's ops in order
  *    "numel": n, "shape": [...],     the output
  *    "output": "output:0",
- *    "expr": {...}}                  the chain's IR (proposers/builtin/expr.h)
+ *    "expr": {...},                  the chain's IR (proposers/builtin/expr.h)
+ *    "sm_count": 132}                the device's SM count (builtin_sm_count)
  *
  * Template: proposers/builtin/templates/pointwise.cu (kernel ofg_pointwise). The plan has one
  * launch whose arguments are the leaf tensors in IR order, then the output. */

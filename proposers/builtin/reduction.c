@@ -1,5 +1,6 @@
 /* The builtin reduction family: matcher, knobs and generator (see reduction.h), and the
- * canonical [outer, R, inner] helpers the softmax and norm families share. */
+ * canonical [outer, R, inner] helpers the softmax and norm families share. One concept
+ * (a family), a little longer than 800 lines with the shared helpers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,6 @@
 #include "proposers/builtin/expr.h"
 #include "proposers/builtin/reduction.h"
 
-#define H200_SMS 132
 
 /* ---- canonical shapes ---- */
 
@@ -276,12 +276,12 @@ static json_t *red_object(json_t *profile, json_t *red, const struct reduce_call
   char summary[200];
   snprintf(summary, sizeof summary, "%s over dims %d..%d of [%lld, %lld, %lld]", op, first,
            last, c[0], c[1], c[2]);
-  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:[i,i], s:b, s:O, s:O, s:s, s:o, s:o}",
+  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:[i,i], s:b, s:O, s:O, s:s, s:o, s:o, s:i}",
                    "family", "reduction", "op", op, "summary", summary, "canonical",
                    (json_int_t)c[0], (json_int_t)c[1], (json_int_t)c[2], "dims", first, last,
                    "keepdim", s->keepdim, "input_shape", json_object_get(in, "shape"), "output",
                    json_object_get(out, "name"), "out_dtype", odt, "prologue", pro, "epilogue",
-                   epi ? epi : json_null());
+                   epi ? epi : json_null(), "sm_count", builtin_sm_count(profile));
 }
 
 static int red_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
@@ -354,7 +354,7 @@ static bool red_warp_mapping(json_t *match, const struct knob_set *k) {
 }
 
 static void red_defaults(json_t *match, struct knob_set *ret) {
-  long long c[3];
+  long long c[3], sms = builtin_sm_count(match);
   red_canon(match, c);
   struct knob_set k = {.block = 256, .rows = 1, .items = 1, .unroll = 1, .split = 1};
   if (c[2] == 1) {
@@ -367,8 +367,8 @@ static void red_defaults(json_t *match, struct knob_set *ret) {
       k.block = c[1] >= 16384 ? 512 : 256;
       k.items = 4;
       k.unroll = 4;
-      /* Too few rows to fill 132 SMs: give each row several blocks. */
-      long long split = (2 * H200_SMS + c[0] - 1) / c[0];
+      /* Too few rows for two blocks per SM: give each row several blocks. */
+      long long split = (2 * sms + c[0] - 1) / c[0];
       long long most = nv / ((long long)k.block * k.items * 4);
       split = split > most ? most : split;
       k.split = split > 1024 ? 1024 : split < 1 ? 1 : (int)split;
@@ -377,7 +377,7 @@ static void red_defaults(json_t *match, struct knob_set *ret) {
     k.vec = widest_vec(c[2]);
     k.unroll = 8;
     long long threads = c[0] * (c[2] / k.vec);
-    long long split = (long long)H200_SMS * 2048 / (threads ? threads : 1);
+    long long split = sms * 2048 / (threads ? threads : 1);
     long long most = c[1] / 32;
     split = split > most ? most : split;
     k.split = split > 1024 ? 1024 : split < 1 ? 1 : (int)split;
@@ -503,13 +503,10 @@ static void red_params(const json_t *pro, struct cg_buf *b) {
   cg_printf(b, "\n");
 }
 
-/* Writes `#define NAME v` with an LL suffix only when v does not fit an int. */
-static void define_ll(struct cg_buf *b, const char *name, long long v) {
-  cg_printf(b, "#define %s %lld%s\n", name, v, v > 2147483647LL ? "LL" : "");
-}
-
-static bool red_finish_warp(long long nout) {
-  return nout <= (long long)H200_SMS * 64;
+/* Whether ofg_reduce_finish combines the SPLIT partials of an output with a warp (few
+ * outputs: at most 64 per SM) rather than a thread. */
+static bool red_finish_warp(json_t *match, long long nout) {
+  return nout <= (long long)builtin_sm_count(match) * 64;
 }
 
 static char *red_fragment(json_t *match, const struct knob_set *k) {
@@ -526,12 +523,12 @@ static char *red_fragment(json_t *match, const struct knob_set *k) {
                      : strcmp(op, "argmax") == 0 ? "ARGMAX" : "ARGMIN";
   long long nv = c[1] / k->vec;
   struct cg_buf b = {0};
-  define_ll(&b, "OFG_OUTER", c[0]);
-  define_ll(&b, "OFG_R", c[1]);
-  define_ll(&b, "OFG_INNER", c[2]);
-  define_ll(&b, "OFG_NOUT", c[0] * c[2]);
-  define_ll(&b, "OFG_CHUNKV", (nv + k->split - 1) / k->split);
-  define_ll(&b, "OFG_CHUNKR", (c[1] + k->split - 1) / k->split);
+  cg_define_ll(&b, "OFG_OUTER", c[0]);
+  cg_define_ll(&b, "OFG_R", c[1]);
+  cg_define_ll(&b, "OFG_INNER", c[2]);
+  cg_define_ll(&b, "OFG_NOUT", c[0] * c[2]);
+  cg_define_ll(&b, "OFG_CHUNKV", (nv + k->split - 1) / k->split);
+  cg_define_ll(&b, "OFG_CHUNKR", (c[1] + k->split - 1) / k->split);
   cg_printf(&b, "#define OFG_GROUP %d\n#define OFG_KIND_%s 1\n#define OFG_OUT_T %s\n",
             red_warp_mapping(match, k) ? 32 / k->rows : k->block, kind,
             strncmp(op, "arg", 3) == 0 ? "long long" : "float");
@@ -539,7 +536,7 @@ static char *red_fragment(json_t *match, const struct knob_set *k) {
     cg_printf(&b, "#define OFG_MEAN 1\n");
   if (strcmp(op, "norm_l2") == 0)
     cg_printf(&b, "#define OFG_POST_SQRT 1\n");
-  if (red_finish_warp(c[0] * c[2]))
+  if (red_finish_warp(match, c[0] * c[2]))
     cg_printf(&b, "#define OFG_FINISH_WARP 1\n");
   const json_t *pro = json_object_get(match, "prologue");
   const json_t *epi = json_object_get(match, "epilogue");
@@ -567,8 +564,9 @@ static long long red_rows_grid(json_t *match, const struct knob_set *k, long lon
   int rpb = red_warp_mapping(match, k) ? k->block / (32 / k->rows) : 1;
   long long tiles = (items + rpb - 1) / rpb;
   int per_sm = 2048 / k->block > 32 ? 32 : 2048 / k->block;
-  long long cap = strcmp(k->mode, "grid_stride") == 0  ? (long long)H200_SMS * per_sm * 4
-                  : strcmp(k->mode, "persistent") == 0 ? (long long)H200_SMS * per_sm
+  long long sms = builtin_sm_count(match);
+  long long cap = strcmp(k->mode, "grid_stride") == 0  ? sms * per_sm * 4
+                  : strcmp(k->mode, "persistent") == 0 ? sms * per_sm
                                                        : tiles;
   return tiles < cap ? tiles : cap;
 }
@@ -608,7 +606,7 @@ static json_t *red_plan(json_t *match, const struct knob_set *k) {
     json_t *fargs = arg ? json_pack("[{s:s}, {s:s}, {s:O}]", "buffer", "pv", "buffer", "pi",
                                     "tensor", out)
                         : json_pack("[{s:s}, {s:O}]", "buffer", "pv", "tensor", out);
-    long long per = red_finish_warp(nout) ? k->block / 32 : k->block;
+    long long per = red_finish_warp(match, nout) ? k->block / 32 : k->block;
     json_array_append_new(launches, launch("ofg_reduce_finish", (nout + per - 1) / per, 1,
                                            k->block, fargs));
   }
@@ -621,17 +619,12 @@ static int red_generate(json_t *match, const struct knob_set *k, json_t **ret_ca
     return -1;
   char *frag = red_fragment(match, k);
   char *src = frag ? cg_source("reduce_rows.cu", frag) : NULL;
-  json_t *cand = src ? json_pack("{s:s, s:o, s:o}", "source", src, "options", knob_options(k),
-                                 "plan", red_plan(match, k))
-                     : NULL;
+  int rc = cg_candidate(src, k, src ? red_plan(match, k) : NULL,
+                        "reduction: could not generate the candidate (out of memory)",
+                        ret_candidate, why, whylen);
   free(frag);
   free(src);
-  if (!cand) {
-    snprintf(why, whylen, "reduction: could not generate the candidate (out of memory)");
-    return -1;
-  }
-  *ret_candidate = cand;
-  return 0;
+  return rc;
 }
 
 const struct builtin_family builtin_family_reduction = {
@@ -776,8 +769,8 @@ int row_layout_resolve(const long long c[3], const struct knob_set *k, struct ro
   return 0;
 }
 
-/* Defaults for rows (inner == 1). */
-static void row_defaults_rows(const long long c[3], struct knob_set *k) {
+/* Defaults for rows (inner == 1) on a device of sms SMs. */
+static void row_defaults_rows(const long long c[3], long long sms, struct knob_set *k) {
   k->vec = widest_vec(c[1]);
   long long nv = c[1] / k->vec, bytes = c[1] * 4;
   if (c[1] <= 1024) {
@@ -785,18 +778,18 @@ static void row_defaults_rows(const long long c[3], struct knob_set *k) {
     k->rows = 32 / g;
     return;
   }
-  if (nv <= 8192 && c[0] >= 2 * H200_SMS) {
+  if (nv <= 8192 && c[0] >= 2 * sms) {
     k->block = nv <= 2048 ? 256 : nv <= 4096 ? 512 : 1024;
     return;
   }
-  if (bytes <= 64 * 1024 && c[0] >= 2 * H200_SMS) {
+  if (bytes <= 64 * 1024 && c[0] >= 2 * sms) {
     k->block = 512;
     return;
   }
   long long want = (bytes + 64 * 1024 - 1) / (64 * 1024);
   if (want > 8)
     want = (bytes + 192 * 1024 - 1) / (192 * 1024);
-  if (want <= 8 && c[0] * want >= 2 * H200_SMS) {
+  if (want <= 8 && c[0] * want >= 2 * sms) {
     k->split = (int)want;
     k->block = bytes / want > 96 * 1024 ? 1024 : 512;
     return;
@@ -804,7 +797,7 @@ static void row_defaults_rows(const long long c[3], struct knob_set *k) {
   /* Rows too long for a cluster, or too few rows to fill the GPU: two launches, chunks of
    * about 64 KiB, at least two blocks per SM. */
   long long split = (bytes + 64 * 1024 - 1) / (64 * 1024);
-  long long fill = (2 * H200_SMS + c[0] - 1) / c[0];
+  long long fill = (2 * sms + c[0] - 1) / c[0];
   split = split < fill ? fill : split;
   split = split < 9 ? 9 : split;
   split = split > 1024 ? 1024 : split;
@@ -814,11 +807,11 @@ static void row_defaults_rows(const long long c[3], struct knob_set *k) {
   k->items = 4;
 }
 
-void row_layout_defaults(const long long c[3], struct knob_set *ret) {
+void row_layout_defaults(const long long c[3], int sm_count, struct knob_set *ret) {
   struct knob_set k = {.block = 256, .vec = 1, .items = 1, .rows = 1, .unroll = 1,
                        .split = 1};
   if (c[2] == 1) {
-    row_defaults_rows(c, &k);
+    row_defaults_rows(c, sm_count, &k);
   } else {
     k.vec = widest_vec(c[2]);
     while (k.vec > 1 && c[1] * k.vec > ROW_REG_FLOATS)

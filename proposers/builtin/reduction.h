@@ -11,7 +11,8 @@
  *    "keepdim": bool,
  *    "input_shape": [...], "output": "output:0", "out_dtype": "float32" | "int64",
  *    "prologue": IR,                  what is reduced, over leaves of the input shape
- *    "epilogue": IR | null}           applied to the reduced value (bound symbol "S")
+ *    "epilogue": IR | null,           applied to the reduced value (bound symbol "S")
+ *    "sm_count": 132}                 the device's SM count (builtin_sm_count)
  *
  * Template: proposers/builtin/templates/reduce_rows.cu: ofg_reduce_rows (inner == 1: a warp,
  * a sub-warp group or a block per row, or SPLIT blocks per row), ofg_reduce_cols
@@ -87,7 +88,8 @@ struct row_layout {
 int row_layout_resolve(const long long c[3], const struct knob_set *k, struct row_layout *ret,
                        char *why, size_t whylen);
 
-/* Default knobs of a row-wise family for canonical c: a fast layout with MODE "". */
-void row_layout_defaults(const long long c[3], struct knob_set *ret);
+/* Default knobs of a row-wise family for canonical c on a device of sm_count SMs (the
+ * match's builtin_sm_count): a fast layout with MODE "". */
+void row_layout_defaults(const long long c[3], int sm_count, struct knob_set *ret);
 
 #endif

@@ -7,7 +7,6 @@
 #include "proposers/builtin/codegen.h"
 #include "proposers/builtin/scan.h"
 
-#define SM_COUNT 132          /* H200; only sizes default grids */
 #define IDX32_LIMIT 2147483647LL
 #define MAX_GRID 2147483647LL
 
@@ -25,6 +24,7 @@ struct scan_spec {
   long long numel;
   long long xdims[8];          /* the scanned input's shape */
   int xrank;
+  int sm_count;                /* the device's SMs (builtin_sm_count): sizes default grids */
 };
 
 /* How a knob set is realised for a spec (derived, never stored). */
@@ -370,12 +370,13 @@ static json_t *spec_to_json(const struct scan_spec *s) {
   snprintf(summary, sizeof summary, "%s%s%s%s over dim %d of [%lld, %lld, %lld]",
            s->reverse ? "reverse " : "", s->excl ? "exclusive " : "", s->mask ? "masked " : "",
            s->prod ? "cumprod" : "cumsum", s->dim, s->outer, s->r, s->inner);
-  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:i, s:b, s:s, s:f, s:I, s:I, s:s, s:o, s:I}",
+  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:i, s:b, s:s, s:f, s:I, s:I, s:s, s:o, s:I, "
+                   "s:i}",
                    "family", "scan", "op", s->prod ? "cumprod" : "cumsum", "summary", summary,
                    "canonical", s->outer, s->r, s->inner, "dim", s->dim, "reverse", s->reverse,
                    "exclusive", excl_names[s->excl], "pad_value", s->pad_value, "rows_out",
                    s->rows_out, "r_out", s->r_out, "mask", mask_names[s->mask], "tensors", t,
-                   "numel", s->numel);
+                   "numel", s->numel, "sm_count", s->sm_count);
 }
 
 static int scan_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
@@ -384,6 +385,7 @@ static int scan_match(json_t *profile, json_t **ret_match, char *why, size_t why
   int rc = calls && seen ? match_spec(profile, calls, seen, &s, why, whylen) : -1;
   json_decref(calls);
   json_decref(seen);
+  s.sm_count = builtin_sm_count(profile);
   return rc == 1 ? graph_match_result(spec_to_json(&s), ret_match, why, whylen) : rc;
 }
 
@@ -403,7 +405,8 @@ static int spec_from_json(json_t *m, struct scan_spec *s) {
     return -1;
   *s = (struct scan_spec){.prod = strcmp(op, "cumprod") == 0, .dim = dim, .outer = outer,
                           .r = r, .inner = inner, .rows_out = rows_out, .r_out = r_out,
-                          .reverse = reverse, .pad_value = pad, .numel = numel};
+                          .reverse = reverse, .pad_value = pad, .numel = numel,
+                          .sm_count = builtin_sm_count(m)};
   for (int i = 0; i < 3; i++) {
     if (strcmp(excl, excl_names[i]) == 0)
       s->excl = i;
@@ -479,11 +482,11 @@ static void scan_defaults(json_t *match, struct knob_set *ret_knobs) {
     k.items = s.inner > 1 ? 4 : k.vec == 4 ? 4 : 8;
     struct scan_layout l;
     layout_of(&s, &k, &l);
-    /* Few long rows cannot fill 132 SMs with one group per row: split each row. */
+    /* Few long rows cannot fill the SMs with one group per row: split each row. */
     long long blocks = l.kind == 0 ? cdiv(s.rows_out, k.block / 32 / l.w) : 0;
     long long tile = 32LL * k.vec * k.items * (k.block / 32);
-    if (l.kind == 0 && blocks < 2 * SM_COUNT && l.k >= 8 * tile) {
-      long long split = cdiv(4 * SM_COUNT, s.rows_out);
+    if (l.kind == 0 && blocks < 2LL * s.sm_count && l.k >= 8 * tile) {
+      long long split = cdiv(4LL * s.sm_count, s.rows_out);
       long long most = l.k / tile;
       k.split = (int)(split > most ? most : split > 1024 ? 1024 : split);
       if (k.split < 2)
@@ -605,52 +608,44 @@ static int scan_check(json_t *match, const struct knob_set *k, char *why, size_t
 
 /* ---- generation ----------------------------------------------------------------------- */
 
-/* An integer constant for the template: plain when it fits an int, else with LL. */
-static void put_const(FILE *f, const char *name, long long v) {
-  fprintf(f, "#define %s %lld%s\n", name, v, v > 2147483647LL ? "LL" : "");
-}
-
 /* The candidate source (caller frees): common.cuh, the shape constants, scan.cu. */
 static char *build_source(const struct scan_spec *s, const struct knob_set *k,
                           const struct scan_layout *l) {
-  const char *common = builtin_template("common.cuh"), *tmpl = builtin_template("scan.cu");
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = common && tmpl ? open_memstream(&text, &len) : NULL;
-  if (!f)
+  const char *tmpl = builtin_template("scan.cu");
+  struct cg_buf b = {0};
+  if (!tmpl)
     return NULL;
-  fprintf(f, "// opforge builtin scan: %s%s%s%s over [%lld, %lld, %lld]\n"
-             "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n",
-          s->reverse ? "reverse " : "", s->excl ? "exclusive " : "", s->mask ? "masked " : "",
-          s->prod ? "cumprod" : "cumsum", s->outer, s->r, s->inner);
-  fprintf(f, "%s\ntypedef %s idx_t;\n", common, l->idx64 ? "long long" : "int");
-  fprintf(f, "#define SCAN_OP_PROD %d\n#define SCAN_REVERSE %d\n#define SCAN_MASK %d\n"
-             "#define SCAN_SUB_SELF %d\n#define SCAN_PAD %d\n#define SCAN_PAD_VALUE %s\n"
-             "#define SCAN_CARRY0 %s\n",
-          s->prod, s->reverse, s->mask, s->excl == 2, s->excl == 1,
-          s->pad_value == 1.0 ? "1.0f" : "0.0f",
-          s->excl == 1 ? (s->pad_value == 1.0 ? "1.0f" : "0.0f") : s->prod ? "1.0f" : "0.0f");
-  put_const(f, "SCAN_ROWS", s->rows_out);
-  put_const(f, "SCAN_R", s->r);
-  put_const(f, "SCAN_ROUT", s->r_out);
-  put_const(f, "SCAN_INNER", s->inner);
-  put_const(f, "SCAN_K", l->k);
-  put_const(f, "SCAN_W", l->w);
-  put_const(f, "SCAN_NCHUNK", l->nchunk);
-  put_const(f, "SCAN_CHUNK", l->chunk);
-  put_const(f, "SCAN_NTILES", s->rows_out * l->nchunk);
-  put_const(f, "SCAN_TX", l->tx);
-  put_const(f, "SCAN_TY", l->ty);
-  put_const(f, "SCAN_CTILES", l->ctiles);
-  fprintf(f, "#define SCAN_KIND_ROWS %d\n#define SCAN_KIND_SPLIT %d\n"
-             "#define SCAN_KIND_LOOKBACK %d\n",
-          l->kind == 0, l->kind == 1, l->kind == 2);
-  fputs(tmpl, f);
-  if (fclose(f) != 0) {
-    free(text);
+  cg_printf(&b, "// opforge builtin scan: %s%s%s%s over [%lld, %lld, %lld]\n",
+            s->reverse ? "reverse " : "", s->excl ? "exclusive " : "", s->mask ? "masked " : "",
+            s->prod ? "cumprod" : "cumsum", s->outer, s->r, s->inner);
+  if (cg_common(&b) != 0) {
+    cg_free(&b);
     return NULL;
   }
-  return text;
+  cg_printf(&b, "typedef %s idx_t;\n", l->idx64 ? "long long" : "int");
+  cg_printf(&b, "#define SCAN_OP_PROD %d\n#define SCAN_REVERSE %d\n#define SCAN_MASK %d\n"
+                "#define SCAN_SUB_SELF %d\n#define SCAN_PAD %d\n#define SCAN_PAD_VALUE %s\n"
+                "#define SCAN_CARRY0 %s\n",
+            s->prod, s->reverse, s->mask, s->excl == 2, s->excl == 1,
+            s->pad_value == 1.0 ? "1.0f" : "0.0f",
+            s->excl == 1 ? (s->pad_value == 1.0 ? "1.0f" : "0.0f") : s->prod ? "1.0f" : "0.0f");
+  cg_define_ll(&b, "SCAN_ROWS", s->rows_out);
+  cg_define_ll(&b, "SCAN_R", s->r);
+  cg_define_ll(&b, "SCAN_ROUT", s->r_out);
+  cg_define_ll(&b, "SCAN_INNER", s->inner);
+  cg_define_ll(&b, "SCAN_K", l->k);
+  cg_define_ll(&b, "SCAN_W", l->w);
+  cg_define_ll(&b, "SCAN_NCHUNK", l->nchunk);
+  cg_define_ll(&b, "SCAN_CHUNK", l->chunk);
+  cg_define_ll(&b, "SCAN_NTILES", s->rows_out * l->nchunk);
+  cg_define_ll(&b, "SCAN_TX", l->tx);
+  cg_define_ll(&b, "SCAN_TY", l->ty);
+  cg_define_ll(&b, "SCAN_CTILES", l->ctiles);
+  cg_printf(&b, "#define SCAN_KIND_ROWS %d\n#define SCAN_KIND_SPLIT %d\n"
+                "#define SCAN_KIND_LOOKBACK %d\n",
+            l->kind == 0, l->kind == 1, l->kind == 2);
+  cg_printf(&b, "%s", tmpl);
+  return cg_take(&b);
 }
 
 /* The data arguments of a launch, x then the mask when there is one (caller owns). */

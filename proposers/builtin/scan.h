@@ -13,7 +13,8 @@
  *    "rows_out": n, "r_out": n,        the output's rows (a prefix of outer) and length
  *    "mask": "none" | "bool" | "float",  x * mask scanned
  *    "tensors": {"x": "input:i", "mask": "input:j" (when masked), "out": "output:0"},
- *    "numel": largest element count of the tensors}
+ *    "numel": largest element count of the tensors,
+ *    "sm_count": 132}                  the device's SM count (builtin_sm_count)
  *
  * Templates: proposers/builtin/templates/scan.cu (scan_rows, scan_chunk_reduce +
  * scan_chunk_scan, scan_lookback_reset + scan_lookback, scan_cols). */

@@ -103,10 +103,11 @@ static int sm_match(json_t *profile, json_t **ret_match, char *why, size_t whyle
   char summary[160];
   snprintf(summary, sizeof summary, "%s over dim %d of [%lld, %lld, %lld]", op, first, c[0],
            c[1], c[2]);
-  *ret_match = json_pack("{s:s, s:s, s:s, s:[I,I,I], s:i, s:O, s:O}", "family", "softmax",
-                         "op", op, "summary", summary, "canonical", (json_int_t)c[0],
+  *ret_match = json_pack("{s:s, s:s, s:s, s:[I,I,I], s:i, s:O, s:O, s:i}", "family",
+                         "softmax", "op", op, "summary", summary, "canonical", (json_int_t)c[0],
                          (json_int_t)c[1], (json_int_t)c[2], "dim", first, "input",
-                         json_object_get(in, "tensor"), "output", json_object_get(out, "name"));
+                         json_object_get(in, "tensor"), "output", json_object_get(out, "name"),
+                         "sm_count", builtin_sm_count(profile));
   return *ret_match ? 1 : -1;
 }
 
@@ -118,7 +119,7 @@ static void sm_canon(json_t *match, long long c[3]) {
 static void sm_defaults(json_t *match, struct knob_set *ret) {
   long long c[3];
   sm_canon(match, c);
-  row_layout_defaults(c, ret);
+  row_layout_defaults(c, builtin_sm_count(match), ret);
 }
 
 /* Whether the statistics are online: MODE online / two_pass, else online exactly when

@@ -4,7 +4,8 @@
  *   {"family": "softmax", "op": "softmax" | "log_softmax", "summary": "...",
  *    "canonical": [outer, R, inner],  the input as [outer, softmax dim, inner]
  *    "dim": d,                        the normalized softmax dim
- *    "input": "input:0", "output": "output:0"}
+ *    "input": "input:0", "output": "output:0",
+ *    "sm_count": 132}                 the device's SM count (builtin_sm_count)
  *
  * Template: proposers/builtin/templates/softmax.cu. The layout (proposers/builtin/softmax.c,
  * softmax_layout) picks one of: ofg_softmax_rows with a sub-warp group, a warp or a block

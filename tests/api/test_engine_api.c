@@ -74,7 +74,7 @@ static double num(const json_t *obj, const char *key) {
   return json_number_value(json_object_get(obj, key));
 }
 
-/* DESIGN section 6, written again here from the formulas, over the exported memory:
+/* docs/architecture.md, "HTAM", written again here from the formulas, over the exported memory:
  * mu_b = (n_b m_b + k0 prior_b)/(n_b + k0); U(a->b) = (n_ab m_ab + k mu_b)/(n_ab + k);
  * alpha_i = e^{-lambda(i-1)} / sum_j e^{-lambda(j-1)}; s(b) = sum_i alpha_i U(p_i->b)
  * (mu_b without a prefix) + beta trigger(b) + c sqrt(ln(N+1)/(n_b+1)); pi = softmax(s/tau).

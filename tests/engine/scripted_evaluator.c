@@ -1,5 +1,5 @@
 /* A scripted evaluator for the engine tests: speaks the evaluator protocol
- * (notes/gpu_contracts.md A) without a GPU, and evaluates each candidate as its source
+ * (docs/architecture.md, "Evaluator protocol") without a GPU, and evaluates each candidate as its source
  * text says, so a fixture decides the outcome of its step.
  *
  * A candidate's source holds one directive, anywhere in the text:

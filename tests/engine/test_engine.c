@@ -449,7 +449,7 @@ static long candidate_index(json_t *cands, size_t n, const char *id) {
   return -1;
 }
 
-/* The expected reward r of candidate i (DESIGN 6): ln(t_parent/t_new) when correct, the
+/* The expected reward r of candidate i (docs/architecture.md, "HTAM"): ln(t_parent/t_new) when correct, the
  * parent being the reference (eager) or the node expanded (a failed parent has no time,
  * and the loop then compares with eager); fixed penalties otherwise. */
 static double expected_reward(const struct fixture_set *set, json_t *cands, size_t i) {
@@ -790,7 +790,7 @@ static struct tally *tally_at(struct tallies *ts, const char *id) {
 }
 
 /* Adds one step's edges: its prefix (the directions from the expanded node up, repeats
- * collapsed, at most 3, DESIGN 6 and the search defaults), each weighted by
+ * collapsed, at most 3, docs/architecture.md, "HTAM" and the search defaults), each weighted by
  * exp(-0.7 i) normalized. */
 static void tally_edges(struct tallies *edges, json_t *cands, size_t i, double r) {
   const char *prefix[3];

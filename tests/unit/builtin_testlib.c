@@ -99,16 +99,16 @@ char *task_source(const char *source, const char *file, const char *sizes) {
   return all;
 }
 
-/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+/* ---- one evaluator process speaking JSON lines (docs/architecture.md, "Evaluator protocol") ---- */
 
-/* Starts `python gpu/evaluator.py --device meta` into *ev; false (printing why) when the
+/* Starts `python gpu/evaluator/main.py --device meta` into *ev; false (printing why) when the
  * venv or the source tree is missing. The caller stops a started one with evaluator_stop. */
 bool evaluator_start(struct evaluator *ev) {
   const char *py = python_path(), *root = getenv("OPFORGE_SOURCE_ROOT");
   if (!py || !root)
     return false;
   char script[1024];
-  snprintf(script, sizeof script, "%s/gpu/evaluator.py", root);
+  snprintf(script, sizeof script, "%s/gpu/evaluator/main.py", root);
   int in[2], out[2];
   assert_int_equal(pipe(in), 0);
   assert_int_equal(pipe(out), 0);
@@ -350,7 +350,7 @@ void *read_raw(const char *path, size_t *ret_bytes) {
 }
 
 /* The evaluator's rules: allclose(1e-4, 1e-4) against eager fp32, and an error against
- * float64 of at most 8 times eager's own plus 1e-6 of the largest output (gpu/evaluator.py
+ * float64 of at most 8 times eager's own plus 1e-6 of the largest output (gpu/evaluator/candidate.py
  * accuracy_budget); int64 outputs exactly. Describes the comparison in msg (len bytes,
  * caller's buffer); takes nothing over. */
 bool compare_result(const char *dir, const char *result, const char *dtype, char *msg,

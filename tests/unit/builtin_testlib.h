@@ -29,7 +29,7 @@ void write_file(const char *path, const char *text);
  * stay the caller's. */
 char *task_source(const char *source, const char *file, const char *sizes);
 
-/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+/* ---- one evaluator process speaking JSON lines (docs/architecture.md, "Evaluator protocol") ---- */
 
 struct evaluator {
   pid_t pid;
@@ -37,7 +37,7 @@ struct evaluator {
   int next_id;
 };
 
-/* Starts `python gpu/evaluator.py --device meta` into *ev; false (printing why) when the
+/* Starts `python gpu/evaluator/main.py --device meta` into *ev; false (printing why) when the
  * venv or the source tree is missing. The caller stops a started one with evaluator_stop. */
 bool evaluator_start(struct evaluator *ev);
 

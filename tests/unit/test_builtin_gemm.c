@@ -35,7 +35,7 @@ static const char *source_root(void) {
   return r && r[0] ? r : NULL;
 }
 
-/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+/* ---- one evaluator process speaking JSON lines (docs/architecture.md, "Evaluator protocol") ---- */
 
 /* The evaluator the tests share (started on first use, stopped by the group teardown). */
 static struct evaluator shared_ev;

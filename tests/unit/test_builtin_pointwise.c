@@ -1,8 +1,9 @@
 /* Unit tests of the builtin pointwise family and its expression translator: matching of
  * every public task (one evaluator process on the meta device), the IR and the CUDA text
  * of chains (broadcast offsets, constants, refusals), refusals of knob moves with their
- * reasons, hand-checked plans, NVRTC compiles under every seed-memory move, and a CPU
- * emulation of generated candidates checked against PyTorch. */
+ * reasons, hand-checked plans, the defaults under the SM count a profile carries, NVRTC
+ * compiles under every seed-memory move, and a CPU emulation of generated candidates checked
+ * against PyTorch. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -578,6 +579,52 @@ static void test_plans(void **state) {
   }
 }
 
+/* ---- the device's SM count ---- */
+
+/* The match records the profile's "sm_count" (the fallback 132 when it is absent, null or
+ * not a positive integer up to 1024), and the defaults and the grid follow it. By hand:
+ * relu over 2457600 floats is 614400 float4; at BLOCK 256 a tile of ITEMS=4 float4 per
+ * thread covers 1024 of them, 600 tiles. The defaults halve ITEMS while there are fewer
+ * than 8 tiles per SM: with 132 SMs 600 < 1056, so ITEMS=2 (1200 tiles >= 1056); with 66
+ * SMs 600 >= 528 and ITEMS stays 4. MODE persistent caps the grid at one wave of 2048 / 256
+ * = 8 blocks per SM: min(1200, 132 * 8) = 1056 blocks, and min(600, 66 * 8) = 528. */
+static void test_sm_count(void **state) {
+  (void)state;
+  static const struct {
+    const char *sm_count; /* the profile's value as JSON; NULL: no key */
+    int recorded, items;
+    long long persistent_grid;
+  } cases[] = {
+      {NULL, 132, 2, 1056},   {"null", 132, 2, 1056}, {"0", 132, 2, 1056},
+      {"5000", 132, 2, 1056}, {"\"66\"", 132, 2, 1056}, {"66", 66, 4, 528},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *p = mk_profile("[2457600]", "", "", "",
+                           CALL("r", "torch.relu", "[{\"node\":\"x\"}]", "{}", "[2457600]"),
+                           "[2457600]");
+    if (cases[i].sm_count)
+      json_object_set_new(p, "sm_count", json_loads(cases[i].sm_count, JSON_DECODE_ANY, NULL));
+    json_t *m = match_of(p), *cand = NULL;
+    assert_int_equal(json_integer_value(json_object_get(m, "sm_count")), cases[i].recorded);
+    struct knob_set k;
+    char why[256] = "";
+    pw->defaults(m, &k);
+    assert_int_equal(k.items, cases[i].items);
+    assert_int_equal(apply_variant(&k, "MODE=persistent", why, sizeof why), 0);
+    if (pw->generate(m, &k, &cand, why, sizeof why) != 0)
+      fail_msg("sm_count %s: %s", cases[i].sm_count ? cases[i].sm_count : "absent", why);
+    json_t *launch = json_array_get(json_object_get(json_object_get(cand, "plan"), "launches"), 0);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(launch, "grid"), 0)),
+                     cases[i].persistent_grid);
+    printf("  sm_count %-6s -> recorded %3d, ITEMS=%d, persistent grid %lld\n",
+           cases[i].sm_count ? cases[i].sm_count : "absent", cases[i].recorded, k.items,
+           cases[i].persistent_grid);
+    json_decref(cand);
+    json_decref(m);
+    json_decref(p);
+  }
+}
+
 /* ---- small tasks: the sweep's extra shapes and the emulation's cases ---- */
 
 #define TASKA(init, args, fwd, inputs)                                                   \
@@ -962,6 +1009,7 @@ int main(void) {
       cmocka_unit_test(test_public_tasks),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_plans),
+      cmocka_unit_test(test_sm_count),
       cmocka_unit_test(test_nvrtc_sweep),
       cmocka_unit_test(test_emulated_tasks),
   };

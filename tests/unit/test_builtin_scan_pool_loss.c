@@ -39,7 +39,7 @@ static const char *source_root(void) {
   return r && r[0] ? r : NULL;
 }
 
-/* ---- one evaluator process speaking JSON lines (gpu_contracts A) ---- */
+/* ---- one evaluator process speaking JSON lines (docs/architecture.md, "Evaluator protocol") ---- */
 
 /* The evaluator the tests share (started on first use, stopped by the group teardown). */
 static struct evaluator shared_ev;
@@ -1034,7 +1034,7 @@ static const char *const emu_header[] = {
 
 /* Builds each candidate with the emulator header (g++), runs its plan on the task's own
  * inputs and compares with the task's Model in float32 (allclose 1e-4) and float64 (the
- * accuracy budget of DESIGN section 5). */
+ * accuracy budget of docs/architecture.md, "Evaluation rules"). */
 static const char *const emu_runner[] = {
     "\"\"\"Runs builtin candidates in the CPU emulator against each task's own Model (float32 and\n",
     "float64 references). argv: EMU_HEADER CASES_JSON WORKDIR. Prints one line per case; exits\n",
