@@ -425,7 +425,10 @@ static int push_region(struct partition *pt, struct region *reg) {
 /* A library step for calls[i], with what the node reads and makes. */
 static void library_region(struct graph_index *g, size_t i, const char *why, struct region *reg) {
   region_init(reg, g, i, 1);
-  snprintf(reg->reason, sizeof reg->reason, "%s", why[0] ? why : "no proposer writes this op");
+  json_t *node = json_array_get(g->calls, i);
+  snprintf(reg->reason, sizeof reg->reason, "%s (%s): %s",
+           json_string_value(json_object_get(node, "target")), node_name(node),
+           why[0] ? why : "no proposer writes this op");
   struct run r = {.g = g, .first = i, .len = 1};
   run_scan(&r);
   size_t k;
