@@ -299,7 +299,7 @@ static enum loop_result run_steps(struct task_run *run) {
 }
 
 enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) {
-  struct task_run run = {.env = env, .id = task_id};
+  struct task_run run = {.env = env, .id = task_id, .best_library_ms = -1, .best_graph = -1};
   enum loop_result result = LOOP_STORE_ERROR;
   if (env->evaluator->set_current_task)
     env->evaluator->set_current_task(env->evaluator->self, task_id);

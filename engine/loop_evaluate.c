@@ -33,8 +33,12 @@ bool loop_already_evaluated(const struct task_run *run, json_t *candidate) {
 static json_t *evaluate(struct task_run *run, json_t *candidate) {
   const struct loop_env *env = run->env;
   json_t *args = json_pack("{s:O}", "candidate", candidate), *reply = NULL;
-  int rc = env->evaluator->request(env->evaluator->self, "evaluate", args,
-                                   env->evaluate_deadline_s, &reply);
+  /* A program's evaluation times stream order and graph replay and breaks the time down
+   * by step, on top of a kernel's checks: it gets LOOP_PROGRAM_DEADLINE_FACTOR times the
+   * deadline. */
+  double deadline = env->evaluate_deadline_s *
+                    (json_object_get(candidate, "program") ? LOOP_PROGRAM_DEADLINE_FACTOR : 1);
+  int rc = env->evaluator->request(env->evaluator->self, "evaluate", args, deadline, &reply);
   json_decref(args);
   json_t *result;
   if (rc == 0 && json_is_true(json_object_get(reply, "ok")))

@@ -35,6 +35,8 @@ struct task_run {
   int correct;
   double best_speedup, best_ms;
   char best_candidate[40];
+  double best_library_ms;       /* the best program's time in library steps; -1 unknown */
+  int best_graph;               /* it replays as a CUDA graph: 1, 0, or -1 unknown */
   json_t *evaluated;            /* owned: candidate digest -> {id, result} of this run's
                                    evaluations, so a repeated proposal is not re-run */
   struct partition partition;   /* owned: the regions of the task's graph */
@@ -122,6 +124,9 @@ json_t *loop_evaluate_once(struct task_run *run, json_t *candidate, const char *
 /* Evaluates the reference program (every region as library steps) as step 0 and records
  * it on the tree's root. Returns a store status. */
 int loop_reference(struct task_run *run);
+
+/* How many times the evaluate deadline a program gets. */
+#define LOOP_PROGRAM_DEADLINE_FACTOR 4
 
 /* budget.stop_at_floor when the task does not say. */
 #define LOOP_DEFAULT_STOP_AT_FLOOR 0.97

@@ -55,12 +55,27 @@ static json_t *changed_rows(const struct tree *t, size_t node) {
 }
 
 json_t *loop_progress(const struct task_run *run) {
-  return json_pack("{s:i, s:i, s:o, s:o, s:i, s:i, s:f, s:s?}", "step", run->step,
+  bool share = run->correct && run->best_ms > 0 && run->best_library_ms >= 0;
+  double library_share = share ? run->best_library_ms / run->best_ms : 0;
+  if (library_share > 1)
+    library_share = 1;
+  return json_pack("{s:i, s:i, s:o, s:o, s:i, s:i, s:f, s:s?, s:o, s:o}", "step", run->step,
                    "budget_steps", run->budget_steps,
                    "best_speedup", run->correct ? json_real(run->best_speedup) : json_null(),
                    "best_ms", run->correct ? json_real(run->best_ms) : json_null(), "correct",
                    run->correct, "candidates", run->step, "elapsed_s", run->elapsed_s,
-                   "best_candidate", run->correct ? run->best_candidate : NULL);
+                   "best_candidate", run->correct ? run->best_candidate : NULL,
+                   "library_share", share ? json_real(library_share) : json_null(),
+                   "best_graph", run->best_graph < 0 ? json_null() : json_boolean(run->best_graph));
+}
+
+/* Notes what the best program's result says of its make-up: library time and graph. */
+static void note_best(struct task_run *run, json_t *candidate, json_t *result) {
+  json_t *lib = json_object_get(result, "library_ms");
+  json_t *graph = json_object_get(json_object_get(result, "graph"), "used");
+  bool program = json_object_get(candidate, "program") != NULL;
+  run->best_library_ms = json_is_number(lib) ? json_number_value(lib) : program ? -1 : 0;
+  run->best_graph = json_is_boolean(graph) ? json_is_true(graph) : program ? -1 : 0;
 }
 
 /* Rewards of a step: HTAM's r and the tree's node reward (recorded in the tree). */
@@ -154,6 +169,7 @@ static void count(struct task_run *run, const struct outcome *o, json_t *candida
       run->best_ms = o->time_ms;
       snprintf(run->best_candidate, sizeof run->best_candidate, "%s", id);
       program_region_times(&run->partition, candidate, result, run->best_region_ms);
+      note_best(run, candidate, result);
     }
     run->last_failure_stage[0] = '\0';
   } else {
@@ -289,6 +305,7 @@ int loop_reference(struct task_run *run) {
     run->best_ms = o.time_ms;
     snprintf(run->best_candidate, sizeof run->best_candidate, "%s", id);
     memcpy(run->best_region_ms, run->ref_region_ms, run->partition.n * sizeof(double));
+    note_best(run, candidate, result);
   }
   json_t *progress = loop_progress(run), *rows = changed_rows(run->tree, 0);
   json_t *event = json_pack("{s:i, s:i, s:s, s:s, s:s?, s:o, s:o, s:s, s:i}", "step", 0,

@@ -12,7 +12,7 @@
  * or library steps composed with regions) follows SCRIPTED_EVAL_PROGRAM, a directive
  * of the same form ("correct 2.1" when unset; "wrong" for a task whose name starts with
  * "allfail", so that nothing of it is correct), and reports each step's share of the
- * time in "steps_ms".
+ * time in "steps_ms", its library steps' in "library_ms" and a graph that was not used.
  *
  * Environment:
  *   SCRIPTED_EVAL_DELAY_MS=n  sleep n ms before answering every evaluate
@@ -200,12 +200,20 @@ static json_t *evaluate(json_t *req, json_int_t id) {
   json_t *result = NULL;
   if (strncmp(d, "correct ", 8) == 0 && parse_ms(d + 8, &ms)) {
     result = correct_result(ms);
-    size_t n = json_array_size(json_object_get(program, "steps"));
+    json_t *steps = json_object_get(program, "steps"), *step;
+    size_t n = json_array_size(steps), i, library = 0;
     if (n) {
       json_t *steps_ms = json_array();
-      for (size_t i = 0; i < n; i++)
+      json_array_foreach(steps, i, step) {
         json_array_append_new(steps_ms, json_real(ms / (double)n));
+        library += json_object_get(step, "library") != NULL;
+      }
       json_object_set_new(result, "steps_ms", steps_ms);
+      json_object_set_new(result, "library_ms", json_real(ms * (double)library / (double)n));
+      json_object_set_new(result, "graph",
+                          json_pack("{s:O, s:b, s:b, s:n}", "mode",
+                                    json_object_get(program, "graph"), "captured", 0, "used", 0,
+                                    "reason"));
     }
   } else if (directive_is(d, "compile")) {
     result = failed_result("compile", "compile/syntax_error",

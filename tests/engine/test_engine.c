@@ -1332,6 +1332,9 @@ static void test_builtin_unsupported_runs_as_library(void **state) {
   char *id = submit(s, "exotic_fft", "htam+tree", "builtin", 5, 600);
   json_t *task = wait_final(s, id);
   assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *progress = json_object_get(task, "progress");
+  assert_float_equal(json_number_value(json_object_get(progress, "library_share")), 1.0, 0);
+  assert_true(json_is_false(json_object_get(progress, "best_graph")));
   json_t *baselines = json_object_get(task, "baselines");
   json_t *regions = json_object_get(baselines, "regions");
   assert_int_equal(json_array_size(regions), 1);
