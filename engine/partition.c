@@ -115,6 +115,8 @@ static void index_clear(struct graph_index *g) {
   json_decref(g->values);
 }
 
+/* Indexes profile's graph into *g (release with index_clear). -1 when out of memory or
+ * when a node has no name. */
 static int index_build(json_t *profile, struct graph_index *g) {
   *g = (struct graph_index){.graph = json_object_get(profile, "graph")};
   g->calls = json_array();
@@ -125,6 +127,8 @@ static int index_build(json_t *profile, struct graph_index *g) {
   size_t i;
   json_t *node;
   json_array_foreach(g->graph, i, node) {
+    if (!node_name(node))
+      return -1;  /* a graph whose nodes cannot be named cannot be run step by step */
     if (is_call(node))
       json_array_append(g->calls, node);
     struct user_ctx u = {g->users, node_name(node) ? node_name(node) : ""};
@@ -453,7 +457,9 @@ int partition_build(json_t *profile, struct proposer *p, struct partition *ret) 
   }
   if (index_build(profile, &g) != 0) {
     index_clear(&g);
-    return -1;
+    ret->whole_model = true;
+    ret->values = json_object();
+    return ret->values ? 0 : -1;
   }
   size_t n = json_array_size(g.calls);
   int rc = 0;

@@ -102,11 +102,12 @@ static long device_index(int argc, char **argv) {
 static json_t *profile_result_basic(void) {
   return json_pack(
       "{s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:s, s:n,"
-      " s:[{s:s, s:s, s:[s], s:{}, s:[i,i], s:s}],"
+      " s:[{s:s, s:s, s:s, s:[s], s:{}, s:[i,i], s:s}],"
       " s:[{s:s, s:s, s:[i,i], s:i}], s:[], s:[{s:s, s:s, s:[i,i], s:i}]}",
       "eager_ms", 2.0, "compile_ms", 1.6, "floor_ms", 1.0, "impossible_ms", 0.4, "flops", 0,
       "min_bytes", 1048576, "degenerate", 0, "device", "cuda", "timing_skipped_reason",
-      "graph", "op", "call_function", "target", exotic ? "torch.fft.fft" : "torch.softmax",
+      "graph", "name", exotic ? "fft" : "softmax", "op", "call_function", "target",
+      exotic ? "torch.fft.fft" : "torch.softmax",
       "args", "input:0", "kwargs",
       "shape", 256, 512, "dtype", "float32",
       "inputs", "name", "input:0", "dtype", "float32", "shape", 256, 512, "numel", 131072,
