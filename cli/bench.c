@@ -560,11 +560,12 @@ static int fetch_steps_to_best(struct bench_run *run, struct bench_task *t) {
   return 0;
 }
 
-/* The times a task's event log gives. */
+/* The times a task's event log gives, and its finished summary. */
 struct event_times {
   char running[BENCH_TIME_LEN];  /* the first "running" event */
   char finished[BENCH_TIME_LEN]; /* the "finished" event */
   char final[BENCH_TIME_LEN];    /* the last succeeded/failed/cancelled event */
+  struct bench_result *r;        /* takes the finished event's summary */
 };
 
 /* SSE callback: notes the times of the events that bound a task's run. */
@@ -576,8 +577,10 @@ static int on_event(const struct cli_sse_event *ev, void *user) {
   if (type && time_s) {
     if (strcmp(type, "running") == 0 && !times->running[0])
       snprintf(times->running, sizeof times->running, "%s", time_s);
-    else if (strcmp(type, "finished") == 0)
+    else if (strcmp(type, "finished") == 0) {
       snprintf(times->finished, sizeof times->finished, "%s", time_s);
+      bench_result_take_summary(times->r, json_object_get(msg, "data"));
+    }
     else if (bench_state_is_final(bench_state_from_status(type)))
       snprintf(times->final, sizeof times->final, "%s", time_s);
   }
@@ -598,6 +601,7 @@ static double seconds_between(const char *a, const char *b) {
 static void fetch_times(struct bench_run *run, struct bench_task *t) {
   struct event_times times;
   memset(&times, 0, sizeof times);
+  times.r = &t->r;
   char path[CLI_MAX_URL], last_id[CLI_SSE_ID_MAX] = "";
   if (task_path(t, "/events", path) == 0)
     cli_sse_follow(run->client, path, last_id, on_event, &times);

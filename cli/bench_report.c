@@ -10,17 +10,20 @@
 /* The table's columns, in order. */
 enum {
   COL_TASK, COL_FAMILY, COL_CORRECT, COL_EAGER, COL_COMPILE, COL_BEST, COL_FLOOR,
-  COL_VS_EAGER, COL_VS_COMPILE, COL_OF_FLOOR, COL_TO_BEST, COL_WALL, COL_STATUS, N_COLS
+  COL_VS_EAGER, COL_VS_COMPILE, COL_OF_FLOOR, COL_LIB_SHARE, COL_GRAPH, COL_EVALS,
+  COL_TO_BEST, COL_WALL, COL_STOP, COL_STATUS, N_COLS
 };
 #define CELL_MAX 224 /* a task name, "refused:" and an error code fit */
 
 static const char *const col_heads[N_COLS] = {
     "TASK", "FAMILY", "CORRECT", "EAGER_MS", "COMPILE_MS", "BEST_MS", "FLOOR_MS",
-    "VS_EAGER", "VS_COMPILE", "OF_FLOOR", "STEPS_TO_BEST", "WALL_S", "STATUS"};
+    "VS_EAGER", "VS_COMPILE", "OF_FLOOR", "LIB_SHARE", "GRAPH", "EVALS", "STEPS_TO_BEST",
+    "WALL_S", "STOP", "STATUS"};
 
 /* Text columns are aligned left, numbers right. */
 static bool col_left(int col) {
-  return col == COL_TASK || col == COL_FAMILY || col == COL_CORRECT || col == COL_STATUS;
+  return col == COL_TASK || col == COL_FAMILY || col == COL_CORRECT || col == COL_STOP ||
+         col == COL_STATUS;
 }
 
 void bench_result_init(struct bench_result *r, const char *file) {
@@ -32,6 +35,8 @@ void bench_result_init(struct bench_result *r, const char *file) {
   r->best_ms = NAN;
   r->steps_to_best = -1;
   r->wall_s = r->run_s = NAN;
+  r->library_share = NAN;
+  r->graph = r->no_speedup = -1;
 }
 
 const char *bench_state_name(enum bench_state state) {
@@ -180,6 +185,12 @@ void bench_result_take_progress(struct bench_result *r, const json_t *progress,
     if (r->correct_count > 0)
       take_ms(progress, "best_ms", &r->best_ms);
     take_string(progress, "best_candidate", r->best_candidate, sizeof r->best_candidate);
+    const json_t *share = json_object_get(progress, "library_share");
+    if (json_is_number(share))
+      r->library_share = json_number_value(share);
+    const json_t *graph = json_object_get(progress, "best_graph");
+    if (json_is_boolean(graph))
+      r->graph = json_is_true(graph);
   }
   if (json_is_object(baselines)) {
     take_string(baselines, "family", r->family, sizeof r->family);
@@ -189,6 +200,19 @@ void bench_result_take_progress(struct bench_result *r, const json_t *progress,
     take_ms(baselines, "floor_ms", &r->floor_ms);
     take_ms(baselines, "impossible_ms", &r->impossible_ms);
   }
+}
+
+void bench_result_take_summary(struct bench_result *r, const json_t *summary) {
+  take_string(summary, "stop_reason", r->stop_reason, sizeof r->stop_reason);
+  const json_t *no = json_object_get(summary, "no_speedup");
+  if (json_is_boolean(no))
+    r->no_speedup = json_is_true(no);
+}
+
+long bench_evaluations(const struct bench_result *r) {
+  return r->step >= 0 && bench_state_is_final(r->state) && isfinite(r->eager_ms) ? r->step + 1
+         : r->step >= 0                                                          ? r->step
+                                                                                 : -1;
 }
 
 void bench_result_take_candidates(struct bench_result *r, const json_t *items) {
@@ -324,11 +348,20 @@ static void row_cells(const struct bench_result *r, char cells[N_COLS][CELL_MAX]
   cell_num(cells[COL_VS_EAGER], 2, "x", bench_vs_eager(r));
   cell_num(cells[COL_VS_COMPILE], 2, "x", bench_vs_compile(r));
   cell_num(cells[COL_OF_FLOOR], 2, "", bench_floor_fraction(r));
+  cell_num(cells[COL_LIB_SHARE], 2, "", r->library_share);
+  snprintf(cells[COL_GRAPH], CELL_MAX, "%s", r->graph < 0 ? "-" : r->graph ? "yes" : "no");
+  long evals = bench_evaluations(r);
+  if (evals >= 0)
+    snprintf(cells[COL_EVALS], CELL_MAX, "%ld", evals);
+  else
+    snprintf(cells[COL_EVALS], CELL_MAX, "-");
   if (r->steps_to_best >= 0)
     snprintf(cells[COL_TO_BEST], CELL_MAX, "%ld", r->steps_to_best);
   else
     snprintf(cells[COL_TO_BEST], CELL_MAX, "-");
   cell_num(cells[COL_WALL], 1, "", r->wall_s);
+  snprintf(cells[COL_STOP], CELL_MAX, "%s%s", r->stop_reason[0] ? r->stop_reason : "-",
+           r->no_speedup == 1 ? ",no_speedup" : "");
   cell_status(cells[COL_STATUS], r);
 }
 
@@ -492,6 +525,11 @@ json_t *bench_result_json(const struct bench_result *r) {
   put(o, "steps_to_best", count_or_null(r->steps_to_best), &failed);
   put(o, "wall_s", num_or_null(r->wall_s), &failed);
   put(o, "run_s", num_or_null(r->run_s), &failed);
+  put(o, "library_share", num_or_null(r->library_share), &failed);
+  put(o, "graph", r->graph < 0 ? json_null() : json_boolean(r->graph), &failed);
+  put(o, "evaluations", count_or_null(bench_evaluations(r)), &failed);
+  put(o, "stop_reason", r->stop_reason[0] ? json_string(r->stop_reason) : json_null(), &failed);
+  put(o, "no_speedup", r->no_speedup < 0 ? json_null() : json_boolean(r->no_speedup), &failed);
   if (failed) {
     json_decref(o);
     return NULL;

@@ -42,6 +42,10 @@ struct bench_result {
   char finished_at[BENCH_TIME_LEN]; /* the finish event's time; "" when not finished */
   double wall_s;        /* created_at to finished_at */
   double run_s;         /* the "running" event to finished_at */
+  double library_share; /* the best program's share of time in library steps; NAN unknown */
+  int graph;            /* the best program replays as a CUDA graph: 1, 0, -1 unknown */
+  char stop_reason[24]; /* the finished summary's: budget, at_floor, space_exhausted */
+  int no_speedup;       /* nothing beat the reference: 1, 0, -1 unknown */
 };
 
 /* The summary of a run. Ratios over no task are NAN. */
@@ -99,11 +103,18 @@ void bench_task_name(const char *path, char *out);
  * only on success. */
 int bench_parse_time(const char *text, double *ret_s);
 
-/* Fills r's step, budget, correct count, best time and candidate from a task's progress
- * object and its family, bound and timings from its baselines (both borrowed; NULL or
- * JSON null leaves the fields as they are). */
+/* Fills r's step, budget, correct count, best time and candidate, library share and
+ * graph from a task's progress object and its family, bound and timings from its
+ * baselines (both borrowed; NULL or JSON null leaves the fields as they are). */
 void bench_result_take_progress(struct bench_result *r, const json_t *progress,
                                 const json_t *baselines);
+
+/* Fills r's stop reason and no-speedup flag from the data of a task's "finished" event
+ * (borrowed; fields it lacks stay as they are). */
+void bench_result_take_summary(struct bench_result *r, const json_t *summary);
+
+/* The distinct evaluations of r: its steps and the reference of step 0; -1 unknown. */
+long bench_evaluations(const struct bench_result *r);
 
 /* Sets r->steps_to_best from a task's candidates (a borrowed array of the API's candidate
  * objects, in seq order): the step of the first correct one whose median time is at most

@@ -381,12 +381,12 @@ static void queued_programs(char *out, size_t outlen) {
 
 /* The stdout of a run whose tasks a and b were both left queued. */
 static const char queued_report[] =
-    "TASK  FAMILY  CORRECT  EAGER_MS  COMPILE_MS  BEST_MS  FLOOR_MS  VS_EAGER  VS_COMPILE  "
-    "OF_FLOOR  STEPS_TO_BEST  WALL_S  STATUS\n"
+    "TASK  FAMILY  CORRECT  EAGER_MS  COMPILE_MS  BEST_MS  FLOOR_MS  VS_EAGER  VS_COMPILE"
+    "  OF_FLOOR  LIB_SHARE  GRAPH  EVALS  STEPS_TO_BEST  WALL_S  STOP  STATUS\n"
     "2_a   -       no              -           -        -         -         -           -"
-    "         -              -       -  unfinished:queued\n"
+    "         -          -      -      0              -       -  -     unfinished:queued\n"
     "10_b  -       no              -           -        -         -         -           -"
-    "         -              -       -  unfinished:queued\n"
+    "         -          -      -      0              -       -  -     unfinished:queued\n"
     "\n"
     "tasks: 2 (succeeded 0, failed 0, cancelled 0, unfinished 2, not submitted 0, refused 0, "
     "lost 0)\n"
@@ -716,10 +716,10 @@ static void write_fixture(const char *task, int index, const char *what) {
 }
 
 /* Checks one task of the scripted run. best 0 means none. */
-static void check_scripted_task(const json_t *t, const char *name, const char *status,
+static void check_scripted_task(const json_t *t, const char *name, long long steps,
                                 double best, long long to_best, long long correct) {
   assert_string_equal(jstr(t, "name"), name);
-  assert_string_equal(jstr(t, "status"), status);
+  assert_string_equal(jstr(t, "status"), "succeeded");
   assert_true(json_is_true(json_object_get(t, "finished")));
   assert_string_equal(jstr(t, "family"), "softmax");
   assert_true(json_is_true(json_object_get(t, "memory_bound")));
@@ -727,19 +727,18 @@ static void check_scripted_task(const json_t *t, const char *name, const char *s
   assert_float_equal(jnum(t, "compile_ms"), 1.6, 0);
   assert_float_equal(jnum(t, "floor_ms"), 1.0, 0);
   assert_float_equal(jnum(t, "impossible_ms"), 0.4, 0);
-  assert_int_equal(jint(t, "steps"), 4);
+  assert_int_equal(jint(t, "steps"), steps);
   assert_int_equal(jint(t, "budget_steps"), 4);
-  assert_int_equal(jint(t, "candidates"), 4);
+  assert_int_equal(jint(t, "candidates"), steps);
+  assert_int_equal(jint(t, "evaluations"), steps + 1);
   assert_int_equal(jint(t, "correct_candidates"), correct);
+  assert_string_equal(jstr(t, "stop_reason"), "space_exhausted");
+  assert_true(json_is_boolean(json_object_get(t, "no_speedup")));
+  assert_int_equal(json_is_true(json_object_get(t, "no_speedup")), to_best == 0);
+  assert_float_equal(jnum(t, "library_share"), to_best == 0 ? 1.0 : 0.0, 1e-12);
   double wall = jnum(t, "wall_s"), run = jnum(t, "run_s");
   assert_true(wall >= 0 && wall < 30 && run >= 0 && run <= wall);
   assert_true(strcmp(jstr(t, "finished_at"), jstr(t, "created_at")) >= 0);
-  if (best == 0) {
-    assert_true(json_is_null(json_object_get(t, "best_ms")));
-    assert_true(json_is_null(json_object_get(t, "steps_to_best")));
-    assert_string_equal(jstr(json_object_get(t, "error"), "code"), "no_correct_candidate");
-    return;
-  }
   assert_float_equal(jnum(t, "best_ms"), best, 0);
   assert_float_equal(jnum(t, "speedup_vs_eager"), 2.0 / best, 1e-12);
   assert_float_equal(jnum(t, "speedup_vs_compile"), 1.6 / best, 1e-12);
@@ -750,34 +749,41 @@ static void check_scripted_task(const json_t *t, const char *name, const char *s
 }
 
 /* The stdout of the scripted run up to the WALL_S column (whose width the times set),
- * then each row's status; and the summary, exactly. By hand, with eager 2.0, compile 1.6
- * and floor 1.0 ms for every task:
- *   alpha best 1.25 (step 3; step 4 only equals it): 1.6x eager, 1.28x compile, 0.8 of floor
- *   beta  best 2.5  (step 2): 0.8x eager, 0.64x compile, 0.4 of floor
- *   gamma no correct candidate: failed, no_correct_candidate
- *   geomean vs eager sqrt(1.6 * 0.8) = 1.131; vs compile sqrt(1.28 * 0.64) = 0.905;
- *   best/floor sqrt(1.25 * 2.5) = 1.768, worst 2.5 (beta); fast_1 1 of 3; faster than
- *   compile 1 of 3. */
+ * then each row's stop reason and status; and the summary, exactly. By hand, with eager
+ * 2.0, compile 1.6 and floor 1.0 ms for every task, and each task's reference program
+ * (step 0) correct at the scripted evaluator's 2.1 ms:
+ *   alpha best 1.25 (step 3; its fixture 4 repeats 3, so it costs no step and the space
+ *     is exhausted after 3 steps): 1.6x eager, 1.28x compile, 0.8 of floor; a single
+ *     kernel, so no library time; 4 evaluations with the reference
+ *   beta  wrong, 2.5 ms, then repeats: the reference stays best (step 0): 2/2.1 = 0.95x
+ *     eager, 1.6/2.1 = 0.76x compile, 1/2.1 = 0.48 of floor, all of it library time;
+ *     3 evaluations
+ *   gamma one fixture that does not compile: the reference is best, as for beta;
+ *     2 evaluations
+ *   geomean vs eager (1.6 * (2/2.1)^2)^(1/3) = 1.132; vs compile (1.28 * (1.6/2.1)^2)^(1/3)
+ *   = 0.906; best/floor (1.25 * 2.1^2)^(1/3) = 1.767, worst 2.1 (beta, the first of the
+ *   two); fast_1 1 of 3; faster than compile 1 of 3. */
 static const char *const scripted_rows[] = {
     "TASK   FAMILY   CORRECT  EAGER_MS  COMPILE_MS  BEST_MS  FLOOR_MS  VS_EAGER  VS_COMPILE  "
-    "OF_FLOOR  STEPS_TO_BEST  ",
+    "OF_FLOOR  LIB_SHARE  GRAPH  EVALS  STEPS_TO_BEST  ",
     "alpha  softmax  yes        2.0000      1.6000   1.2500    1.0000     1.60x       1.28x  "
-    "    0.80              3  ",
-    "beta   softmax  yes        2.0000      1.6000   2.5000    1.0000     0.80x       0.64x  "
-    "    0.40              2  ",
-    "gamma  softmax  no         2.0000      1.6000        -    1.0000         -           -  "
-    "       -              -  ",
+    "    0.80       0.00     no      4              3  ",
+    "beta   softmax  yes        2.0000      1.6000   2.1000    1.0000     0.95x       0.76x  "
+    "    0.48       1.00     no      3              0  ",
+    "gamma  softmax  yes        2.0000      1.6000   2.1000    1.0000     0.95x       0.76x  "
+    "    0.48       1.00     no      2              0  ",
 };
-static const char *const scripted_status[] = {"STATUS", "succeeded", "succeeded",
-                                              "failed:no_correct_candidate"};
+static const char *const scripted_status[] = {
+    "STOP                        STATUS", "space_exhausted             succeeded",
+    "space_exhausted,no_speedup  succeeded", "space_exhausted,no_speedup  succeeded"};
 static const char scripted_summary[] =
     "\n"
-    "tasks: 3 (succeeded 2, failed 1, cancelled 0, unfinished 0, not submitted 0, refused 0, "
+    "tasks: 3 (succeeded 3, failed 0, cancelled 0, unfinished 0, not submitted 0, refused 0, "
     "lost 0)\n"
-    "with a correct candidate: 2\n"
-    "geomean speed-up vs eager: 1.131x over 2 tasks\n"
-    "geomean speed-up vs torch.compile: 0.905x over 2 tasks\n"
-    "memory-bound geomean best/floor: 1.768 over 2 tasks; worst 2.500 (beta)\n"
+    "with a correct candidate: 3\n"
+    "geomean speed-up vs eager: 1.132x over 3 tasks\n"
+    "geomean speed-up vs torch.compile: 0.906x over 3 tasks\n"
+    "memory-bound geomean best/floor: 1.767 over 3 tasks; worst 2.100 (beta)\n"
     "fast_1 (correct and faster than eager): 33.3% (1 of 3)\n"
     "faster than torch.compile: 33.3% (1 of 3)\n";
 
@@ -819,9 +825,9 @@ static void scripted_setup(void) {
 /* Checks the three progress lines of the scripted run (wall times vary). */
 static void check_scripted_lines(const char *err) {
   static const char *const lines[] = {
-      "[1/3] alpha succeeded: best 1.2500 ms, 1.60x vs eager, step 4/4, ",
-      "[2/3] beta succeeded: best 2.5000 ms, 0.80x vs eager, step 4/4, ",
-      "[3/3] gamma failed:no_correct_candidate: no correct candidate, step 4/4, "};
+      "[1/3] alpha succeeded: best 1.2500 ms, 1.60x vs eager, step 3/4, ",
+      "[2/3] beta succeeded: best 2.1000 ms, 0.95x vs eager, step 2/4, ",
+      "[3/3] gamma succeeded: best 2.1000 ms, 0.95x vs eager, step 1/4, "};
   for (size_t i = 0; i < 3; i++) {
     if (strncmp(err, lines[i], strlen(lines[i])) != 0)
       print_error("line %zu: '%s'\n", i, err);
@@ -840,17 +846,20 @@ static void check_scripted_json(const char *out) {
   assert_true(json_is_true(json_object_get(doc, "complete")));
   assert_int_equal(jint(json_object_get(doc, "options"), "concurrency"), 1); /* one GPU */
   json_t *tasks = json_object_get(doc, "tasks");
-  check_scripted_task(json_array_get(tasks, 0), "alpha", "succeeded", 1.25, 3, 3);
-  check_scripted_task(json_array_get(tasks, 1), "beta", "succeeded", 2.5, 2, 2);
-  check_scripted_task(json_array_get(tasks, 2), "gamma", "failed", 0, 0, 0);
+  check_scripted_task(json_array_get(tasks, 0), "alpha", 3, 1.25, 3, 3);
+  check_scripted_task(json_array_get(tasks, 1), "beta", 2, 2.1, 0, 2);
+  check_scripted_task(json_array_get(tasks, 2), "gamma", 1, 2.1, 0, 1);
   json_t *s = json_object_get(doc, "summary");
-  assert_int_equal(jint(s, "succeeded"), 2);
-  assert_int_equal(jint(s, "failed"), 1);
-  assert_int_equal(jint(s, "correct"), 2);
-  assert_float_equal(jnum(s, "geomean_speedup_vs_eager"), sqrt(1.6 * 0.8), 1e-12);
-  assert_float_equal(jnum(s, "geomean_speedup_vs_compile"), sqrt(1.28 * 0.64), 1e-12);
-  assert_float_equal(jnum(s, "memory_bound_geomean_best_over_floor"), sqrt(1.25 * 2.5), 1e-12);
-  assert_float_equal(jnum(s, "memory_bound_worst_best_over_floor"), 2.5, 1e-12);
+  assert_int_equal(jint(s, "succeeded"), 3);
+  assert_int_equal(jint(s, "failed"), 0);
+  assert_int_equal(jint(s, "correct"), 3);
+  assert_float_equal(jnum(s, "geomean_speedup_vs_eager"), cbrt(1.6 * (2 / 2.1) * (2 / 2.1)),
+                     1e-12);
+  assert_float_equal(jnum(s, "geomean_speedup_vs_compile"),
+                     cbrt(1.28 * (1.6 / 2.1) * (1.6 / 2.1)), 1e-12);
+  assert_float_equal(jnum(s, "memory_bound_geomean_best_over_floor"), cbrt(1.25 * 2.1 * 2.1),
+                     1e-12);
+  assert_float_equal(jnum(s, "memory_bound_worst_best_over_floor"), 2.1, 1e-12);
   assert_string_equal(jstr(s, "memory_bound_worst_task"), "beta");
   assert_float_equal(jnum(s, "fast_1"), 1.0 / 3.0, 1e-12);
   assert_float_equal(jnum(s, "faster_than_compile"), 1.0 / 3.0, 1e-12);

@@ -52,6 +52,15 @@ static void fixed_set(struct bench_result r[5]) {
   fill(&r[1], "23_Softmax", "softmax", BENCH_SUCCEEDED, 3.0, 2.0, 0.5, 2.5, 7, 120.0);
   fill(&r[2], "1_Square_matrix_multiplication_", "gemm", BENCH_SUCCEEDED, 4.0, 5.0, 2.0, 5.0,
        1, 30.2);
+  /* A single kernel at its floor; a program with half its time in library steps replayed
+   * as a CUDA graph; a task whose best is its reference (library only). Each ran 20 steps
+   * and its reference: 21 evaluations. */
+  r[0].library_share = 0, r[0].graph = 0, r[0].no_speedup = 0;
+  snprintf(r[0].stop_reason, sizeof r[0].stop_reason, "at_floor");
+  r[1].library_share = 0.5, r[1].graph = 1;
+  snprintf(r[1].stop_reason, sizeof r[1].stop_reason, "budget");
+  r[2].library_share = 1, r[2].graph = 0, r[2].no_speedup = 1;
+  snprintf(r[2].stop_reason, sizeof r[2].stop_reason, "space_exhausted");
   fill(&r[3], "95_CrossEntropyLoss", "loss", BENCH_FAILED, 1.0, 0.5, 0.25, NAN, -1, 12.0);
   snprintf(r[3].error_code, sizeof r[3].error_code, "no_correct_candidate");
   snprintf(r[3].error_message, sizeof r[3].error_message, "no candidate was correct");
@@ -91,20 +100,24 @@ static void test_table(void **state) {
   char *text = capture_table(r, 5);
   assert_string_equal(
       text,
-      "TASK                             FAMILY     CORRECT  EAGER_MS  COMPILE_MS  BEST_MS  "
-      "FLOOR_MS  VS_EAGER  VS_COMPILE  OF_FLOOR  STEPS_TO_BEST  WALL_S  STATUS\n"
-      "19_ReLU                          pointwise  yes        2.0000      1.6000   1.2500    "
-      "1.0000     1.60x       1.28x      0.80              3    84.5  succeeded\n"
-      "23_Softmax                       softmax    yes        3.0000      2.0000   2.5000    "
-      "0.5000     1.20x       0.80x      0.20              7   120.0  succeeded\n"
-      "1_Square_matrix_multiplication_  gemm       yes        4.0000      5.0000   5.0000    "
-      "2.0000     0.80x       1.00x      0.40              1    30.2  succeeded\n"
-      "95_CrossEntropyLoss              loss       no         1.0000      0.5000        -    "
-      "0.2500         -           -         -              -    12.0  "
-      "failed:no_correct_candidate\n"
-      "bad_file                         -          no              -           -        -    "
-      "     -         -           -         -              -       -  "
-      "refused:invalid_reference\n");
+      "TASK                             FAMILY     CORRECT  EAGER_MS  COMPILE_MS  BEST_"
+      "MS  FLOOR_MS  VS_EAGER  VS_COMPILE  OF_FLOOR  LIB_SHARE  GRAPH  EVALS  STEPS_TO_"
+      "BEST  WALL_S  STOP                        STATUS\n"
+      "19_ReLU                          pointwise  yes        2.0000      1.6000   1.25"
+      "00    1.0000     1.60x       1.28x      0.80       0.00     no     21           "
+      "   3    84.5  at_floor                    succeeded\n"
+      "23_Softmax                       softmax    yes        3.0000      2.0000   2.50"
+      "00    0.5000     1.20x       0.80x      0.20       0.50    yes     21           "
+      "   7   120.0  budget                      succeeded\n"
+      "1_Square_matrix_multiplication_  gemm       yes        4.0000      5.0000   5.00"
+      "00    2.0000     0.80x       1.00x      0.40       1.00     no     21           "
+      "   1    30.2  space_exhausted,no_speedup  succeeded\n"
+      "95_CrossEntropyLoss              loss       no         1.0000      0.5000       "
+      " -    0.2500         -           -         -          -      -     21           "
+      "   -    12.0  -                           failed:no_correct_candidate\n"
+      "bad_file                         -          no              -           -       "
+      " -         -         -           -         -          -      -      -           "
+      "   -       -  -                           refused:invalid_reference\n");
   free(text);
 }
 
@@ -123,12 +136,14 @@ static void test_table_unfinished(void **state) {
   char *text = capture_table(r, 3);
   const char *rows = strchr(text, '\n') + 1;
   assert_string_equal(rows,
-                      "a     -       no              -           -        -         -         -"
-                      "           -         -              -       -  unfinished:queued\n"
-                      "b     -       no              -           -        -         -         -"
-                      "           -         -              -       -  not_submitted\n"
-                      "c     -       no              -           -        -         -         -"
-                      "           -         -              -       -  cancelled\n");
+                      "a     -       no              -           -        -         -         -        "
+                      "   -         -          -      -      -              -       -  -     unfinished"
+                      ":queued\n"
+                      "b     -       no              -           -        -         -         -        "
+                      "   -         -          -      -      -              -       -  -     not_submit"
+                      "ted\n"
+                      "c     -       no              -           -        -         -         -        "
+                      "   -         -          -      -      -              -       -  -     cancelled\n");
   free(text);
 }
 
@@ -267,6 +282,11 @@ static void test_result_json(void **state) {
   assert_int_equal(json_integer_value(json_object_get(ok, "steps_to_best")), 3);
   assert_int_equal(json_integer_value(json_object_get(ok, "steps")), 20);
   assert_true(json_is_null(json_object_get(ok, "impossible_ms")));
+  assert_float_equal(num(ok, "library_share"), 0.0, 0);
+  assert_true(json_is_false(json_object_get(ok, "graph")));
+  assert_int_equal(json_integer_value(json_object_get(ok, "evaluations")), 21);
+  assert_string_equal(json_string_value(json_object_get(ok, "stop_reason")), "at_floor");
+  assert_true(json_is_false(json_object_get(ok, "no_speedup")));
   json_decref(ok);
 
   json_t *bad = bench_result_json(&r[3]);
