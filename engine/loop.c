@@ -318,6 +318,7 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   json_decref(run.baselines);
   json_decref(run.evaluated);
   json_decref(run.exhausted);
+  json_decref(run.defaults);
   partition_clear(&run.partition);
   free(run.ref_region_ms);
   free(run.best_region_ms);

@@ -45,6 +45,8 @@ struct task_run {
   double *best_region_ms;       /* owned, partition.n: the best program's region times */
   json_t *exhausted;            /* owned: {"<node>/<region>": true} where no new move is
                                    left in this run */
+  json_t *defaults;             /* owned: the proposer's starting point of each region
+                                   (null where it proposes none), asked for once */
   double stop_at_floor;         /* budget.stop_at_floor: 0 = off */
   char stop_reason[24];         /* why the steps ended: budget, at_floor, space_exhausted */
 };
@@ -79,7 +81,8 @@ void loop_context_clear(struct task_run *run, struct step_context *c);
 json_t *loop_compose(struct task_run *run, const struct step_context *c, json_t *region_candidate);
 
 /* The proposer's starting point of every region into ret_choices (partition.n entries,
- * caller owns each; NULL for library regions and where it proposes nothing). */
+ * caller owns each; NULL for library regions and where it proposes nothing). They are
+ * asked for once per run and kept. */
 void loop_default_choices(struct task_run *run, json_t **ret_choices);
 
 /* Marks region k at tree node as having no new move in this run. */

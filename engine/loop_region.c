@@ -38,8 +38,17 @@ static json_t *region_default(struct task_run *run, size_t k) {
 }
 
 void loop_default_choices(struct task_run *run, json_t **ret_choices) {
-  for (size_t k = 0; k < run->partition.n; k++)
-    ret_choices[k] = run->partition.regions[k].generated ? region_default(run, k) : NULL;
+  if (!run->defaults) {  /* the proposer's starting points are asked for once per run */
+    run->defaults = json_array();
+    for (size_t k = 0; run->defaults && k < run->partition.n; k++) {
+      json_t *c = run->partition.regions[k].generated ? region_default(run, k) : NULL;
+      json_array_append_new(run->defaults, c ? c : json_null());
+    }
+  }
+  for (size_t k = 0; k < run->partition.n; k++) {
+    json_t *c = json_array_get(run->defaults, k);
+    ret_choices[k] = json_is_object(c) ? json_incref(c) : NULL;
+  }
 }
 
 /* The stored candidate of tree node (caller owns), or NULL. */
