@@ -9,7 +9,7 @@
  * second failure path while reporting the first). */
 struct gpu_failure {
   bool set;
-  char stage[16];    /* compile|load|launch|protocol|... (gpu_contracts A) */
+  char stage[16];    /* compile|load|launch|protocol|... (base/outcome.h) */
   char cls[96];      /* normalized class, e.g. "plan/unknown_kernel" */
   char message[1024];
   bool sticky;       /* the CUDA context is unusable: the process must exit */

@@ -67,7 +67,7 @@ struct compile_result {
 int nvrtc_compile(const struct compile_request *req, struct compile_result *ret);
 /* Frees what ret owns and zeroes it; accepts a zeroed result. */
 void compile_result_clear(struct compile_result *r);
-/* JSON of the gpu_contracts B compile object: {"ok","ms","log","signature","registers",
+/* JSON of the compile object: {"ok","ms","log","signature","registers",
  * "spills","cubin_bytes","cache","kernels":[...]}; the caller owns the reference. */
 json_t *compile_result_to_json(const struct compile_result *r);
 

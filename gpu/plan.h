@@ -1,4 +1,5 @@
-/* Launch plans (DESIGN section 4): parsing and validation against the task's tensors,
+/* Launch plans (docs/architecture.md, "Formats"): parsing and validation against the
+ * task's tensors,
  * the module's kernels and the device's limits, before anything is launched. */
 #ifndef OPFORGE_GPU_PLAN_H
 #define OPFORGE_GPU_PLAN_H
@@ -93,7 +94,7 @@ struct gpu_plan {
 
 /* Parses and validates plan (borrowed) against tensors, the module's kernels and
  * limits. On success returns 0 and a new plan the caller frees with gpu_plan_free. On
- * the first violation returns -1 with f set: stage "launch", a plan/ class (gpu_contracts
+ * the first violation returns -1 with f set: stage "launch", a plan/ class (gpu/opforge_gpu.h
  * C, plus plan/malformed for wrong structure and plan/output_not_named), and a message
  * that starts with "launch N", "launch N arg M" or "buffer N" (0-based indices). */
 int gpu_plan_parse(const json_t *plan, const struct plan_tensors *tensors,

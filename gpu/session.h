@@ -49,7 +49,8 @@ void gpu_session_free(struct gpu_session *s);
 /* Makes the session's context current on the calling thread (ctypes may call from any
  * thread). Returns the CUresult. */
 CUresult gpu_session_make_current(struct gpu_session *s);
-/* New reference to the device-info object of gpu_contracts A; NULL when out of memory. */
+/* New reference to the device-info object (docs/architecture.md, "Evaluator protocol");
+ * NULL when out of memory. */
 json_t *gpu_session_device_info(struct gpu_session *s);
 
 /* Takes over c and gives it a handle (> 0); returns the handle, or -1 when the table is

@@ -1,4 +1,5 @@
-/* Plan timing (DESIGN section 5): events around the whole plan only, so that the
+/* Plan timing (docs/architecture.md, "Evaluation rules"): events around the whole plan only,
+ * so that the
  * flush and the resets before each rep are not counted. */
 #include "gpu/timing.h"
 

@@ -29,9 +29,10 @@ struct timing_result {
   int reps;
 };
 
-/* DESIGN section 5's defaults: 3 warm-ups, 10..200 reps, 1% RSE, 256 MiB flush. */
+/* The defaults of docs/architecture.md, "Evaluation rules": 3 warm-ups, 10..200 reps, 1%
+ * RSE, 256 MiB flush. */
 void gpu_timing_defaults(struct timing_params *ret_params);
-/* Reads the keys of gpu_contracts B's timing_json (each optional; borrowed) over the
+/* Reads the keys of the timing_json (each optional; borrowed) over the
  * defaults. Returns 0, or -1 with f set (protocol/bad_timing) naming the key. */
 int gpu_timing_params_parse(const json_t *o, struct timing_params *ret_params,
                             struct gpu_failure *f);

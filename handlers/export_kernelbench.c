@@ -1,5 +1,6 @@
 /* KernelBench export of a candidate: the C++ launcher of its plan and the Python file
- * around it (see export_kernelbench.h). */
+ * around it (see export_kernelbench.h). One concept, a little longer than 800 lines: the
+ * launcher and the Python text share the tensor tables they are generated from. */
 #include "handlers/export_kernelbench.h"
 
 #include <ctype.h>

@@ -9,7 +9,8 @@
 /* Name of the generated C++ launcher, bound into Python by load_inline. */
 #define EXPORT_LAUNCHER_NAME "ofg_launch"
 
-/* The C++ launcher of plan (DESIGN section 4) for the tensors of profile (both borrowed):
+/* The C++ launcher of plan (docs/architecture.md, "Formats") for the tensors of profile
+ * (both borrowed):
  *   void ofg_launch(std::vector<torch::Tensor> tensors, int64_t stream)
  * tensors holds the profile's "inputs", then its "params", then its "outputs", each list
  * in profile order. Every launch is made in plan order on that stream, with its buffers

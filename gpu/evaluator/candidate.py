@@ -233,7 +233,8 @@ class CandidateRun:
                 raise CandidateFailure("correctness", cls, msg)
 
     def _accuracy_budget(self, inputs, refs, outs, key="accuracy", raise_on_fail=True):
-        """The fp32 accuracy budget of DESIGN section 5 against a float64 reference,
+        """The fp32 accuracy budget (docs/architecture.md, "Evaluation rules") against a
+        float64 reference,
         recorded under result[key]. Raises on a broken budget when raise_on_fail, else
         returns whether every output kept within it (False when it could not be
         computed)."""

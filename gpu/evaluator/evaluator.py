@@ -268,7 +268,7 @@ class Evaluator:
     # -- profile
 
     def profile(self, raw):
-        """The DESIGN 2.2 profile of the current task (cached per task)."""
+        """The profile of the current task (docs/architecture.md, "Profile"), cached per task."""
         if raw:
             raise EvalError("protocol", "protocol/bad_argument",
                             "profile takes no arguments (got %s)" % ", ".join(sorted(raw)))
@@ -465,7 +465,8 @@ class Evaluator:
     # -- evaluate
 
     def evaluate(self, raw):
-        """Verifies and times a candidate (DESIGN sections 4 and 5)."""
+        """Verifies and times a candidate (docs/architecture.md, "Formats" and "Evaluation
+        rules")."""
         if not (self.is_cuda or self.allow_cpu_evaluate):
             raise EvalError("load", "evaluate/no_gpu",
                             "evaluate needs a CUDA device; this evaluator runs on %s"

@@ -10,7 +10,8 @@ import torch
 from .tensors import nbytes_of, tensor_bytes
 
 
-# Timing method of DESIGN section 5, shared by the eager/compile timings here and the
+# The timing method (docs/architecture.md, "Evaluation rules"), shared by the eager/compile
+# timings here and the
 # candidate timings done by the C library.
 TIMING = {"warmup": 3, "min_reps": 10, "max_reps": 200, "target_rse": 0.01,
           "flush_bytes": 256 << 20}
@@ -61,7 +62,8 @@ def rse(samples):
 
 
 def timing_should_stop(samples, min_reps, max_reps, target_rse):
-    """The stopping rule of DESIGN section 5: at least min_reps, then stop as soon as the
+    """The stopping rule (docs/architecture.md, "Evaluation rules"): at least min_reps, then
+    stop as soon as the
     relative standard error is below target_rse, and never beyond max_reps."""
     n = len(samples)
     if n >= max_reps:
@@ -127,7 +129,7 @@ def relative_l2_ok(diff_l2, ref_l2, rtol, numel):
 
 
 def default_tolerance(precision):
-    """Tolerance used when load_task gives none (DESIGN section 4)."""
+    """Tolerance used when load_task gives none (docs/architecture.md, "Formats")."""
     tol = 1e-4 if precision == "fp32" else 1e-2
     return {"atol": tol, "rtol": tol}
 
