@@ -102,8 +102,9 @@ class _OfgGraph:
     """self.ref's graph as the evaluator traced it, so that node names are the profile's:
     torch.fx.symbolic_trace, or torch.export.export with the first call's inputs. root is
     where call_module targets live, and roots where get_attr targets are looked up (Model
-    first, whose tensors move with it, then the traced module's own constants); keys maps each placeholder to the value
-    it stands for (an input, or for torch.export a parameter or buffer of self.ref)."""
+    first, whose tensors move with it, then the traced module's own constants); keys maps
+    each placeholder to the value it stands for (an input, or for torch.export a
+    parameter or buffer of self.ref)."""
 
     def __init__(self, model, inputs):
         self.keys, self.constants = {}, {}
