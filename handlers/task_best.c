@@ -1,5 +1,6 @@
 /* GET /v1/tasks/{id}/best: the best correct candidate of a task, as its CUDA source and
- * launch plan (format=cuda) or as a KernelBench file defining ModelNew (format=kernelbench). */
+ * launch plan (format=cuda) or as a KernelBench file defining ModelNew (format=kernelbench);
+ * pure=true refuses a program that runs library steps. */
 #include "handlers/task_best.h"
 
 #include <stdbool.h>
@@ -19,29 +20,69 @@
 
 enum best_format { FORMAT_CUDA, FORMAT_KERNELBENCH };
 
-/* Reads ?format=; queues 400 invalid_query and returns -1 when it is neither format. */
-static int parse_format(struct request *req, enum best_format *ret_format,
-                        enum MHD_Result *ret_result) {
-  const char *text = request_query(req, "format");
-  if (!text || strcmp(text, "cuda") == 0) {
-    *ret_format = FORMAT_CUDA;
-    return 0;
+/* The query of the request. */
+struct best_query {
+  enum best_format format;
+  bool pure; /* generated code only: no library step */
+};
+
+/* Reads ?format= and ?pure=; queues 400 invalid_query naming the parameter and returns -1
+ * when one is malformed. */
+static int parse_query(struct request *req, struct best_query *ret_query,
+                       enum MHD_Result *ret_result) {
+  const char *format = request_query(req, "format");
+  const char *pure = request_query(req, "pure");
+  struct best_query q = {FORMAT_CUDA, false};
+  if (format && strcmp(format, "kernelbench") == 0) {
+    q.format = FORMAT_KERNELBENCH;
+  } else if (format && strcmp(format, "cuda") != 0) {
+    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "format",
+                              "format must be cuda or kernelbench");
+    return -1;
   }
-  if (strcmp(text, "kernelbench") == 0) {
-    *ret_format = FORMAT_KERNELBENCH;
-    return 0;
+  if (pure && strcmp(pure, "true") == 0) {
+    q.pure = true;
+  } else if (pure && strcmp(pure, "false") != 0) {
+    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "pure", "pure must be true or false");
+    return -1;
   }
-  *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "format",
-                            "format must be cuda or kernelbench");
-  return -1;
+  *ret_query = q;
+  return 0;
 }
 
-/* Loads the task (with its reference when asked) and its best candidate, both owned by
- * the caller on success. Otherwise queues the answer (404, 409, 5xx) and returns -1. */
-static int load_best(struct request *req, const char *id, bool with_reference,
-                     json_t **ret_task, json_t **ret_candidate, enum MHD_Result *ret_result) {
+/* Queues the refusal of a candidate the query cannot have, and returns -1: a program with
+ * library steps under pure=true (409 not_pure), or a program in format=cuda, whose JSON
+ * holds a single kernel's source and plan (409 conflict). Else returns 0. Takes nothing
+ * over. */
+static int refuse_candidate(struct request *req, const struct best_query *q,
+                            const json_t *candidate, enum MHD_Result *ret_result) {
+  const json_t *program = json_object_get(candidate, "program");
+  char steps[256];
+  int n = export_library_steps(candidate, steps, sizeof steps);
+  if (q->pure && n > 0) {
+    *ret_result = reply_error(req, API_ERR_NOT_PURE, "pure",
+                              "the best program runs %d library step%s (%s); pure=true asks "
+                              "for generated code only",
+                              n, n == 1 ? "" : "s", steps);
+    return -1;
+  }
+  if (q->format == FORMAT_CUDA && program) {
+    *ret_result = reply_error(req, API_ERR_CONFLICT, "format",
+                              "the best candidate is a program of %zu steps, which format=cuda "
+                              "(one kernel's source and plan) cannot express; ask for "
+                              "format=kernelbench",
+                              json_array_size(json_object_get(program, "steps")));
+    return -1;
+  }
+  return 0;
+}
+
+/* Loads the task and its best candidate, both owned by the caller on success. Otherwise
+ * queues the answer (404, 409, 5xx) and returns -1. */
+static int load_best(struct request *req, const char *id, json_t **ret_task,
+                     json_t **ret_candidate, enum MHD_Result *ret_result) {
   json_t *task = NULL, *candidate = NULL;
-  int rc = store_task_get(req->app->store, id, with_reference, &task);
+  int rc = store_task_get(req->app->store, id, false, &task);
   if (rc != STORE_OK) {
     *ret_result = reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
     return -1;
@@ -124,8 +165,7 @@ static enum MHD_Result reply_kernelbench(struct request *req, const char *id, js
     log_error("task %s has a correct candidate but no profile", id);
     result = reply_error(req, API_ERR_INTERNAL, NULL, "task %s has no profile to export from",
                          id);
-  } else if (export_kernelbench(json_string_value(json_object_get(task, "reference")), profile,
-                                candidate, &text, err, sizeof err) != 0) {
+  } else if (export_kernelbench(profile, candidate, &text, err, sizeof err) != 0) {
     log_error("task %s: export of candidate %s failed: %s", id,
               json_string_value(json_object_get(candidate, "id")), err);
     result = reply_error(req, API_ERR_INTERNAL, NULL, "cannot export the candidate: %s", err);
@@ -140,14 +180,19 @@ static enum MHD_Result reply_kernelbench(struct request *req, const char *id, js
 
 enum MHD_Result handle_task_best(struct request *req) {
   enum MHD_Result result;
-  enum best_format format;
+  struct best_query q;
   const char *id = require_id_param(req, 0, "id", &result);
-  if (!id || parse_format(req, &format, &result) != 0)
+  if (!id || parse_query(req, &q, &result) != 0)
     return result;
   json_t *task = NULL, *candidate = NULL;
-  if (load_best(req, id, format == FORMAT_KERNELBENCH, &task, &candidate, &result) != 0)
+  if (load_best(req, id, &task, &candidate, &result) != 0)
     return result;
-  if (format == FORMAT_CUDA)
+  if (refuse_candidate(req, &q, candidate, &result) != 0) {
+    json_decref(task);
+    json_decref(candidate);
+    return result;
+  }
+  if (q.format == FORMAT_CUDA)
     return reply_cuda(req, task, candidate);
   return reply_kernelbench(req, id, task, candidate);
 }

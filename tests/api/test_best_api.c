@@ -1,6 +1,10 @@
 /* API tests of GET /v1/tasks/{id}/best and `opforge best`: the refusals on a fresh task,
- * then both formats for a task whose store was seeded (before the server started) with a
- * profile and a committed correct step, as the loop would have left it. */
+ * then both formats (and pure=true, which a single kernel always satisfies) for a task
+ * whose store was seeded (before the server started) with a profile and a committed
+ * correct step, as the loop would have left it. The store keeps a candidate's source,
+ * options and plan only, so a best program (and its 409 not_pure) cannot be seeded here:
+ * tests/unit/test_export_kernelbench.c covers the program export and its library-step
+ * count. */
 #include "tests/api/test_best_api.h"
 
 #include <ftw.h>
@@ -230,6 +234,12 @@ static void test_best_refusals(void **state) {
   expect_error(server, path, 400, "invalid_query", "format");
   snprintf(path, sizeof path, "/v1/tasks/%s/best?format=", id);
   expect_error(server, path, 400, "invalid_query", "format");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?pure=yes", id);
+  expect_error(server, path, 400, "invalid_query", "pure");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&pure=", id);
+  expect_error(server, path, 400, "invalid_query", "pure");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?pure=true", id);
+  expect_error(server, path, 409, "no_correct_candidate", NULL);
   expect_error(server, "/v1/tasks/" TASK_ID "/best", 404, "task_not_found", NULL);
   expect_error(server, "/v1/tasks/not-a-uuid/best?format=cuda", 400, "invalid_id", "id");
   /* The CLI: refused by the server (1), bad usage (2). */
@@ -267,7 +277,7 @@ static char *expected_export(struct server *server) {
   json_t *candidate = http_json(r), *profile = load(PROFILE);
   http_response_free(r);
   char *text = NULL, err[256] = "";
-  assert_int_equal(export_kernelbench(REFERENCE, profile, candidate, &text, err, sizeof err), 0);
+  assert_int_equal(export_kernelbench(profile, candidate, &text, err, sizeof err), 0);
   json_decref(profile);
   json_decref(candidate);
   return text;
@@ -280,6 +290,11 @@ static void test_best_exports(void **state) {
   json_t *again = check_cuda(server, "/v1/tasks/" TASK_ID "/best?format=cuda");
   assert_true(json_equal(best, again));
   json_decref(again);
+  /* A single kernel is generated code only: pure=true changes nothing. */
+  again = check_cuda(server, "/v1/tasks/" TASK_ID "/best?pure=true");
+  assert_true(json_equal(best, again));
+  json_decref(again);
+  json_decref(check_cuda(server, "/v1/tasks/" TASK_ID "/best?format=cuda&pure=false"));
   /* Upper-case ids are folded, as everywhere. */
   json_decref(check_cuda(server, "/v1/tasks/6A1F0C3E-8B2D-4F5A-9C7E-1D2B3A4C5E6F/best"));
 
@@ -289,9 +304,17 @@ static void test_best_exports(void **state) {
                       "attachment; filename=\"relu_opforge.py\"");
   char *want = expected_export(server);
   assert_string_equal(r->body, want);
-  assert_memory_equal(r->body, REFERENCE, strlen(REFERENCE));
+  /* The reference is not repeated: the file is exec'd after it. */
+  assert_null(strstr(r->body, "class Model("));
+  assert_null(strstr(r->body, "def get_inputs("));
+  assert_non_null(strstr(r->body, "if \"Model\" not in globals():\n"));
   assert_non_null(strstr(r->body, "#define BLOCK 256\n"));
   assert_non_null(strstr(r->body, "dim3(1, 1, 1), dim3(256, 1, 1), ofg_args, 0, ofg_stream);"));
+
+  struct http_response *pure =
+      get(server, "/v1/tasks/" TASK_ID "/best?format=kernelbench&pure=true", 200);
+  assert_string_equal(pure->body, want);
+  http_response_free(pure);
 
   /* The CLI writes the same bytes, and the same JSON. */
   char out[PATH_MAX + 16];

@@ -1,27 +1,44 @@
-"""The KernelBench export (engine/export_kernelbench.c) as Python sees it. The files come
-from the unit test tests/unit/test_export_kernelbench run with OPFORGE_EXPORT_EMIT_DIR:
-an "affine" task (parameters, a buffer, a scalar argument, a -D knob, 64 KiB of dynamic
-shared memory, a tuple return) and the KernelBench tasks of tests/gpu/kernels (relu,
-softmax, sgemm). Checked here: every file compiles as Python; on any torch, ModelNew
-carries Model's parameters and refuses what its kernels were not built for; with a CUDA
-build of torch and nvcc, load_inline builds and imports the extension (no GPU needed);
-with a CUDA device, ModelNew matches Model on 5 seeds and both are timed."""
+"""The KernelBench export (handlers/export_*.c) as Python sees it. The files come from the
+unit test tests/unit/test_export_kernelbench run with OPFORGE_EXPORT_EMIT_DIR, each with
+its reference beside it (<name>_reference.py): an "affine" task (parameters, a buffer, a
+scalar argument, a -D knob, 64 KiB of dynamic shared memory, a tuple return), the
+KernelBench tasks of tests/gpu/kernels (relu, softmax, sgemm), and programs over a small
+conv -> (x * scale) + 1 -> max-pool task (fx and torch.export graphs, two regions with
+clashing macro and kernel names, the whole model as one library step).
+
+Checked here: an export does not repeat its reference and is exec'd after it in one
+namespace, as KernelBench's eval does (alone, it raises NameError); it passes KernelBench's
+strict static checks (the patterns themselves always; KernelBench's own checker when
+$OPFORGE_KERNELBENCH_REPO names a KernelBench checkout); on any torch, ModelNew carries
+Model's parameters, refuses what its kernels were not built for, and a program's steps
+(library steps through the traced graph, regions through a stand-in for their launchers)
+reproduce Model on the CPU; with nvcc, every export's CUDA compiles for sm_90a, and with
+the torch headers so do the launchers; with a CUDA build of torch, load_inline and load
+build the extensions (no GPU needed); with a CUDA device, ModelNew matches Model on 5
+seeds and both are timed."""
+import json
 import os
+import re
 import subprocess
 import sys
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = ["affine", "relu", "softmax", "sgemm"]
-# (atol, rtol) per fixture: relu and affine do exactly eager's float operations (affine
-# with __fmul_rn/__fadd_rn, so no FMA contraction), softmax reorders its sums, sgemm
-# sums 4096 products in another order than cuBLAS (the task's tolerance, 1e-4).
+NVCC = Path("/usr/local/cuda/bin/nvcc")
+SINGLE = ["affine", "relu", "softmax", "sgemm"]
+PROGRAMS = ["program_fx", "program_export", "program_two_regions", "program_model"]
+FIXTURES = SINGLE + PROGRAMS
+# (atol, rtol) per fixture: relu, affine and the programs' regions do exactly eager's
+# float operations (with __fmul_rn/__fadd_rn, so no FMA contraction), softmax reorders its
+# sums, sgemm sums 4096 products in another order than cuBLAS (the task's tolerance).
 TOLERANCE = {"affine": (0.0, 0.0), "relu": (0.0, 0.0), "softmax": (1e-9, 1e-5),
-             "sgemm": (1e-4, 1e-4)}
+             "sgemm": (1e-4, 1e-4), "program_fx": (0.0, 0.0), "program_export": (0.0, 0.0),
+             "program_two_regions": (0.0, 0.0), "program_model": (0.0, 0.0)}
 SEEDS = range(5)
 
 
@@ -38,7 +55,7 @@ def unit_test_binary():
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    """{fixture name: path of its generated file}."""
+    """{fixture name: path of its generated file}; <name>_reference.py lies beside each."""
     exe = unit_test_binary()
     if exe is None:
         pytest.skip("tests/unit/test_export_kernelbench is not built (set OPFORGE_BUILD_ROOT "
@@ -47,15 +64,23 @@ def exports(tmp_path_factory):
     env = dict(os.environ, OPFORGE_EXPORT_EMIT_DIR=str(out), OPFORGE_SOURCE_ROOT=str(REPO))
     run = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    files = {n: out / (n + ".py") for n in FIXTURES if (out / (n + ".py")).is_file()}
-    assert "affine" in files, run.stdout + run.stderr
+    names = FIXTURES + ["layout"]
+    files = {n: out / (n + ".py") for n in names if (out / (n + ".py")).is_file()}
+    assert "affine" in files and "program_fx" in files, run.stdout + run.stderr
     return files
 
 
+def reference_of(path):
+    return path.with_name(path.stem + "_reference.py")
+
+
 def load(path):
-    """The generated file executed as a module of its own."""
+    """The reference and then the export executed in one namespace, as KernelBench's eval
+    does (exec(reference, context); exec(custom, context)), wrapped as a module."""
     mod = types.ModuleType("opforge_export_" + path.stem)
     mod.__file__ = str(path)
+    reference = reference_of(path)
+    exec(compile(reference.read_text(), str(reference), "exec"), mod.__dict__)
     exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)
     return mod
 
@@ -67,22 +92,70 @@ def export_of(exports, name):
     return exports[name]
 
 
+# ---- the file ---------------------------------------------------------------------------
+
 @pytest.mark.parametrize("name", FIXTURES)
-def test_generated_file_is_python(exports, name):
-    text = export_of(exports, name).read_text()
+def test_generated_file_is_python_without_the_reference(exports, name):
+    path = export_of(exports, name)
+    text = path.read_text()
     code = compile(text, name + ".py", "exec")
-    assert "ModelNew" in code.co_names
-    assert "Model" in code.co_names
-    if name != "affine":
-        reference = next((REPO.parent / "shared" / "kernelbench" / "level1").glob(
-            {"relu": "19_*", "softmax": "23_*", "sgemm": "1_*"}[name]))
-        assert text.startswith(reference.read_text())
+    assert "ModelNew" in code.co_names and "self.ref = Model(*init_inputs)" in text
+    for line in reference_of(path).read_text().splitlines():
+        if line.startswith(("class Model(", "def get_inputs(", "def get_init_inputs(")):
+            assert line not in text
+
+
+@pytest.mark.parametrize("name", ["affine", "program_fx"])
+def test_export_alone_says_it_needs_the_reference(exports, name):
+    with pytest.raises(NameError, match="exec the task's reference program first"):
+        exec(compile(exports[name].read_text(), name + ".py", "exec"), {})
+
+
+def strip_comments(code):
+    """The text as KernelBench's static checker reads it: each line cut at its first '#',
+    then at its first '//'."""
+    return "\n".join(line.split("#", 1)[0].split("//", 1)[0] for line in code.split("\n"))
+
+
+# The strict patterns of KernelBench's src/kernelbench/kernel_static_checker.py.
+STRICT = [r"\btry\s*:", r"\bexcept\s*:", r"\bexcept\s+\w+", r"\bpass\b",
+          r"torch\.cuda\.Event\.record\s*=", r"torch\.cuda\.synchronize\s*=",
+          r"time\.perf_counter\s*=", r"import\s+threading", r"import\s+multiprocessing",
+          r"concurrent\.futures", r"_make_subclass", r"class\s+\w+.*\(torch\.Tensor\)"]
+
+
+@pytest.mark.parametrize("name", [n for n in FIXTURES if n != "program_model"] + ["layout"])
+def test_strict_static_patterns(exports, name):
+    """program_model has no kernel at all: KernelBench rightly refuses it (cuda_impl)."""
+    code = strip_comments(export_of(exports, name).read_text())
+    for pattern in STRICT:
+        assert not re.search(pattern, code), (pattern, re.search(pattern, code))
+    assert "__global__" in code
+    assert "load_inline" in code or "cpp_extension" in code
+
+
+@pytest.mark.parametrize("name", [n for n in FIXTURES if n != "program_model"])
+def test_kernelbench_static_checker(exports, name, capsys):
+    repo = os.environ.get("OPFORGE_KERNELBENCH_REPO")
+    if not repo:
+        pytest.skip("OPFORGE_KERNELBENCH_REPO is not set: KernelBench's own static checker "
+                    "(src/kernelbench/kernel_static_checker.py) not run")
+    checker = Path(repo) / "src" / "kernelbench" / "kernel_static_checker.py"
+    if not checker.is_file():
+        pytest.skip("%s does not exist" % checker)
+    namespace = {"__name__": "kernel_static_checker"}
+    exec(compile(checker.read_text(), str(checker), "exec"), namespace)
+    valid, errors, warnings = namespace["validate_kernel_static"](
+        export_of(exports, name).read_text(), backend="cuda", precision="fp32")
+    assert valid and errors == [], errors
+    with capsys.disabled():
+        print("\nstatic check %s: no errors; warnings %s" % (name, warnings or "none"))
 
 
 def test_strings_read_back_exactly(exports):
     """The unit test's layout export: a source with triple quotes, a backslash and a final
     quote comes back from the Python string unchanged, between the knob macros."""
-    mod = load(exports["affine"].with_name("layout.py"))
+    mod = load(exports["layout"])
     source = '// """ and \\n stay text\nextern "C" __global__ void k_main() {}\n"'
     assert mod._OFG_CUDA_SOURCE == ("// The candidate's -D options.\n#define BLOCK 256\n"
                                     "#define FAST 1\n" + source + "\n#undef BLOCK\n#undef FAST\n")
@@ -92,6 +165,8 @@ def test_strings_read_back_exactly(exports):
                                ("norm.running_mean", torch.float16, (32,))]
     assert mod._OFG_SCALARS == [(1, 0.5)] and mod._OFG_NARGS == 3
 
+
+# ---- ModelNew on any torch ----------------------------------------------------------------
 
 def test_model_new_has_model_parameters_and_refuses_misuse(exports):
     mod = load(exports["affine"])
@@ -117,17 +192,196 @@ def test_model_new_has_model_parameters_and_refuses_misuse(exports):
             new(torch.randn(64, 128, device="cuda"), 0.5)
 
 
-def test_load_inline_builds_the_extension(exports, tmp_path, monkeypatch):
-    """ModelNew's own build path (_ofg_module), up to the launch: load_inline compiles and
-    links the kernels and the launcher for sm_90a, the module imports, and the launcher
-    checks its arguments. Without a GPU the first launch fails, and must say which."""
+class StandInRegions:
+    """Stands in for a program's compiled extension on the CPU: each launcher computes
+    its region with the same PyTorch operations as the reference, into the tensors the
+    runner allocated. Records the calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def ofg_r3(self, tensors, stream):  # (x * scale) + 1
+        self.calls.append(("ofg_r3", [tuple(t.shape) for t in tensors]))
+        x, scale, out = tensors
+        out.copy_(x * scale + 1.0)
+
+    def ofg_r1(self, tensors, stream):  # x * scale
+        self.calls.append(("ofg_r1", [tuple(t.shape) for t in tensors]))
+        x, scale, out = tensors
+        out.copy_(x * scale)
+
+    def ofg_r2(self, tensors, stream):  # x + 1
+        self.calls.append(("ofg_r2", [tuple(t.shape) for t in tensors]))
+        x, out = tensors
+        out.copy_(x + 1.0)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_program_steps_reproduce_model_on_cpu(exports, name, monkeypatch):
+    """The runner itself: library steps run the traced graph's nodes of self.ref (fx or
+    torch.export), regions get their tensors in table order with the written ones
+    allocated, and the outputs come back in Model's structure, bitwise equal to Model."""
+    mod = load(exports[name])
+    regions = StandInRegions()
+    monkeypatch.setattr(mod, "_ofg_module", lambda device: regions)
+    init = mod.get_init_inputs()
+    torch.manual_seed(42)
+    ref = mod.Model(*init)
+    torch.manual_seed(42)
+    new = mod.ModelNew(*init)
+    assert set(new.state_dict()) == {"ref." + k for k in ref.state_dict()}
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        for seed in range(2):
+            torch.manual_seed(seed)
+            inputs = mod.get_inputs()
+            got = mod._ofg_pack(new._ofg_run(inputs, cpu))
+            assert torch.equal(got, ref(*inputs))
+    want = {"program_fx": [("ofg_r3", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)])],
+            "program_export": [("ofg_r3", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)])],
+            "program_two_regions": [
+                ("ofg_r1", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)]),
+                ("ofg_r2", [(8, 16, 32, 32), (8, 16, 32, 32)])],
+            "program_model": []}[name]
+    assert regions.calls == want * 2
+    if mod._OFG_REGIONS:
+        with pytest.raises(RuntimeError, match="ModelNew runs CUDA kernels: its inputs are on cpu"):
+            new(*inputs)
+    else:  # the whole model as a library step runs anywhere
+        assert torch.equal(new(*inputs), ref(*inputs))
+
+
+def test_program_refuses_a_graph_it_cannot_follow(exports, monkeypatch):
+    mod = load(exports["program_fx"])
+    monkeypatch.setattr(mod, "_ofg_module", lambda device: StandInRegions())
+    monkeypatch.setattr(mod, "_OFG_STEPS", [("library", "MaxPool2d", "pool")] + mod._OFG_STEPS)
+    torch.manual_seed(42)
+    new = mod.ModelNew(*mod.get_init_inputs())
+    with pytest.raises(RuntimeError, match="step 0 \\(node pool\\) reads add, which no earlier "
+                                           "step computed"):
+        new._ofg_run(mod.get_inputs(), torch.device("cpu"))
+    monkeypatch.setattr(mod, "_OFG_STEPS", [("library", "Conv2d", "conv9")])
+    with pytest.raises(RuntimeError, match="step 0 runs node conv9, which this torch's trace"):
+        new._ofg_run(mod.get_inputs(), torch.device("cpu"))
+
+
+# ---- nvcc and the torch extension builds ----------------------------------------------------
+
+def torch_include():
+    """The include folders of the installed torch's headers, or None."""
+    root = Path(torch.__file__).parent / "include"
+    api = root / "torch" / "csrc" / "api" / "include"
+    return [root, api] if (api / "torch" / "types.h").is_file() else None
+
+
+def cuda_units(mod):
+    """[(file stem, kernels text, whole translation unit)] of an export: what load_inline
+    compiles for a single kernel, or each region's file of a program."""
+    head = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+    if hasattr(mod, "_OFG_REGIONS"):
+        return [(name, kernels, mod._OFG_TU_HEAD + kernels + launcher)
+                for name, kernels, launcher in mod._OFG_REGIONS]
+    return [("kernels", mod._OFG_CUDA_SOURCE,
+             head + mod._OFG_CUDA_SOURCE + "\n" + mod._OFG_LAUNCHER)]
+
+
+def nvcc(source, out, *flags):
+    """Compiles source with nvcc -c -arch=sm_90a; returns (ok, log)."""
+    run = subprocess.run([str(NVCC), "-c", "-arch=sm_90a", "-std=c++17", "-Xcompiler", "-fPIC",
+                          *flags, str(source), "-o", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    return run.returncode == 0, run.stdout + run.stderr
+
+
+def test_nvcc_compiles_every_export(exports, tmp_path, capsys):
+    """Every export's kernels compile with nvcc for sm_90a, each region on its own with its
+    own macros (the two regions' #error lines fire on the other's values); the region
+    objects of a program link into one library without clashing (their kernels are
+    renamed); and, with the torch headers, whole translation units with their launchers
+    compile: one single-kernel export and one program region (each takes about a minute,
+    and load_inline/load below build the others)."""
+    if not NVCC.is_file():
+        pytest.skip("%s not found: the nvcc compiles are not run" % NVCC)
+    jobs, full = [], []
+    for name in [n for n in FIXTURES if n in exports and n != "program_model"]:
+        for stem, kernels, unit in cuda_units(load(exports[name])):
+            source = tmp_path / ("%s_%s.cu" % (name, stem))
+            source.write_text(kernels)
+            jobs.append((name, source, tmp_path / (source.stem + ".o")))
+            if (name, stem) in (("affine", "kernels"), ("program_fx", "r3")):
+                whole = tmp_path / ("%s_%s_whole.cu" % (name, stem))
+                whole.write_text(unit)
+                full.append((name, whole, tmp_path / (whole.stem + ".o")))
+    include = torch_include()
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda j: nvcc(j[1], j[2]), jobs))
+        for (name, source, _), (ok, log) in zip(jobs, results):
+            assert ok, "%s: %s\n%s" % (name, source.name, log[-3000:])
+        objects = [str(o) for n, _, o in jobs if n == "program_two_regions"]
+        link = subprocess.run([str(NVCC), "-shared", "-arch=sm_90a", *objects, "-o",
+                               str(tmp_path / "two_regions.so")],
+                              capture_output=True, text=True, timeout=300)
+        assert link.returncode == 0, link.stdout + link.stderr
+        if include is None:
+            with capsys.disabled():
+                print("\nnvcc: launchers not compiled: the installed torch (%s) has no C++ "
+                      "headers" % torch.__file__)
+            return
+        flags = [f for d in include for f in ("-I", str(d))]
+        results = list(pool.map(lambda j: nvcc(j[1], j[2], *flags), full))
+        for (name, source, _), (ok, log) in zip(full, results):
+            assert ok, "%s: %s\n%s" % (name, source.name, log[-3000:])
+
+
+def opforge_binary():
+    for d in ([os.environ["OPFORGE_BUILD_ROOT"]] if os.environ.get("OPFORGE_BUILD_ROOT")
+              else []) + [str(REPO / "build")]:
+        if (Path(d) / "opforge").is_file():
+            return Path(d) / "opforge"
+    return None
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "proposers/builtin/templates/scan.cu writes `#pragma unroll UNROLL`: nvcc's preprocessor "
+    "(gcc -E) leaves pragma arguments unexpanded, so cicc sees the identifier UNROLL, while "
+    "NVRTC expands it. The export passes the options exactly (UNROLL is #defined); the fix "
+    "is OFG_PRAGMA(unroll UNROLL) with OFG_STR/OFG_PRAGMA outside common.cuh's "
+    "OFG_ROW_HELPERS guard (pooling.cu and loss.cu have the same pragma)."))
+def test_builtin_scan_candidate_compiles_with_nvcc(tmp_path, kernelbench):
+    """A builtin scan candidate, as the export writes its kernels (its -D options as
+    #defines at the top), compiles with nvcc as it does with NVRTC."""
+    exe = opforge_binary()
+    if exe is None or not NVCC.is_file():
+        pytest.skip("needs the built opforge (propose) and %s" % NVCC)
+    run = subprocess.run([str(exe), "propose", str(kernelbench / "level1" / "89_cumsum.py"),
+                          "--device", "meta", "--python", sys.executable,
+                          "--evaluator", str(REPO / "gpu" / "evaluator.py")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    candidate = json.loads(run.stdout)["candidate"]
+    defines = "".join("#define %s %s\n" % tuple((o[2:].split("=", 1) + ["1"])[:2])
+                      for o in candidate["options"] if o.startswith("-D"))
+    source = tmp_path / "scan.cu"
+    source.write_text(defines + candidate["source"])
+    ok, log = nvcc(source, tmp_path / "scan.o")
+    assert ok, log[-2000:]
+
+
+def cuda_torch_or_skip():
     from torch.utils import cpp_extension
     if torch.version.cuda is None:
-        pytest.skip("torch %s is a CPU-only build: load_inline cannot build CUDA code"
+        pytest.skip("torch %s is a CPU-only build: it cannot build CUDA extensions"
                     % torch.__version__)
     home = cpp_extension.CUDA_HOME
     if not home or not (Path(home) / "bin" / "nvcc").is_file():
         pytest.skip("nvcc not found (CUDA_HOME is %s)" % home)
+
+
+def test_load_inline_builds_the_extension(exports, tmp_path, monkeypatch):
+    """ModelNew's own build path (_ofg_module), up to the launch: load_inline compiles and
+    links the kernels and the launcher for sm_90a, the module imports, and the launcher
+    checks its arguments. Without a GPU the first launch fails, and must say which."""
+    cuda_torch_or_skip()
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     mod = load(exports["affine"])
@@ -146,6 +400,29 @@ def test_load_inline_builds_the_extension(exports, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"opforge launch 0 \(kernel affine\) failed: "):
         ext.ofg_launch(tensors, 0)
 
+
+def test_load_builds_a_program(exports, tmp_path, monkeypatch):
+    """A program's build path: one torch.utils.cpp_extension.load of the bindings and one
+    .cu file per region, written under TORCH_EXTENSIONS_DIR; the two regions' kernels of
+    the same name and macros of other values link into one module, whose launchers check
+    their arguments."""
+    cuda_torch_or_skip()
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setenv("MAX_JOBS", str(os.cpu_count() or 2))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    mod = load(exports["program_two_regions"])
+    ext = mod._ofg_module(torch.device("cuda", 0))
+    assert mod._ofg_module(torch.device("cuda", 0)) is ext
+    sources = next(tmp_path.glob("opforge_*_sources"))
+    assert sorted(p.name for p in sources.iterdir()) == ["bindings.cpp", "r1.cu", "r2.cu"]
+    assert (sources / "r1.cu").read_text().startswith(mod._OFG_TU_HEAD + "// opforge region 1")
+    with pytest.raises(RuntimeError, match="ofg_r1: expected 3 tensors, got 1"):
+        ext.ofg_r1([torch.zeros(2)], 0)
+    with pytest.raises(RuntimeError, match="ofg_r2: expected 2 tensors, got 1"):
+        ext.ofg_r2([torch.zeros(2)], 0)
+
+
+# ---- on a GPU -------------------------------------------------------------------------------
 
 def median_ms(fn, reps=20):
     """Median time of fn in milliseconds (CUDA events, 3 warm-ups)."""

@@ -1,10 +1,13 @@
 """The export check of a GPU run: a file written by `opforge best ID --format kernelbench`
 must define ModelNew, a drop-in for the task's Model: equal outputs on 5 seeds (the
-task's tolerance), and both timed with CUDA events. Prints one line per file,
-"PASS <file>: <detail>" or "FAIL <file>: <detail>", and ends with "N passed, N failed";
---json FILE also writes [{"file", "ok", "detail"}] there, for scripts. --jobs N builds
-the files' extensions (load_inline) in N processes first, so that the compiles overlap;
-the checks and timings themselves always run one file at a time."""
+task's tolerance), and both timed with CUDA events. The export does not repeat the task's
+reference program, so the arguments are pairs, REFERENCE EXPORT ...: the reference is
+exec'd first and the export after it in one namespace, as KernelBench's eval does. Prints
+one line per export, "PASS <export>: <detail>" or "FAIL <export>: <detail>", and ends with
+"N passed, N failed"; --json FILE also writes [{"file", "ok", "detail"}] there (file: the
+export's path), for scripts. --jobs N builds the exports' extensions in N processes
+first, so that the compiles overlap; the checks and timings themselves always run one
+export at a time."""
 import argparse
 import json
 import os
@@ -16,11 +19,13 @@ import types
 import torch
 
 
-def load(path):
+def load(reference, path):
+    """The reference and then the export executed in one namespace, as a module."""
     mod = types.ModuleType("opforge_export")
     mod.__file__ = path
-    with open(path) as f:
-        exec(compile(f.read(), path, "exec"), mod.__dict__)
+    for source in (reference, path):
+        with open(source) as f:
+            exec(compile(f.read(), source, "exec"), mod.__dict__)
     return mod
 
 
@@ -38,8 +43,8 @@ def timed(fn, inputs, reps=20):
     return statistics.median(times)
 
 
-def check(path, atol, rtol):
-    mod = load(path)
+def check(reference, path, atol, rtol):
+    mod = load(reference, path)
     torch.manual_seed(42)
     init = mod.get_init_inputs()
     torch.manual_seed(42)
@@ -67,24 +72,24 @@ def check(path, atol, rtol):
         worst, t_ref, t_new, t_ref / t_new)
 
 
-def build_only(path):
-    """Loads path and constructs ModelNew, which builds (or finds in the extension cache)
-    its compiled module; nothing is run or timed."""
-    mod = load(path)
+def build_only(reference, path):
+    """Loads the export and constructs ModelNew, which builds (or finds in the extension
+    cache) its compiled module; nothing is run or timed."""
+    mod = load(reference, path)
     torch.manual_seed(42)
     mod.ModelNew(*mod.get_init_inputs())
 
 
-def prebuild(files, jobs):
-    """Builds the files' extensions in up to jobs processes at once (each one `--build-only
-    FILE`), so that the sequential check finds them built. A failed build is only said
-    here: the check of that file reports the failure with its reason."""
-    pending, running = list(files), []
+def prebuild(pairs, jobs):
+    """Builds the exports' extensions in up to jobs processes at once (each one
+    `--build-only REFERENCE EXPORT`), so that the sequential check finds them built. A
+    failed build is only said here: the check of that export reports it with its reason."""
+    pending, running = list(pairs), []
     while pending or running:
         while pending and len(running) < jobs:
-            path = pending.pop(0)
+            reference, path = pending.pop(0)
             running.append((path, subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--build-only", path],
+                [sys.executable, os.path.abspath(__file__), "--build-only", reference, path],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
         path, proc = running.pop(0)
         _, err = proc.communicate()
@@ -94,7 +99,8 @@ def prebuild(files, jobs):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("files", nargs="+")
+    p.add_argument("files", nargs="+", metavar="REFERENCE EXPORT",
+                   help="pairs: a task's reference program, then its export")
     p.add_argument("--atol", type=float, default=1e-4)
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--json", metavar="FILE", help="also write the per-file results there")
@@ -102,16 +108,20 @@ def main():
                    help="build the extensions in this many processes first (default 1)")
     p.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if len(args.files) % 2:
+        p.error("the files are pairs, REFERENCE EXPORT: got an odd number (%d)"
+                % len(args.files))
+    pairs = list(zip(args.files[0::2], args.files[1::2]))
     if args.build_only:
-        for path in args.files:
-            build_only(path)
+        for reference, path in pairs:
+            build_only(reference, path)
         return 0
-    if args.jobs > 1 and len(args.files) > 1:
-        prebuild(args.files, args.jobs)
+    if args.jobs > 1 and len(pairs) > 1:
+        prebuild(pairs, args.jobs)
     passed, report = 0, []
-    for path in args.files:
+    for reference, path in pairs:
         try:
-            ok, detail = check(path, args.atol, args.rtol)
+            ok, detail = check(reference, path, args.atol, args.rtol)
         except Exception as e:  # a broken export is a failed check, with its reason
             ok, detail = False, "%s: %s" % (type(e).__name__, str(e)[:500])
         if torch.cuda.is_available():
@@ -122,8 +132,8 @@ def main():
         if args.json:  # rewritten after each file, so a run cut short keeps its results
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1)
-    print("%d passed, %d failed" % (passed, len(args.files) - passed))
-    return 0 if passed == len(args.files) else 1
+    print("%d passed, %d failed" % (passed, len(pairs) - passed))
+    return 0 if passed == len(pairs) else 1
 
 
 if __name__ == "__main__":

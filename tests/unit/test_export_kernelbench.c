@@ -1,6 +1,7 @@
 /* KernelBench export: the C++ launcher against a golden text written by hand, the Python
- * around it, the refusals, and the export of the GPU fixtures (written to
- * $OPFORGE_EXPORT_EMIT_DIR when set, for tests/evaluator/test_export_kernelbench.py). */
+ * around it, programs (steps, regions' files, renamed kernels), the refusals, KernelBench's
+ * strict static checks, and the export of the GPU fixtures (written with their references
+ * to $OPFORGE_EXPORT_EMIT_DIR when set, for tests/evaluator/test_export_kernelbench.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +11,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <regex.h>
 
+#include "handlers/export_internal.h"
 #include "handlers/export_kernelbench.h"
+#include "tests/unit/export_fixtures.h"
 
 /* Six tensors of every kind, with a scalar argument between the inputs (input:1), an
  * int64 input, a float16 buffer with a dotted key, and two outputs. */
@@ -88,6 +92,7 @@ static const char GOLDEN_LAUNCHER[] =
     "  }\n"
     "}\n";
 
+/* The task of PROFILE, which the export must not repeat. */
 static const char REFERENCE[] =
     "import torch\n"
     "import torch.nn as nn\n"
@@ -100,7 +105,7 @@ static const char REFERENCE[] =
     "    return [torch.rand(8, 32), 0.5, torch.arange(8)]\n"
     "\n"
     "def get_init_inputs():\n"
-    "    return []"; /* no final newline: the export must add one */
+    "    return []\n";
 
 static json_t *load(const char *text) {
   json_error_t jerr;
@@ -192,6 +197,75 @@ static void emit(const char *name, const char *text) {
   assert_int_equal(fclose(f), 0);
 }
 
+/* Writes text as <name>.py and reference as <name>_reference.py (see emit). */
+static void emit_with_reference(const char *name, const char *text, const char *reference) {
+  char ref_name[256];
+  snprintf(ref_name, sizeof ref_name, "%s_reference", name);
+  emit(name, text);
+  emit(ref_name, reference);
+}
+
+/* Fails unless text holds none of reference's lines that define something. */
+static void assert_no_reference(const char *text, const char *reference) {
+  static const char *const defining[] = {"class Model(", "def get_inputs(",
+                                         "def get_init_inputs("};
+  for (size_t i = 0; i < sizeof defining / sizeof defining[0]; i++) {
+    if (strstr(reference, defining[i]) && strstr(text, defining[i]))
+      print_error("the export repeats the reference's '%s'\n", defining[i]);
+    assert_false(strstr(reference, defining[i]) && strstr(text, defining[i]));
+  }
+}
+
+/* text as KernelBench's static checker reads it (kernel_static_checker._strip_comments):
+ * each line cut at its first '#' and then at its first "//". The caller frees it. */
+static char *strip_comments(const char *text) {
+  char *out = malloc(strlen(text) + 1), *w = out;
+  assert_non_null(out);
+  for (const char *line = text; *line;) {
+    size_t len = strcspn(line, "\n");
+    size_t keep = strcspn(line, "#\n");
+    const char *slashes = strstr(line, "//");
+    if (slashes && (size_t)(slashes - line) < keep)
+      keep = (size_t)(slashes - line);
+    memcpy(w, line, keep);
+    w += keep;
+    line += len;
+    if (*line == '\n')
+      *w++ = *line++;
+  }
+  *w = '\0';
+  return out;
+}
+
+/* Fails when text matches one of KernelBench's strict static checks (code_bypass,
+ * timing_event_patch, thread_injection, lazy_eval), or lacks what cuda_impl asks for:
+ * the patterns of src/kernelbench/kernel_static_checker.py, in POSIX form. */
+static void assert_passes_static_check(const char *text) {
+  static const char *const forbidden[] = {
+    "\\btry\\s*:", "\\bexcept\\s*:", "\\bexcept\\s+\\w+", "\\bpass\\b",
+    "torch\\.cuda\\.Event\\.record\\s*=", "torch\\.cuda\\.Event\\.elapsed_time\\s*=",
+    "torch\\.cuda\\.synchronize\\s*=", "torch\\.cuda\\.Event\\s*=", "time\\.perf_counter\\s*=",
+    "time\\.time\\s*=", "threading\\.Thread\\s*\\(", "import\\s+threading",
+    "from\\s+threading\\s+import", "multiprocessing\\.(Process|Pool|Manager|Queue|Pipe)",
+    "import\\s+multiprocessing", "concurrent\\.futures", "ThreadPoolExecutor",
+    "ProcessPoolExecutor", "_make_subclass", "class\\s+\\w+.*\\(torch\\.Tensor\\)",
+    "class\\s+\\w+.*\\(Tensor\\)", "torch\\.Tensor\\.__new__"};
+  char *code = strip_comments(text);
+  for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++) {
+    regex_t re;
+    regmatch_t m;
+    assert_int_equal(regcomp(&re, forbidden[i], REG_EXTENDED | REG_NEWLINE), 0);
+    if (regexec(&re, code, 1, &m, 0) == 0)
+      print_error("static check: '%s' matches '%.*s'\n", forbidden[i],
+                  (int)(m.rm_eo - m.rm_so), code + m.rm_so);
+    assert_int_not_equal(regexec(&re, code, 1, &m, 0), 0);
+    regfree(&re);
+  }
+  assert_non_null(strstr(code, "__global__"));
+  assert_true(strstr(code, "load_inline") || strstr(code, "cpp_extension"));
+  free(code);
+}
+
 static void test_file_layout(void **state) {
   (void)state;
   /* A source that needs escaping inside a Python triple-quoted string. */
@@ -199,13 +273,15 @@ static void test_file_layout(void **state) {
                         "[\"-DBLOCK=256\",\"-DFAST\",\"--maxrregcount=64\",\"-use_fast_math\"]");
   json_t *profile = load(PROFILE);
   char *text = NULL, err[256] = "";
-  int rc = export_kernelbench(REFERENCE, profile, c, &text, err, sizeof err);
+  int rc = export_kernelbench(profile, c, &text, err, sizeof err);
   if (rc != 0)
     print_error("export failed: %s\n", err);
   assert_int_equal(rc, 0);
-  /* The reference comes first, verbatim, completed by a newline. */
-  assert_memory_equal(text, REFERENCE, strlen(REFERENCE));
-  assert_int_equal(text[strlen(REFERENCE)], '\n');
+  /* The reference is not repeated: the file is exec'd after it, and says so at import. */
+  assert_no_reference(text, REFERENCE);
+  assert_true(strncmp(text, "# ---- opforge export ---", 24) == 0);
+  assert_non_null(strstr(text, "if \"Model\" not in globals():\n    raise NameError("));
+  assert_passes_static_check(text);
   expect_section(text, "_OFG_CUDA_SOURCE = ", "\n# The launcher",
                  "_OFG_CUDA_SOURCE = \"\"\"// The candidate's -D options.\n"
                  "#define BLOCK 256\n#define FAST 1\n"
@@ -236,7 +312,8 @@ static void test_file_layout(void **state) {
                                "5d0e8c1b-2a3f-4b6c-8d7e-9f0a1b2c3d4e.\n"));
   assert_non_null(strstr(text, "class ModelNew(torch.nn.Module):\n"));
   assert_non_null(strstr(text, "        self.ref = Model(*init_inputs)\n"));
-  emit("layout", text); /* Python reads the escaped source back: the pytest checks it */
+  /* Python reads the escaped source back: the pytest checks it */
+  emit_with_reference("layout", text, REFERENCE);
   free(text);
   json_decref(profile);
   json_decref(c);
@@ -256,7 +333,7 @@ static const char *return_line(const char *edit) {
     json_object_set_new(c, "plan", load(plan));
   }
   char *text = NULL, err[256] = "";
-  int rc = export_kernelbench(REFERENCE, profile, c, &text, err, sizeof err);
+  int rc = export_kernelbench(profile, c, &text, err, sizeof err);
   if (rc != 0)
     print_error("export failed: %s\n", err);
   assert_int_equal(rc, 0);
@@ -301,7 +378,7 @@ static const char *refusal(const char *profile_text, const char *from, const cha
   json_object_set_new(c, "plan", load(plan_text));
   char *text = NULL;
   err[0] = '\0';
-  assert_int_equal(export_kernelbench(REFERENCE, profile, c, &text, err, sizeof err), -1);
+  assert_int_equal(export_kernelbench(profile, c, &text, err, sizeof err), -1);
   assert_null(text);
   json_decref(c);
   json_decref(profile);
@@ -366,136 +443,19 @@ static char *read_file(const char *path) {
   return data;
 }
 
-/* y = (x * weight + shift) * alpha and the row maxima of x: parameters, a buffer, a
- * scalar argument, a -D knob the kernel needs, dynamic shared memory above 48 KiB and a
- * tuple return, in one task the GPU check can run. */
-static const char AFFINE_REFERENCE[] =
-    "import torch\n"
-    "import torch.nn as nn\n"
-    "\n"
-    "\n"
-    "class Model(nn.Module):\n"
-    "    \"\"\"(x * weight + shift) * alpha, and the maximum of each row of x.\"\"\"\n"
-    "\n"
-    "    def __init__(self, dim):\n"
-    "        super().__init__()\n"
-    "        self.weight = nn.Parameter(torch.randn(dim))\n"
-    "        self.register_buffer(\"shift\", torch.randn(dim))\n"
-    "\n"
-    "    def forward(self, x, alpha):\n"
-    "        return (x * self.weight + self.shift) * alpha, torch.amax(x, dim=1)\n"
-    "\n"
-    "\n"
-    "rows = 64\n"
-    "dim = 16384\n"
-    "\n"
-    "\n"
-    "def get_inputs():\n"
-    "    return [torch.randn(rows, dim), 0.5]\n"
-    "\n"
-    "\n"
-    "def get_init_inputs():\n"
-    "    return [dim]\n";
-
-/* BLOCK must arrive as 256 through the options: the launch bounds would refuse the launch
- * of 256 threads with the default of 128. */
-static const char AFFINE_SOURCE[] =
-    "#ifndef BLOCK\n"
-    "#define BLOCK 128\n"
-    "#endif\n"
-    "#define NEG_INF __int_as_float(0xff800000)\n"
-    "\n"
-    "extern \"C\" __global__ void __launch_bounds__(BLOCK)\n"
-    "affine(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,\n"
-    "       float alpha, float* __restrict__ y, long long rows, long long dim) {\n"
-    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < rows * dim) {\n"
-    "    long long c = i % dim;\n"
-    "    y[i] = __fmul_rn(__fadd_rn(__fmul_rn(x[i], w[c]), b[c]), alpha);\n"
-    "  }\n"
-    "}\n"
-    "\n"
-    "// One block per row, staged in dynamic shared memory (64 KiB for dim 16384).\n"
-    "extern \"C\" __global__ void row_max(const float* __restrict__ x, float* __restrict__ partial,\n"
-    "                                    int dim) {\n"
-    "  extern __shared__ float row[];\n"
-    "  const float* xr = x + (long long)blockIdx.x * dim;\n"
-    "  for (int j = threadIdx.x; j < dim; j += blockDim.x) row[j] = xr[j];\n"
-    "  __syncthreads();\n"
-    "  float m = NEG_INF;\n"
-    "  for (int j = threadIdx.x; j < dim; j += blockDim.x) m = fmaxf(m, row[j]);\n"
-    "  __syncthreads();\n"
-    "  row[threadIdx.x] = m;\n"
-    "  __syncthreads();\n"
-    "  for (int s = blockDim.x / 2; s > 0; s >>= 1) {\n"
-    "    if (threadIdx.x < s) row[threadIdx.x] = fmaxf(row[threadIdx.x], row[threadIdx.x + s]);\n"
-    "    __syncthreads();\n"
-    "  }\n"
-    "  if (threadIdx.x == 0) partial[blockIdx.x] = row[0];\n"
-    "}\n"
-    "\n"
-    "extern \"C\" __global__ void copy_out(const float* __restrict__ partial, float* __restrict__ out,\n"
-    "                                     int n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) out[i] = partial[i];\n"
-    "}\n";
-
-static const char AFFINE_CANDIDATE[] =
-    "{\"options\":[\"-DBLOCK=256\"],"
-    " \"plan\":{\"buffers\":[{\"name\":\"partials\",\"bytes\":256}],"
-    "  \"launches\":["
-    "   {\"kernel\":\"affine\",\"grid\":[4096],\"block\":[256],"
-    "    \"args\":[{\"tensor\":\"input:0\"},{\"tensor\":\"param:weight\"},{\"tensor\":\"param:shift\"},"
-    "              {\"f32\":0.5},{\"tensor\":\"output:0\"},{\"i64\":64},{\"i64\":16384}]},"
-    "   {\"kernel\":\"row_max\",\"grid\":[64],\"block\":[1024],\"shared_bytes\":65536,"
-    "    \"args\":[{\"tensor\":\"input:0\"},{\"buffer\":\"partials\"},{\"i32\":16384}]},"
-    "   {\"kernel\":\"copy_out\",\"grid\":[1],\"block\":[64],"
-    "    \"args\":[{\"buffer\":\"partials\"},{\"tensor\":\"output:1\"},{\"i32\":64}]}]}}";
-
-static const char AFFINE_PROFILE[] =
-    "{\"inputs\":[{\"name\":\"input:0\",\"dtype\":\"float32\",\"shape\":[64,16384]}],"
-    " \"scalar_inputs\":[{\"name\":\"input:1\",\"value\":0.5}],"
-    " \"params\":[{\"name\":\"param:weight\",\"dtype\":\"float32\",\"shape\":[16384],"
-    "              \"kind\":\"parameter\"},"
-    "             {\"name\":\"param:shift\",\"dtype\":\"float32\",\"shape\":[16384],"
-    "              \"kind\":\"buffer\"}],"
-    " \"outputs\":[{\"name\":\"output:0\",\"dtype\":\"float32\",\"shape\":[64,16384]},"
-    "              {\"name\":\"output:1\",\"dtype\":\"float32\",\"shape\":[64]}],"
-    " \"graph_source\":\"fx\","
-    " \"graph\":[{\"name\":\"output\",\"op\":\"output\","
-    "             \"args\":[[{\"node\":\"mul_1\"},{\"node\":\"amax\"}]]}]}";
-
-/* The KernelBench tasks of tests/gpu/kernels, with the profile the evaluator gives them. */
-static const struct kb_fixture {
-  const char *name, *task, *kernel;
-  const char *profile;
-} KB_FIXTURES[] = {
-  {"relu", "level1/19_ReLU.py", "relu",
-   "{\"inputs\":[{\"name\":\"input:0\",\"dtype\":\"float32\",\"shape\":[4096,393216]}],"
-   "\"params\":[],\"outputs\":[{\"name\":\"output:0\",\"dtype\":\"float32\","
-   "\"shape\":[4096,393216]}],\"graph\":null}"},
-  {"softmax", "level1/23_Softmax.py", "softmax",
-   "{\"inputs\":[{\"name\":\"input:0\",\"dtype\":\"float32\",\"shape\":[4096,393216]}],"
-   "\"params\":[],\"outputs\":[{\"name\":\"output:0\",\"dtype\":\"float32\","
-   "\"shape\":[4096,393216]}],\"graph\":null}"},
-  {"sgemm", "level1/1_Square_matrix_multiplication_.py", "sgemm",
-   "{\"inputs\":[{\"name\":\"input:0\",\"dtype\":\"float32\",\"shape\":[4096,4096]},"
-   "{\"name\":\"input:1\",\"dtype\":\"float32\",\"shape\":[4096,4096]}],"
-   "\"params\":[],\"outputs\":[{\"name\":\"output:0\",\"dtype\":\"float32\","
-   "\"shape\":[4096,4096]}],\"graph\":null}"},
-};
-
-/* Exports one fixture, checks it, and writes it to $OPFORGE_EXPORT_EMIT_DIR/<name>.py. */
+/* Exports one fixture, checks it, and writes it to $OPFORGE_EXPORT_EMIT_DIR/<name>.py
+ * with its reference beside it. */
 static void export_fixture(const char *name, const char *reference, json_t *profile,
                            json_t *cand) {
   char *text = NULL, err[256] = "";
-  int rc = export_kernelbench(reference, profile, cand, &text, err, sizeof err);
+  int rc = export_kernelbench(profile, cand, &text, err, sizeof err);
   if (rc != 0)
     print_error("%s: %s\n", name, err);
   assert_int_equal(rc, 0);
-  assert_memory_equal(text, reference, strlen(reference));
+  assert_no_reference(text, reference);
   assert_non_null(strstr(text, "class ModelNew(torch.nn.Module):"));
-  emit(name, text);
+  assert_passes_static_check(text);
+  emit_with_reference(name, text, reference);
   free(text);
 }
 
@@ -538,6 +498,261 @@ static void test_gpu_fixtures(void **state) {
   }
 }
 
+/* ---- programs -------------------------------------------------------------------------- */
+
+/* A program candidate (caller decrefs) with result as its evaluation (JSON text or NULL).
+ * Regions without a source get the fixture's of their id: 3 SCALE_ADD_SOURCE, 1
+ * REGION_MUL_SOURCE, 2 REGION_ADD_SOURCE. */
+static json_t *program_candidate(const char *program, const char *result) {
+  json_t *c = json_pack("{s:s, s:s, s:o}", "id", "7e1f3a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b",
+                        "task_id", "5d0e8c1b-2a3f-4b6c-8d7e-9f0a1b2c3d4e", "program",
+                        load(program));
+  assert_non_null(c);
+  json_t *step;
+  size_t i;
+  json_array_foreach(json_object_get(json_object_get(c, "program"), "steps"), i, step) {
+    json_int_t id = json_integer_value(json_object_get(step, "region"));
+    const char *source = id == 3 ? SCALE_ADD_SOURCE : id == 1 ? REGION_MUL_SOURCE
+                                                    : REGION_ADD_SOURCE;
+    if (json_object_get(step, "region") && !json_object_get(step, "source"))
+      json_object_set_new(step, "source", json_string(source));
+  }
+  if (result)
+    json_object_set_new(c, "result", load(result));
+  return c;
+}
+
+/* The export of program (with result) for profile (caller frees); fails the test on a
+ * refusal. */
+static char *export_program_text(const char *profile_text, const char *program,
+                                 const char *result) {
+  json_t *profile = load(profile_text), *c = program_candidate(program, result);
+  char *text = NULL, err[256] = "";
+  int rc = export_kernelbench(profile, c, &text, err, sizeof err);
+  if (rc != 0)
+    print_error("export failed: %s\n", err);
+  assert_int_equal(rc, 0);
+  json_decref(c);
+  json_decref(profile);
+  return text;
+}
+
+static void expect_text(const char *text, const char *want) {
+  if (!strstr(text, want))
+    print_error("missing from the export:\n%s\n", want);
+  assert_non_null(strstr(text, want));
+}
+
+static void test_program_layout(void **state) {
+  (void)state;
+  char *text = export_program_text(PROGRAM_PROFILE_FX, PROGRAM_FX, NULL);
+  assert_no_reference(text, PROGRAM_REFERENCE);
+  assert_passes_static_check(text);
+  /* The steps: library, region 3 (its tensors in order of first use), library. */
+  expect_section(text, "_OFG_STEPS = [", "]\n\n",
+                 "_OFG_STEPS = [\n"
+                 "    (\"library\", \"Conv2d\", \"conv\"),\n"
+                 "    (\"region\", \"ofg_r3\", [\n"
+                 "        (\"node:conv\", torch.float32, (8, 16, 32, 32), False),\n"
+                 "        (\"param:scale\", torch.float32, (16, 1, 1), False),\n"
+                 "        (\"node:add\", torch.float32, (8, 16, 32, 32), True),\n"
+                 "    ]),\n"
+                 "    (\"library\", \"MaxPool2d\", \"pool\"),\n");
+  /* Region 3's file: its options as #defines at the top, its kernel renamed. */
+  expect_text(text, "_OFG_REGIONS = [\n    (\"r3\", \"\"\"// opforge region 3 (pointwise: mul, "
+                    "add). Its -D options:\n#define BLOCK 256\n#define OFFSET 1.0f\n"
+                    "#ifndef BLOCK\n");
+  expect_text(text, "extern \"C\" __global__ void __launch_bounds__(BLOCK)\nr3_scale_add(");
+  expect_text(text, "}\n#undef BLOCK\n#undef OFFSET\n\"\"\", ");
+  assert_null(strstr(text, "\nscale_add("));
+  expect_text(text, "void ofg_r3(std::vector<torch::Tensor> tensors, int64_t stream) {\n"
+                    "  TORCH_CHECK(tensors.size() == 3, \"ofg_r3: expected 3 tensors, got \", "
+                    "tensors.size());\n");
+  expect_text(text, "cudaLaunchKernel((const void*)r3_scale_add, dim3(512, 1, 1), "
+                    "dim3(256, 1, 1), ofg_args, 0, ofg_stream);");
+  expect_text(text, "void ofg_r3(std::vector<torch::Tensor> tensors, int64_t stream);\n\n"
+                    "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+                    "  m.def(\"ofg_r3\", &ofg_r3, \"region 3's launches, in plan order\");\n}\n");
+  expect_text(text, "_OFG_GRAPH_SOURCE = \"fx\"\n_OFG_TRACE = True\n_OFG_CAPTURE = False\n"
+                    "_OFG_N_OUTPUTS = 1\n");
+  expect_text(text, "_OFG_OUTPUT_NODES = [\"pool\"]\n");
+  expect_text(text, "torch.utils.cpp_extension.load(\n");
+  expect_text(text, "_OFG_FLAGS = [\"-O3\", ");
+  expect_text(text, "def _ofg_pack(outputs):\n    \"\"\"What forward returns, in Model's "
+                    "structure.\"\"\"\n    return outputs[0]\n");
+  emit_with_reference("program_fx", text, PROGRAM_REFERENCE);
+  free(text);
+}
+
+static void test_program_graphs(void **state) {
+  (void)state;
+  /* "auto" captures only when the evaluation kept the CUDA graph. */
+  char *text = export_program_text(PROGRAM_PROFILE_EXPORT, PROGRAM_EXPORT,
+                                   "{\"graph\":{\"used\":true}}");
+  expect_text(text, "_OFG_GRAPH_SOURCE = \"export\"\n_OFG_TRACE = True\n_OFG_CAPTURE = True\n");
+  free(text);
+  text = export_program_text(PROGRAM_PROFILE_EXPORT, PROGRAM_EXPORT,
+                             "{\"graph\":{\"used\":false,\"reason\":\"slower\"}}");
+  expect_text(text, "_OFG_CAPTURE = False\n");
+  expect_text(text, "_OFG_OUTPUT_NODES = [\"max_pool2d\"]\n");
+  expect_text(text, "    (\"library\", \"aten.conv2d.default\", \"conv2d\"),\n");
+  expect_text(text, "        (\"node:conv2d\", torch.float32, (8, 16, 32, 32), False),\n");
+  /* torch.export graphs return flat tuples: Model's structure is not read from them. */
+  expect_text(text, "    return outputs[0]\n");
+  assert_passes_static_check(text);
+  emit_with_reference("program_export", text, PROGRAM_REFERENCE);
+  free(text);
+  /* The whole model: no trace, no region. */
+  text = export_program_text(PROGRAM_PROFILE_FX, PROGRAM_MODEL, NULL);
+  expect_text(text, "_OFG_TRACE = False\n_OFG_CAPTURE = False\n");
+  expect_text(text, "_OFG_REGIONS = [\n]\n");
+  expect_text(text, "_OFG_STEPS = [\n    (\"model\", \"model\", None),\n]\n");
+  emit_with_reference("program_model", text, PROGRAM_REFERENCE);
+  free(text);
+}
+
+/* The text of region name's entry in _OFG_REGIONS (static buffer). */
+static const char *region_kernels(const char *text, const char *name) {
+  static char kernels[4096];
+  char head[32];
+  snprintf(head, sizeof head, "    (\"%s\", \"\"\"", name);
+  int len;
+  const char *at = section(text, head, "\"\"\", \"\"\"", &len);
+  snprintf(kernels, sizeof kernels, "%.*s", len - (int)strlen(head), at + strlen(head));
+  return kernels;
+}
+
+static void test_program_two_regions(void **state) {
+  (void)state;
+  char *text = export_program_text(PROGRAM_PROFILE_FX, PROGRAM_TWO_REGIONS, NULL);
+  const char *r1 = region_kernels(text, "r1");
+  assert_non_null(strstr(r1, "#define BLOCK 128\n#define STAGE 1\n#if STAGE != 1"));
+  assert_non_null(strstr(r1, "__launch_bounds__(BLOCK)\nr1_k(const float*"));
+  assert_non_null(strstr(r1, "#undef BLOCK\n#undef STAGE\n"));
+  const char *r2 = region_kernels(text, "r2");
+  assert_non_null(strstr(r2, "#define BLOCK 256\n#define STAGE 2\n#if STAGE != 2"));
+  assert_non_null(strstr(r2, "__launch_bounds__(BLOCK)\nr2_k(const float*"));
+  expect_text(text, "cudaLaunchKernel((const void*)r1_k, dim3(1024, 1, 1), dim3(128, 1, 1)");
+  expect_text(text, "cudaLaunchKernel((const void*)r2_k, dim3(512, 1, 1), dim3(256, 1, 1)");
+  expect_text(text, "  m.def(\"ofg_r1\", &ofg_r1, \"region 1's launches, in plan order\");\n"
+                    "  m.def(\"ofg_r2\", &ofg_r2, \"region 2's launches, in plan order\");\n");
+  expect_text(text, "_OFG_CAPTURE = True\n");
+  assert_passes_static_check(text);
+  emit_with_reference("program_two_regions", text, PROGRAM_REFERENCE);
+  free(text);
+}
+
+/* The refusal of PROGRAM_FX with from replaced by to (in the program's text). */
+static const char *program_refusal(const char *profile, const char *from, const char *to) {
+  static char err[256];
+  const char *hit = strstr(PROGRAM_FX, from);
+  assert_non_null(hit);
+  char program[sizeof PROGRAM_FX + 512];
+  snprintf(program, sizeof program, "%.*s%s%s", (int)(hit - PROGRAM_FX), PROGRAM_FX, to,
+           hit + strlen(from));
+  json_t *p = load(profile), *c = program_candidate(program, NULL);
+  char *text = NULL;
+  err[0] = '\0';
+  assert_int_equal(export_kernelbench(p, c, &text, err, sizeof err), -1);
+  assert_null(text);
+  json_decref(c);
+  json_decref(p);
+  return err;
+}
+
+static void test_program_refusals(void **state) {
+  (void)state;
+  const char *fx = PROGRAM_PROFILE_FX;
+  assert_string_equal(program_refusal(fx, "\"node\":\"conv\"", "\"node\":\"conv9\""),
+                      "program: step 0: node 'conv9' is not in the graph");
+  assert_string_equal(program_refusal(fx, "\"node\":\"conv\"", "\"node\":\"x\""),
+                      "program: step 0: node 'x' is a placeholder, not a call");
+  char untraced[sizeof PROGRAM_PROFILE_FX];
+  const char *source = strstr(fx, "\"graph_source\":\"fx\"");
+  snprintf(untraced, sizeof untraced, "%.*s\"graph_source\":null%s", (int)(source - fx), fx,
+           source + strlen("\"graph_source\":\"fx\""));
+  assert_string_equal(program_refusal(untraced, "\"node\":\"conv\"", "\"node\":\"mul\""),
+                      "program: step 0 runs a node, but the profile has no traced graph");
+  assert_string_equal(program_refusal(fx, "\"region\":3", "\"region\":-1"),
+                      "program: step 1: region must be an integer from 0 to 999999");
+  assert_string_equal(program_refusal(fx, "\"writes\":[\"node:add\"]",
+                                      "\"writes\":[\"node:mul\"]"),
+                      "program: step 1 (region 3): writes 'node:mul', which its plan never "
+                      "names");
+  assert_string_equal(program_refusal(fx, "{\"tensor\":\"node:conv\"}",
+                                      "{\"tensor\":\"node:nope\"}"),
+                      "program: step 1 (region 3): unknown tensor 'node:nope'");
+  assert_string_equal(program_refusal(fx, "\"grid\":[512]", "\"grid\":[0]"),
+                      "program: step 1 (region 3): launch 0: grid[0] must be an integer from "
+                      "1 to 2147483647");
+  assert_string_equal(program_refusal(fx, "\"-DOFFSET=1.0f\"", "\"-O2\""),
+                      "program: step 1 (region 3): candidate: option 1 ('-O2') is not one the "
+                      "evaluator accepts");
+  assert_string_equal(program_refusal(fx, "\"graph\":false", "\"graph\":1"),
+                      "program: graph must be true, false or \"auto\"");
+  assert_string_equal(program_refusal(fx, "{\"library\":\"MaxPool2d\",\"node\":\"pool\"}",
+                                      "{\"oops\":1}"),
+                      "program: step 2 is neither a library step nor a region");
+  assert_string_equal(
+      program_refusal(fx, "{\"library\":\"MaxPool2d\",\"node\":\"pool\"}",
+                      "{\"region\":3,\"source\":\"x\",\"plan\":{\"launches\":[]}}"),
+      "program: step 2: region 3 appears twice");
+  assert_string_equal(
+      program_refusal(fx, "{\"library\":\"MaxPool2d\",\"node\":\"pool\"}",
+                      "{\"region\":4,\"source\":\"x\",\"options\":[\"-use_fast_math\"],"
+                      "\"plan\":{\"launches\":[{\"kernel\":\"k\",\"grid\":[1],\"block\":[1],"
+                      "\"args\":[{\"tensor\":\"node:pool\"}]}]}}"),
+      "program: regions 3 and 4 ask for different nvcc flags, and one build compiles every "
+      "region");
+}
+
+static void test_rename_kernels(void **state) {
+  (void)state;
+  static const char source[] =
+      "#define LAUNCHER k1 // k1 in a directive is renamed too\n"
+      "#define DECLARE __global__ void not_a_kernel(int x)\n"
+      "/* k1 in a comment stays */ const char* s = \"k1\";\n"
+      "extern \"C\" __global__ void OFG_BOUNDS __launch_bounds__(BLOCK, 2) k1(float* y) {\n"
+      "  float k1x = 1e5f + 0x1e+5; y[0] = k1x;\n"
+      "}\n"
+      "template <int N> __global__ void\n  k2(float* y) {}\n"
+      "extern \"C\" __global__ void k3(float* y) { k2<4><<<1, 1>>>(y); }\n";
+  json_t *extra = load("[\"k4\", \"not an identifier\"]");
+  char *out = export_rename_kernels(source, "r7_", extra);
+  assert_non_null(out);
+  assert_string_equal(
+      out,
+      "#define LAUNCHER r7_k1 // k1 in a directive is renamed too\n"
+      "#define DECLARE __global__ void not_a_kernel(int x)\n"
+      "/* k1 in a comment stays */ const char* s = \"k1\";\n"
+      "extern \"C\" __global__ void OFG_BOUNDS __launch_bounds__(BLOCK, 2) r7_k1(float* y) {\n"
+      "  float k1x = 1e5f + 0x1e+5; y[0] = k1x;\n"
+      "}\n"
+      "template <int N> __global__ void\n  r7_k2(float* y) {}\n"
+      "extern \"C\" __global__ void r7_k3(float* y) { r7_k2<4><<<1, 1>>>(y); }\n");
+  free(out);
+  json_decref(extra);
+}
+
+static void test_library_steps(void **state) {
+  (void)state;
+  char list[64];
+  json_t *c = program_candidate(PROGRAM_FX, NULL);
+  assert_int_equal(export_library_steps(c, list, sizeof list), 2);
+  assert_string_equal(list, "Conv2d conv, MaxPool2d pool");
+  assert_int_equal(export_library_steps(c, list, 20), 2);
+  assert_string_equal(list, "Conv2d conv, ...");
+  json_decref(c);
+  c = program_candidate(PROGRAM_MODEL, NULL);
+  assert_int_equal(export_library_steps(c, list, sizeof list), 1);
+  assert_string_equal(list, "model");
+  json_decref(c);
+  c = candidate("x", "[]");
+  assert_int_equal(export_library_steps(c, list, sizeof list), 0);
+  assert_string_equal(list, "");
+  json_decref(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_launcher_matches_golden),
@@ -545,6 +760,12 @@ int main(void) {
     cmocka_unit_test(test_return_structure),
     cmocka_unit_test(test_refusals),
     cmocka_unit_test(test_gpu_fixtures),
+    cmocka_unit_test(test_program_layout),
+    cmocka_unit_test(test_program_graphs),
+    cmocka_unit_test(test_program_two_regions),
+    cmocka_unit_test(test_program_refusals),
+    cmocka_unit_test(test_rename_kernels),
+    cmocka_unit_test(test_library_steps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
