@@ -20,7 +20,11 @@ COMPILE_LOG_CAP = 64 * 1024
 
 
 class ProgramRun(CandidateRun):
-    """One evaluate request of a candidate {"program": {...}}."""
+    """One evaluate request of a candidate {"program": {...}}. graph_class and
+    graph_needs_cuda let the CPU tests stand a host-side graph in for the CUDA one."""
+
+    graph_class = ProgramGraph
+    graph_needs_cuda = True
 
     def __init__(self, ev, task, cand):
         super().__init__(ev, task, cand)
@@ -187,7 +191,7 @@ class ProgramRun(CandidateRun):
         if self.program.mode == "false":
             info["reason"] = "graph false: stream order"
             return
-        if not self.ev.is_cuda:
+        if self.graph_needs_cuda and not self.ev.is_cuda:
             info["reason"] = "no CUDA device: stream order"
             return
         rnd = random_nodes(self.program, self.task.profile.get("graph"), self.task.traced,
@@ -197,7 +201,7 @@ class ProgramRun(CandidateRun):
                               "order" % ", ".join(rnd[:8]))
             return
         try:
-            self.pgraph = ProgramGraph(self.runner, seed_inputs)
+            self.pgraph = self.graph_class(self.runner, seed_inputs)
             info["captured"] = True
         except Exception as exc:
             self.pgraph = None

@@ -27,6 +27,11 @@ class TracedGraph:
         self.exported = exported          # ExportedProgram or None
         self.nodes = {n.name: n for n in module.graph.nodes}
         self.order = [n.name for n in module.graph.nodes]
+        # Looked up once: programs run the graph node by node on every timed rep.
+        self.submodules = dict(module.named_modules())
+        self.placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+        self.get_attrs = [n for n in module.graph.nodes if n.op == "get_attr"]
+        self.refs = self._output_refs()
         self.dead_after = self._last_uses()
 
     def _last_uses(self):
@@ -63,15 +68,11 @@ class TracedGraph:
         if self.kind == "export":
             self._seed_export(env, inputs, state)
         else:
-            index = 0
-            for n in self.module.graph.nodes:
-                if n.op == "placeholder":
-                    env[n.name] = inputs[index] if index < len(inputs) else (
-                        n.args[0] if n.args else None)
-                    index += 1
-        for n in self.module.graph.nodes:
-            if n.op == "get_attr":
-                env[n.name] = _resolve(self.module, str(n.target))
+            for index, n in enumerate(self.placeholders):
+                env[n.name] = inputs[index] if index < len(inputs) else (
+                    n.args[0] if n.args else None)
+        for n in self.get_attrs:
+            env[n.name] = _resolve(self.module, str(n.target))
         return env
 
     def _seed_export(self, env, inputs, state):
@@ -102,7 +103,7 @@ class TracedGraph:
         args = torch.fx.node.map_arg(n.args, lambda a: env[a.name])
         kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a.name])
         if n.op == "call_module":
-            value = self.module.get_submodule(str(n.target))(*args, **kwargs)
+            value = self.submodules[str(n.target)](*args, **kwargs)
         elif n.op == "call_function":
             value = n.target(*args, **kwargs)
         elif n.op == "call_method":
@@ -123,6 +124,9 @@ class TracedGraph:
     def output_refs(self):
         """Names of the nodes the output node refers to, in order (nested tuples
         flattened); for an ExportedProgram, buffer mutations come first."""
+        return self.refs
+
+    def _output_refs(self):
         refs = []
         for n in self.module.graph.nodes:
             if n.op == "output":
@@ -132,7 +136,7 @@ class TracedGraph:
     def outputs(self, env, n_outputs):
         """The task's output tensors from a filled env: the tensors the output node names,
         the last n_outputs of them (an ExportedProgram lists mutated buffers first)."""
-        values = flatten_outputs([env[r] for r in self.output_refs()])
+        values = flatten_outputs([env[r] for r in self.refs])
         return values[len(values) - n_outputs:] if n_outputs else []
 
     def apply_mutations(self, env, state, inputs):

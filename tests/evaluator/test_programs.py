@@ -476,3 +476,120 @@ def test_traced_graph_is_kept_and_rebuilt_the_same(ev_module):
     assert a.task.traced.order == b.task.traced.order == [
         n["name"] for n in a.task.profile["graph"]]
     assert a.task.traced.module.fc is a.task.model.fc  # shares the model's parameters
+
+
+# -- graph order, with a host-side stand-in for the CUDA graph
+
+class HostGraph:
+    """ProgramGraph's interface on the CPU: "capture" runs the program once in fast
+    order; a replay runs it again on the static inputs and copies the results into the
+    static outputs, as a CUDA graph writes the same buffers on every replay."""
+
+    replays = 0
+
+    def __init__(self, runner, seed_inputs):
+        if getattr(HostGraph, "fail", None):
+            raise RuntimeError(HostGraph.fail)
+        self.runner = runner
+        self.static_inputs = [t.clone() if isinstance(t, torch.Tensor) else t
+                              for t in seed_inputs]
+        self.ws = runner.new_workspace()
+        self.outputs = [o.clone() for o in runner.run(self.static_inputs, self.ws, checked=False)]
+        self.graph = self
+
+    def load(self, inputs):
+        for s, t in zip(self.static_inputs, inputs):
+            if isinstance(s, torch.Tensor):
+                s.copy_(t)
+
+    def replay(self, inputs=None):
+        HostGraph.replays += 1
+        if inputs is not None:
+            self.load(inputs)
+        for o, new in zip(self.outputs, self.runner.run(self.static_inputs, self.ws,
+                                                          checked=False)):
+            o.copy_(new)
+
+    def release(self):
+        self.outputs = self.ws = self.static_inputs = None
+
+
+@pytest.fixture
+def host_graph(ev_module, monkeypatch):
+    monkeypatch.setattr(ev_module.ProgramRun, "graph_class", HostGraph)
+    monkeypatch.setattr(ev_module.ProgramRun, "graph_needs_cuda", False)
+    HostGraph.replays = 0
+    HostGraph.fail = None
+    return HostGraph
+
+
+def test_graph_true_replays_every_trial_on_fresh_inputs(make_ev, host_graph):
+    ev, lib = make_ev()
+    program = mixed_program()
+    program["graph"] = "true"
+    r = evaluate(ev, program)
+    assert r["correct"] is True, r["failure"]
+    assert all(t["ok"] and t["replay"]["ok"] for t in r["trials"])
+    assert r["robust"]["replay"]["ok"] is True
+    assert len({t["seed"] for t in r["trials"]}) == 5
+    g = r["graph"]
+    assert (g["mode"], g["captured"], g["used"], g["reason"]) == ("true", True, "graph", None)
+    assert g["stream_ms"] is None and g["graph_ms"] == r["time"]["median_ms"]
+    assert host_graph.replays >= 6 + 3 + 1  # trials, timed reps, the last re-check
+
+
+def test_graph_auto_times_both_orders(make_ev, host_graph):
+    ev, _ = make_ev()
+    r = evaluate(ev, mixed_program())
+    g = r["graph"]
+    assert r["correct"] is True and g["captured"] is True
+    assert g["stream_ms"] is not None and g["graph_ms"] is not None
+    assert g["used"] == ("graph" if g["graph_ms"] < g["stream_ms"] else "stream")
+    assert r["time"]["median_ms"] == min(g["graph_ms"], g["stream_ms"])
+
+
+def test_stale_region_is_caught_in_graph_order(make_ev, host_graph):
+    ev, _ = make_ev()
+    program = mixed_program("stateful_relu")
+    program["graph"] = "true"
+    r = evaluate(ev, program)
+    assert r["graph"]["used"] == "graph"
+    assert all(t["replay"]["ok"] for t in r["trials"])  # each replay starts from reset state
+    assert r["failure"]["class"] == "check/repeat_inconsistent"
+    assert "with new input values in the same buffers" in r["failure"]["message"]
+
+
+def test_region_wrong_only_in_graph_order_is_caught(make_ev, host_graph, monkeypatch):
+    ev, lib = make_ev()
+
+    def k_wrong_when_enqueued(t, lib_):
+        # (softmax follows: a shift would not show, a scale does)
+        t["node:relu"].copy_(torch.relu(t["node:fc"]) * (2.0 if lib_.calls[-1] == "enqueue"
+                                                          else 1.0))
+    monkeypatch.setitem(KERNELS, "wrong_when_enqueued", k_wrong_when_enqueued)
+    program = mixed_program("wrong_when_enqueued")
+    program["graph"] = "true"
+    r = evaluate(ev, program)
+    assert r["failure"]["class"] == "correctness/mismatch"
+    assert r["failure"]["message"].startswith("graph replay: output:0")
+    assert r["trials"][0]["ok"] is False and r["trials"][0]["replay"]["ok"] is False
+
+
+def test_random_program_stays_in_stream_order(make_ev, host_graph):
+    ev, _ = make_ev(DROPOUT_TASK)
+    r = evaluate(ev, library_program(ev, graph="true"))
+    assert r["correct"] is True, r["failure"]
+    g = r["graph"]
+    assert g["captured"] is False and g["used"] == "stream"
+    assert g["reason"] == "random ops (drop) would draw new numbers on every replay: stream order"
+    assert "replay" not in r["trials"][0]
+
+
+def test_capture_failure_falls_back_to_stream_order(make_ev, host_graph):
+    ev, _ = make_ev()
+    host_graph.fail = "operation not permitted when stream is capturing"
+    r = evaluate(ev, mixed_program())
+    assert r["correct"] is True
+    assert r["graph"]["reason"] == ("capture failed: RuntimeError: operation not permitted "
+                                    "when stream is capturing: stream order")
+    assert r["graph"]["used"] == "stream"
