@@ -367,3 +367,59 @@ char *ofg_candidate_time(void *session, int handle, const char *pointers_json,
                          isfinite(r.rse) ? json_real(r.rse) : json_null(), "failure", "sticky",
                          0));
 }
+
+char *ofg_candidate_bind(void *session, int handle, const char *pointers_json) {
+  struct gpu_failure f = {0};
+  CUdeviceptr *ptrs = NULL;
+  struct gpu_candidate *c = begin_call(session, handle, pointers_json, &ptrs, &f);
+  if (!c)
+    return failure_reply(&f, NULL);
+  free(c->bound);
+  c->bound = ptrs;
+  return NULL;
+}
+
+/* Enqueue's work on stream; on an error fills f naming the launch or the reset. */
+static int enqueue_bound(struct gpu_session *s, struct gpu_candidate *c, CUstream stream,
+                         struct gpu_failure *f) {
+  char what[192];
+  size_t failed = 0;
+  CUresult rc = gpu_session_make_current(s);
+  if (rc != CUDA_SUCCESS) {
+    gpu_launch_set_failure(s->api, rc, "cuCtxSetCurrent", f);
+    return -1;
+  }
+  rc = gpu_launch_reset_on_device(c->launch, stream);
+  if (rc != CUDA_SUCCESS) {
+    gpu_launch_set_failure(s->api, rc, "resetting buffers and globals", f);
+    return -1;
+  }
+  rc = gpu_launch_enqueue_all(c->launch, c->bound, stream, &failed);
+  if (rc != CUDA_SUCCESS) {
+    snprintf(what, sizeof what, "launch %zu (kernel '%s')", failed,
+             c->plan->launches[failed].kernel);
+    gpu_launch_set_failure(s->api, rc, what, f);
+    return -1;
+  }
+  return 0;
+}
+
+char *ofg_candidate_enqueue(void *session, int handle, unsigned long long stream) {
+  struct gpu_session *s = session;
+  struct gpu_failure f = {0};
+  struct gpu_candidate *c = s ? gpu_session_find(s, handle) : NULL;
+  if (!s)
+    return protocol_reply("protocol/no_session", "no session");
+  if (!c) {
+    gpu_failure_set(&f, "protocol", "protocol/bad_handle", "no prepared candidate %d", handle);
+    return failure_reply(&f, NULL);
+  }
+  if (!c->bound) {
+    gpu_failure_set(&f, "protocol", "protocol/not_bound",
+                    "candidate %d has no bound pointers: call ofg_candidate_bind first", handle);
+    return failure_reply(&f, NULL);
+  }
+  if (enqueue_bound(s, c, (CUstream)(uintptr_t)stream, &f) < 0)
+    return failure_reply(&f, NULL);
+  return NULL;
+}

@@ -31,7 +31,9 @@
   X(cuMemAlloc, mem_alloc)                                                             \
   X(cuMemFree, mem_free)                                                               \
   X(cuMemsetD8Async, memset_d8_async)                                                  \
+  X(cuMemcpyHtoD, memcpy_htod)                                                         \
   X(cuMemcpyHtoDAsync, memcpy_htod_async)                                              \
+  X(cuMemcpyDtoDAsync, memcpy_dtod_async)                                              \
   X(cuStreamSynchronize, stream_synchronize)                                           \
   X(cuEventCreate, event_create)                                                       \
   X(cuEventDestroy, event_destroy)                                                     \

@@ -12,6 +12,7 @@
 struct launch_global {
   CUdeviceptr ptr;
   const struct cubin_global *g;  /* borrowed from the cubin_info */
+  CUdeviceptr init_dev;          /* owned: g->init on the device (0 when g->init is NULL) */
 };
 
 struct gpu_launch {
@@ -93,20 +94,49 @@ static int prepare_function(struct gpu_launch *l, size_t i, const struct device_
   return 0;
 }
 
+/* Copies a global's initial bytes to the device once, so that
+ * gpu_launch_reset_on_device restores it with a device-to-device copy: a copy from
+ * pageable host memory cannot be captured into a CUDA graph. */
+static int prepare_global_init(struct gpu_launch *l, struct launch_global *lg,
+                               struct gpu_failure *f) {
+  char what[192];
+  const struct cubin_global *g = lg->g;
+  CUdeviceptr dev = 0;
+  CUresult rc = l->api->mem_alloc(&dev, g->size);
+  if (rc == CUDA_SUCCESS) {
+    lg->init_dev = dev; /* freed by gpu_launch_free, also when the copy fails */
+    rc = l->api->memcpy_htod(dev, g->init, g->size);
+  }
+  if (rc != CUDA_SUCCESS) {
+    snprintf(what, sizeof what, "initial value of module global '%.64s' (%llu bytes)",
+             g->name, (unsigned long long)g->size);
+    gpu_launch_set_failure(l->api, rc, what, f);
+    return -1;
+  }
+  return 0;
+}
+
 /* Finds each module global's device address; ones the driver cannot name are skipped
  * (their state could then survive between runs, which the evaluator's re-check after
- * timing still catches). */
-static int prepare_globals(struct gpu_launch *l, const struct cubin_info *info) {
+ * timing still catches). Returns 0, or -1 with f set. */
+static int prepare_globals(struct gpu_launch *l, const struct cubin_info *info,
+                           struct gpu_failure *f) {
   l->globals = calloc(info->n_globals + 1, sizeof *l->globals);
-  if (!l->globals)
+  if (!l->globals) {
+    gpu_failure_set(f, "load", "load/out_of_memory", "out of host memory");
     return -1;
+  }
   for (size_t i = 0; i < info->n_globals; i++) {
     CUdeviceptr ptr = 0;
     size_t size = 0;
-    if (l->api->module_get_global(&ptr, &size, l->module, info->globals[i].name) ==
-            CUDA_SUCCESS &&
-        ptr && size == info->globals[i].size)
-      l->globals[l->n_globals++] = (struct launch_global){ptr, &info->globals[i]};
+    if (l->api->module_get_global(&ptr, &size, l->module, info->globals[i].name) !=
+            CUDA_SUCCESS ||
+        !ptr || size != info->globals[i].size)
+      continue;
+    struct launch_global *lg = &l->globals[l->n_globals++];
+    *lg = (struct launch_global){ptr, &info->globals[i], 0};
+    if (lg->g->init && lg->g->size > 0 && prepare_global_init(l, lg, f) < 0)
+      return -1;
   }
   return 0;
 }
@@ -153,10 +183,8 @@ int gpu_launch_prepare(const struct cuda_api *api, const void *cubin,
   for (size_t i = 0; i < plan->n_launches; i++)
     if (prepare_function(l, i, limits, f) < 0)
       goto fail;
-  if (prepare_globals(l, info) < 0) {
-    gpu_failure_set(f, "load", "load/out_of_memory", "out of host memory");
+  if (prepare_globals(l, info, f) < 0)
     goto fail;
-  }
   if (prepare_buffers(l, f) < 0)
     goto fail;
   *ret_launch = l;
@@ -172,6 +200,9 @@ void gpu_launch_free(struct gpu_launch *l) {
   for (size_t i = 0; l->buffers && l->plan && i < l->plan->n_buffers; i++)
     if (l->buffers[i])
       l->api->mem_free(l->buffers[i]);
+  for (size_t i = 0; l->globals && i < l->n_globals; i++)
+    if (l->globals[i].init_dev)
+      l->api->mem_free(l->globals[i].init_dev);
   if (l->module)
     l->api->module_unload(l->module);
   free(l->funcs);
@@ -192,6 +223,18 @@ CUresult gpu_launch_reset(struct gpu_launch *l, CUstream stream) {
     const struct cubin_global *g = l->globals[i].g;
     rc = g->init ? l->api->memcpy_htod_async(l->globals[i].ptr, g->init, g->size, stream)
                  : l->api->memset_d8_async(l->globals[i].ptr, 0, g->size, stream);
+  }
+  return rc;
+}
+
+CUresult gpu_launch_reset_on_device(struct gpu_launch *l, CUstream stream) {
+  CUresult rc = CUDA_SUCCESS;
+  for (size_t i = 0; rc == CUDA_SUCCESS && i < l->plan->n_buffers; i++)
+    rc = l->api->memset_d8_async(l->buffers[i], 0, l->plan->buffers[i].bytes, stream);
+  for (size_t i = 0; rc == CUDA_SUCCESS && i < l->n_globals; i++) {
+    const struct launch_global *lg = &l->globals[i];
+    rc = lg->init_dev ? l->api->memcpy_dtod_async(lg->ptr, lg->init_dev, lg->g->size, stream)
+                      : l->api->memset_d8_async(lg->ptr, 0, lg->g->size, stream);
   }
   return rc;
 }

@@ -14,8 +14,8 @@ struct gpu_launch;
 
 /* Loads cubin into the current context (cuModuleLoadData), resolves every launch's
  * function, raises the dynamic shared-memory limit where a launch needs more than 48 KiB,
- * checks static + dynamic shared memory, resolves module globals and allocates the
- * plan's buffers. api, plan, tensors and info are borrowed and must outlive the result;
+ * checks static + dynamic shared memory, resolves module globals (copying the initial
+ * values of those that have one to the device) and allocates the plan's buffers. api, plan, tensors and info are borrowed and must outlive the result;
  * cubin is only read during the call. Returns 0 and a new gpu_launch (free with gpu_launch_free),
  * or -1 with f set (stage load or launch; f->sticky tells whether the context is now
  * unusable). */
@@ -33,6 +33,10 @@ size_t gpu_launch_globals_resolved(const struct gpu_launch *l);
 /* Enqueues, on stream, the zeroing of every scratch buffer and the reset of every
  * module global to its initial value, so no state survives from one run to the next. */
 CUresult gpu_launch_reset(struct gpu_launch *l, CUstream stream);
+/* The same reset from device memory only (memsets, and device-to-device copies of the
+ * globals' initial values made at prepare), so that it can be captured into a CUDA
+ * graph: no host memory is read when the work runs. */
+CUresult gpu_launch_reset_on_device(struct gpu_launch *l, CUstream stream);
 /* Enqueues, on stream, filling every output tensor with 0xff bytes (NaN for float
  * types), so that an output the plan does not write, or a kernel that skips work when the
  * output already holds the answer, cannot pass on a previous run's result. Outputs that

@@ -23,7 +23,10 @@ OFG_EXPORT void ofg_session_free(void *session);
 OFG_EXPORT char *ofg_device_info(void *session);
 /* Compiles (through the cache), validates the plan against the tensors, loads the
  * module and allocates the plan's buffers. candidate_json {"source","options","plan"};
- * tensors_json {"tensors":[{"name","dtype","numel","bytes"}],"precision"}. Returns
+ * tensors_json {"tensors":[{"name","dtype","numel","bytes","output"?}],"precision"}
+ * (a tensor is an output when "output" is true, or without it when its name starts with
+ * "output:"; outputs are poisoned by ofg_candidate_run and must be named by a launch).
+ * Returns
  * {"ok","handle"(-1 unless ok),"compile":{...},"failure":null|{stage,class,message},
  *  "sticky":bool, "globals":{"declared","reset"} (module globals reset before each run)}. */
 OFG_EXPORT char *ofg_candidate_prepare(void *session, const char *candidate_json,
@@ -43,6 +46,18 @@ OFG_EXPORT char *ofg_candidate_run(void *session, int handle, const char *pointe
  * "failure","sticky"}. */
 OFG_EXPORT char *ofg_candidate_time(void *session, int handle, const char *pointers_json,
                                     unsigned long long stream, const char *timing_json);
+/* Keeps pointers_json's tensor pointers ({"tensors":[{"name","ptr"}...]}, as for
+ * ofg_candidate_run) in the prepared candidate for ofg_candidate_enqueue, replacing any
+ * bound before. Returns NULL on success, else a failure JSON {"ok":false,"failure",
+ * "sticky"} (free with ofg_string_free). */
+OFG_EXPORT char *ofg_candidate_bind(void *session, int handle, const char *pointers_json);
+/* Enqueues on stream, with the bound pointers: the reset of the candidate's scratch
+ * buffers and module globals (memsets and device-to-device copies), then every launch
+ * in order. Nothing else: no synchronization, no output poisoning, no JSON, no
+ * allocation, so that it can run inside CUDA graph stream capture (the capturing stream
+ * then records it). Returns NULL on success, else a failure JSON as ofg_candidate_bind
+ * (protocol/not_bound before any bind; cuda/<error> naming the launch). */
+OFG_EXPORT char *ofg_candidate_enqueue(void *session, int handle, unsigned long long stream);
 /* Unloads the candidate's module and frees its buffers; unknown handles are ignored. */
 OFG_EXPORT void ofg_candidate_free(void *session, int handle);
 /* Frees a string returned by this library; accepts NULL. */

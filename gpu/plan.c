@@ -45,6 +45,12 @@ static int tensor_parse(const json_t *o, size_t i, struct plan_tensor *t,
                         struct gpu_failure *f) {
   const json_t *name = json_object_get(o, "name"), *bytes = json_object_get(o, "bytes");
   const json_t *numel = json_object_get(o, "numel"), *dtype = json_object_get(o, "dtype");
+  const json_t *output = json_object_get(o, "output");
+  if (output && !json_is_boolean(output)) {
+    gpu_failure_set(f, "protocol", "protocol/bad_tensors", "tensors[%zu]: output must be true "
+                    "or false", i);
+    return -1;
+  }
   if (!json_is_object(o) || !json_is_string(name) || !json_is_integer(bytes) ||
       json_integer_value(bytes) < 0 || (numel && !json_is_integer(numel)) ||
       (dtype && !json_is_string(dtype)) || json_string_length(name) == 0 ||
@@ -57,7 +63,10 @@ static int tensor_parse(const json_t *o, size_t i, struct plan_tensor *t,
   t->dtype = strdup(dtype ? json_string_value(dtype) : "");
   t->bytes = (uint64_t)json_integer_value(bytes);
   t->numel = numel ? (uint64_t)json_integer_value(numel) : 0;
-  t->is_output = strncmp(json_string_value(name), "output:", 7) == 0;
+  /* "output" decides when given: a region of a program writes node values (output:
+   * true) and may read a task output an earlier step made (output: false). */
+  t->is_output = output ? json_is_true(output)
+                        : strncmp(json_string_value(name), "output:", 7) == 0;
   if (!t->name || !t->dtype) {
     gpu_failure_set(f, "protocol", "protocol/out_of_memory", "out of memory");
     return -1;

@@ -33,7 +33,9 @@ struct device_limits {
 /* The H100/H200 values (compute capability 9.0), for tests and the CLI. */
 void gpu_limits_hopper(struct device_limits *ret);
 
-/* One tensor the task provides: input:i, param:<key>, output:i. */
+/* One tensor the task provides: input:i, param:<key>, output:i, or node:<name> (a value
+ * of a program, docs/architecture.md "Programs"). Outputs are poisoned before each
+ * checked run and must be passed to some launch. */
 struct plan_tensor {
   char *name;
   char *dtype;
@@ -48,9 +50,11 @@ struct plan_tensors {
   enum gpu_precision precision;
 };
 
-/* Parses {"tensors":[{"name","dtype","numel","bytes"}...],"precision":"fp32"} (borrowed)
- * into a new plan_tensors that the caller frees with plan_tensors_free. Returns 0, or -1
- * with f set (stage protocol, class protocol/bad_tensors). */
+/* Parses {"tensors":[{"name","dtype","numel","bytes","output"}...],"precision":"fp32"}
+ * (borrowed) into a new plan_tensors that the caller frees with plan_tensors_free. A
+ * tensor is an output when "output" is true, or, without "output", when its name starts
+ * with "output:". Returns 0, or -1 with f set (stage protocol, class
+ * protocol/bad_tensors). */
 int plan_tensors_parse(const json_t *spec, struct plan_tensors **ret_tensors,
                        struct gpu_failure *f);
 /* Frees t and its names; accepts NULL. */

@@ -164,6 +164,7 @@ void gpu_candidate_free(struct gpu_candidate *c) {
   if (!c)
     return;
   gpu_launch_free(c->launch);
+  free(c->bound);
   gpu_plan_free(c->plan);
   plan_tensors_free(c->tensors);
   compile_result_clear(&c->compile);

@@ -21,6 +21,8 @@ struct gpu_candidate {
   struct plan_tensors *tensors;
   struct gpu_plan *plan;
   struct gpu_launch *launch;
+  CUdeviceptr *bound;             /* owned: ofg_candidate_bind's pointers, indexed like
+                                     tensors; NULL until bound */
 };
 
 struct gpu_session {

@@ -11,6 +11,7 @@ from .errors import EvalError, exception_text, sticky_cuda_class
 from .numerics import (TIMING, InputGuard, accuracy_budget, classify_comparison,
                        compare_outputs, max_abs_error, max_abs_finite, poison_,
                        relative_l2_ok)
+from .rng import rng_restore, rng_snapshot
 from .tensors import dtype_name, flatten_outputs, named_inputs, named_state
 
 
@@ -33,6 +34,9 @@ class CandidateRun:
         self.lib = ev.lib
         self.handle = None
         self.fatal = False
+        self.rng = None  # the current trial's generator states (rng_snapshot)
+        # Buffers the reference's own forward changes: no candidate is blamed for them.
+        self.mutable = set(task.profile.get("mutable_buffers") or []) if task.profile else set()
         self.result = {"compile": None, "correct": False, "trials": [], "robust": None,
                        "accuracy": None,
                        "checks": {"inputs_unchanged": None, "outputs_written": None,
@@ -44,8 +48,9 @@ class CandidateRun:
         """The current CUDA stream as an integer (0 off CUDA)."""
         return torch.cuda.current_stream().cuda_stream if self.ev.is_cuda else 0
 
-    def run(self):
-        """Returns the evaluation result; raises EvalError(fatal) on a sticky error."""
+    def _prepare(self):
+        """Compiles and loads the candidate; returns False (the result's failure set)
+        when it cannot run."""
         prep = self.lib.prepare(self.cand, self.task.specs)
         self.result["compile"] = prep.get("compile")
         if not prep.get("ok") and prep.get("sticky"):
@@ -53,8 +58,23 @@ class CandidateRun:
         if not prep.get("ok"):
             self.result["failure"] = prep.get("failure") or {
                 "stage": "compile", "class": "compile/unknown", "message": "prepare failed"}
-            return self.result
+            return False
         self.handle = prep.get("handle")
+        return True
+
+    def _free(self):
+        """Releases what _prepare made (not after a sticky error: the context is gone)."""
+        if self.handle is not None and not self.fatal:
+            try:
+                self.lib.free(self.handle)
+            except Exception:
+                pass
+
+    def run(self):
+        """Returns the evaluation result; raises EvalError(fatal) on a sticky error."""
+        if not self._prepare():
+            self._free()
+            return self.result
         try:
             with self.ev.gpu:
                 self._verify_and_time()
@@ -73,11 +93,7 @@ class CandidateRun:
                                 fatal=True, result=self.result)
             raise
         finally:
-            if self.handle is not None and not self.fatal:
-                try:
-                    self.lib.free(self.handle)
-                except Exception:
-                    pass
+            self._free()
             self.ev._release_memory()
         return self.result
 
@@ -101,11 +117,12 @@ class CandidateRun:
         if not r.get("ok"):
             self._library_failure(r)
 
-    def _library_failure(self, r):
+    def _library_failure(self, r, prefix=""):
         """Raises the failure a library reply carries: fatal (EvalError) when sticky,
-        else a CandidateFailure."""
-        fail = r.get("failure") or {"stage": "launch", "class": "launch/unknown",
-                                    "message": "the library reported a failure"}
+        else a CandidateFailure. prefix goes before the message (a program's step)."""
+        fail = dict(r.get("failure") or {"stage": "launch", "class": "launch/unknown",
+                                         "message": "the library reported a failure"})
+        fail["message"] = prefix + fail.get("message", "")
         if r.get("sticky"):
             self.result["failure"] = fail
             self.fatal = True
@@ -115,7 +132,9 @@ class CandidateRun:
                                fail.get("message", ""))
 
     def _reference(self, inputs):
-        """Fresh reference outputs of the task model on inputs (new tensors)."""
+        """Fresh reference outputs of the task model on inputs (new tensors), drawing
+        the trial's random numbers."""
+        rng_restore(self.rng)
         with torch.no_grad():
             return [t.contiguous() for t in flatten_outputs(self.task.model(*inputs))]
 
@@ -136,30 +155,60 @@ class CandidateRun:
         left = self.ev.mem_fraction * total - torch.cuda.memory_reserved()
         return max(0, int(left / 4))
 
-    def _trial(self, seed, robust, f64):
-        """One trial on fresh inputs; returns (inputs, refs, outs, named) for reuse."""
-        task = self.task
-        inputs = self.ev.make_inputs(task, seed, robust)
-        refs = self._reference(inputs)
+    def _stage(self, inputs, refs):
+        """What one run of the candidate needs on inputs: (state for _execute, the
+        [(name, tensor)] the input guard watches). Here: the poisoned outputs and the
+        named tensors of the plan."""
         outs = self._alloc_outputs(refs)
         named = self._named(inputs, outs)
-        guard = InputGuard([p for p in named if not p[0].startswith("output:")],
-                           self._clone_budget())
+        return (outs, named), [p for p in named if not p[0].startswith("output:")
+                               and p[0] not in self.mutable]
+
+    def _execute(self, staged):
+        """Runs the candidate once (checked) on what _stage made; returns its outputs."""
+        outs, named = staged
         self._launch(named)
+        return outs
+
+    def _after_checks(self, staged, inputs, refs, record, robust):
+        """Further runs of the same trial, after its outputs passed (programs replay
+        their CUDA graph here)."""
+
+    def _trial(self, seed, robust, f64):
+        """One trial on fresh inputs; returns (inputs, refs, outs, staged) for reuse."""
+        task = self.task
+        inputs = self.ev.make_inputs(task, seed, robust)
+        self.rng = rng_snapshot(self.ev.is_cuda)
+        refs = self._reference(inputs)
+        staged, guarded = self._stage(inputs, refs)
+        guard = InputGuard(guarded, self._clone_budget())
+        rng_restore(self.rng)
+        outs = self._execute(staged)
         record = {"seed": seed, "ok": True, "max_abs": 0.0, "max_rel": 0.0}
         if robust:
             self.result["robust"] = record
         else:
             self.result["trials"].append(record)
-        # Inputs first: outputs compared against a reference of inputs the candidate
-        # has since overwritten say less than the overwrite itself.
         changed = guard.changed()
         del guard
+        self._judge(record, changed, inputs, refs, outs, robust)
+        self._after_checks(staged, inputs, refs, record, robust)
+        if f64:
+            self._accuracy_budget(inputs, refs, outs)
+        return inputs, refs, outs, staged
+
+    def _judge(self, record, changed, inputs, refs, outs, robust, what=""):
+        """The checks of one run: inputs unchanged (changed: what the input guard
+        found), then every output against refs, a mismatch of an fp32 task judged by the
+        float64 budget. what names the run in messages (a program's graph replay). Raises
+        the first failure."""
+        # Inputs first: outputs compared against a reference of inputs the candidate
+        # has since overwritten say less than the overwrite itself.
         if changed:
             record["ok"] = False
             self.result["checks"]["inputs_unchanged"] = False
             raise CandidateFailure("check", "check/inputs_modified",
-                                   "the candidate modified %s" % ", ".join(changed))
+                                   "%sthe candidate modified %s" % (what, ", ".join(changed)))
         try:
             self._check_outputs(record, outs, refs, robust)
         except CandidateFailure as failure:
@@ -167,12 +216,10 @@ class CandidateRun:
                                                  "correctness/robust_mismatch")
                     and self._within_float64_budget(
                         inputs, refs, outs, "robust_accuracy" if robust else "trial_accuracy")):
+                failure.failure["message"] = what + failure.failure["message"]
                 raise
             record["ok"] = True
             record["judged_by"] = "float64 accuracy budget"
-        if f64:
-            self._accuracy_budget(inputs, refs, outs)
-        return inputs, refs, outs, named
 
     def _within_float64_budget(self, inputs, refs, outs, key):
         """Whether outputs that failed the element-wise comparison still pass on
@@ -186,16 +233,22 @@ class CandidateRun:
                 and all(o.dtype.is_floating_point for o in outs)
                 and self._accuracy_budget(inputs, refs, outs, key=key, raise_on_fail=False))
 
-    def _alloc_outputs(self, refs):
-        """New output tensors shaped like the profile says, filled with the poison
-        pattern."""
-        outs = []
+    def _check_reference(self, refs):
+        """Raises evaluate/reference_changed when a reference output's dtype or shape
+        is not the profile's."""
         for i, (spec, ref) in enumerate(zip(self._output_specs(), refs)):
             if list(ref.shape) != spec["shape"] or dtype_name(ref.dtype) != spec["dtype"]:
                 raise EvalError("load", "evaluate/reference_changed",
                                 "output:%d of the reference is %s %s, the profile says %s %s"
                                 % (i, dtype_name(ref.dtype), list(ref.shape),
                                    spec["dtype"], spec["shape"]))
+
+    def _alloc_outputs(self, refs):
+        """New output tensors shaped like the profile says, filled with the poison
+        pattern."""
+        self._check_reference(refs)
+        outs = []
+        for ref in refs:
             out = torch.empty_like(ref, memory_format=torch.contiguous_format)
             poison_(out, ref)
             outs.append(out)
@@ -242,6 +295,7 @@ class CandidateRun:
             model64 = copy.deepcopy(self.task.model).double()
             in64 = [t.double() if isinstance(t, torch.Tensor) and t.dtype.is_floating_point
                     else t for t in inputs]
+            rng_restore(self.rng)
             with torch.no_grad():
                 refs64 = flatten_outputs(model64(*in64))
             del model64, in64
@@ -277,7 +331,7 @@ class CandidateRun:
     def _time_and_recheck(self, last):
         """Times the plan, re-verifies the output left by the timing loop and once more
         with new values in the same buffers, then applies the impossible floor."""
-        inputs, refs, outs, named = last
+        inputs, refs, outs, (_, named) = last
         timing = self.lib.time(self.handle, named, self.stream(), dict(TIMING))
         if not timing.get("ok"):
             self._library_failure(timing)
@@ -286,6 +340,7 @@ class CandidateRun:
         # New values in the very buffers the candidate saw: a kernel that caches its
         # result by pointer, or only computes on its first call, returns stale data.
         fresh = self.ev.make_inputs(self.task, self.task.seed + self.task.trials + 1)
+        self.rng = rng_snapshot(self.ev.is_cuda)
         for (_, old), (_, new) in zip(named_inputs(inputs), named_inputs(fresh)):
             old.copy_(new)
         del fresh

@@ -14,6 +14,8 @@ from .candidate import CandidateRun
 from .device_lock import DeviceLock
 from .errors import EvalError, exception_text, sticky_cuda_class
 from .graph import extract_graph
+from .mutation import forward_changing_state
+from .program_run import ProgramRun
 from .numerics import (COPY_BW_BYTES, TIMING, TIMING_MAX_SECONDS, floor_time_ms,
                        fp32_simt_peak, hbm_peak_from_props, max_abs_finite, rse,
                        tensor_core_peak, timing_should_stop)
@@ -63,8 +65,11 @@ class Evaluator:
         torch.cuda.set_device(idx)
         torch.cuda.set_per_process_memory_fraction(self.mem_fraction, idx)
         torch.zeros(1, device=self.device)
+        # PyTorch's own defaults: matmuls in full fp32, convolutions through cuDNN with
+        # TF32 allowed, as a user's eager code runs them (docs/architecture.md,
+        # "Evaluation rules": the accuracy budget is measured against that reference).
         torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True
         props = torch.cuda.get_device_properties(idx)
         self.gpu = DeviceLock(DeviceLock.path_for(props, idx))
         info = {"type": "cuda", "name": props.name, "index": idx,
@@ -303,7 +308,8 @@ class Evaluator:
             inputs = self.make_inputs(task, task.seed)
         with torch.no_grad(), self.gpu:
             with FlopCounterMode(display=False) as counter:
-                outputs = task.model(*inputs)
+                outputs, mutable = forward_changing_state(
+                    task.model, lambda: task.model(*inputs), on_meta=task.device == "meta")
         flops = int(counter.get_total_flops())
         outs = flatten_outputs(outputs)
         ins = named_inputs(inputs)
@@ -317,7 +323,8 @@ class Evaluator:
                     t, torch.nn.Parameter) else "parameter") for n, t in state],
                 "outputs": [tensor_spec("output:%d" % i, t) for i, t in enumerate(outs)],
                 "flops": flops, "precision": task.precision,
-                "tolerance": {"atol": task.atol, "rtol": task.rtol}}
+                "tolerance": {"atol": task.atol, "rtol": task.rtol},
+                "mutable_buffers": mutable}
         prof["min_bytes"] = nbytes_of(ins) + nbytes_of(state) + nbytes_of(
             [(None, t) for t in outs])
         if task.device == "meta":
@@ -328,7 +335,8 @@ class Evaluator:
                 t.dtype.is_floating_point for t in outs)
         del outputs, outs
         with self.gpu:
-            prof.update(extract_graph(task.model, inputs, dict((id(t), n) for n, t in state)))
+            graph_info, task.traced = extract_graph(task.model, inputs, state)
+        prof.update(graph_info)
         prof.update(self._timings(task, inputs, prof))
         task.specs = {"tensors": [{"name": s["name"], "dtype": s["dtype"],
                                    "numel": s["numel"], "bytes": s["bytes"]}
@@ -391,20 +399,29 @@ class Evaluator:
             except Exception:
                 pass
 
-    def time_fn(self, fn):
-        """Times fn on the current stream: CUDA events, an L2 flush (a 256 MB scratch
-        tensor zeroed) before each rep, 3 warm-ups, reps until RSE < 1% (10..200),
-        median reported."""
+    def flush_l2(self):
+        """Enqueues the L2 flush of the timing method: a 256 MB scratch tensor zeroed."""
         if self.flush_buf is None:
             self.flush_buf = torch.empty(TIMING["flush_bytes"] // 4, dtype=torch.float32,
                                          device=self.device)
-        for _ in range(TIMING["warmup"]):
+        self.flush_buf.zero_()
+
+    def time_fn(self, fn, timing=None, max_seconds=TIMING_MAX_SECONDS, before=None):
+        """Times fn on the current stream: CUDA events, an L2 flush (a 256 MB scratch
+        tensor zeroed) before each rep, 3 warm-ups, reps until RSE < 1% (10..200),
+        median reported. timing overrides TIMING's warmup/min_reps/max_reps/target_rse;
+        before(), when given, runs untimed before each flush (programs poison their
+        outputs there); sampling stops after max_seconds once min_reps are in."""
+        p = dict(TIMING, **(timing or {}))
+        for _ in range(p["warmup"]):
             fn()
         torch.cuda.synchronize()
         samples = []
         started = time.monotonic()
         while True:
-            self.flush_buf.zero_()
+            if before is not None:
+                before()
+            self.flush_l2()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
@@ -412,11 +429,9 @@ class Evaluator:
             end.record()
             end.synchronize()
             samples.append(start.elapsed_time(end))
-            if timing_should_stop(samples, TIMING["min_reps"], TIMING["max_reps"],
-                                  TIMING["target_rse"]):
+            if timing_should_stop(samples, p["min_reps"], p["max_reps"], p["target_rse"]):
                 break
-            if (len(samples) >= TIMING["min_reps"]
-                    and time.monotonic() - started > TIMING_MAX_SECONDS):
+            if len(samples) >= p["min_reps"] and time.monotonic() - started > max_seconds:
                 break
         return {"median_ms": statistics.median(samples),
                 "mean_ms": statistics.fmean(samples), "reps": len(samples),
@@ -465,17 +480,20 @@ class Evaluator:
     # -- evaluate
 
     def evaluate(self, raw):
-        """Verifies and times a candidate (docs/architecture.md, "Formats" and "Evaluation
-        rules")."""
+        """Verifies and times a candidate: one kernel plan, or a program of library
+        steps and regions (docs/architecture.md, "Formats" and "Evaluation rules")."""
         if not (self.is_cuda or self.allow_cpu_evaluate):
             raise EvalError("load", "evaluate/no_gpu",
                             "evaluate needs a CUDA device; this evaluator runs on %s"
                             % self.device)
         cand = raw.get("candidate") if isinstance(raw, dict) else None
-        if (not isinstance(cand, dict) or not isinstance(cand.get("source"), str)
-                or not isinstance(cand.get("plan"), dict)):
+        program = cand.get("program") if isinstance(cand, dict) else None
+        if program is None and (not isinstance(cand, dict)
+                                or not isinstance(cand.get("source"), str)
+                                or not isinstance(cand.get("plan"), dict)):
             raise EvalError("protocol", "protocol/bad_argument",
-                            "field candidate must be an object with source and plan")
+                            "field candidate must be an object with source and plan, "
+                            "or with program")
         task = self._require_task()
         if task.device == "meta":
             raise EvalError("load", "evaluate/no_gpu", "the task is loaded on meta")
@@ -483,20 +501,23 @@ class Evaluator:
             raise EvalError("load", "load/gpu_library",
                             "libopforge_gpu is not available: %s" % self.lib_error)
         self.profile({})
+        if program is not None:
+            return ProgramRun(self, task, cand).run()
         return CandidateRun(self, task, cand).run()
 
 
 class allow_tf32:
-    """Context manager: TF32 matmuls and convolutions allowed (or not) inside."""
+    """Context manager: TF32 matmuls allowed (or not) inside. Convolutions keep
+    PyTorch's default (TF32 allowed through cuDNN) either way, so that the eager time
+    is that of the reference the candidates are checked against."""
 
     def __init__(self, on):
         self.on = on
 
     def __enter__(self):
-        self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        self.saved = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = self.on
-        torch.backends.cudnn.allow_tf32 = self.on
 
     def __exit__(self, *exc):
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+        torch.backends.cuda.matmul.allow_tf32 = self.saved
         return False

@@ -34,6 +34,14 @@ class GpuLib:
         d.ofg_candidate_free.restype = None
         d.ofg_string_free.argtypes = [c.c_void_p]
         d.ofg_string_free.restype = None
+        # Programs' region launches; absent from a library built before them, which then
+        # runs single-kernel candidates only.
+        self.has_enqueue = hasattr(d, "ofg_candidate_bind") and hasattr(d, "ofg_candidate_enqueue")
+        if self.has_enqueue:
+            d.ofg_candidate_bind.argtypes = [c.c_void_p, c.c_int, c.c_char_p]
+            d.ofg_candidate_bind.restype = c.c_void_p
+            d.ofg_candidate_enqueue.argtypes = [c.c_void_p, c.c_int, c.c_ulonglong]
+            d.ofg_candidate_enqueue.restype = c.c_void_p
         self.session = None
 
     def open(self, device, cache_dir):
@@ -91,6 +99,32 @@ class GpuLib:
         ptr = self.dll.ofg_candidate_time(self.session, handle, self._pointers(named),
                                           stream, json.dumps(timing).encode())
         return self._take(ptr, "ofg_candidate_time")
+
+    def _take_failure(self, ptr, what):
+        """None for a NULL reply (success), else the parsed failure JSON."""
+        return None if not ptr else self._take(ptr, what)
+
+    def _need_enqueue(self):
+        if not self.has_enqueue:
+            raise EvalError("load", "load/gpu_library",
+                            "this libopforge_gpu has no ofg_candidate_bind/enqueue: rebuild it "
+                            "to run programs with regions")
+
+    def bind(self, handle, named):
+        """Keeps the [(name, tensor)] pointers in the prepared candidate for enqueue.
+        Returns None, or the library's failure dict."""
+        self._need_enqueue()
+        return self._take_failure(self.dll.ofg_candidate_bind(self.session, handle,
+                                                              self._pointers(named)),
+                                  "ofg_candidate_bind")
+
+    def enqueue(self, handle, stream):
+        """Enqueues the candidate's reset and launches on stream with the bound
+        pointers, without synchronizing (usable under CUDA graph capture). Returns None,
+        or the library's failure dict."""
+        self._need_enqueue()
+        return self._take_failure(self.dll.ofg_candidate_enqueue(self.session, handle, stream),
+                                  "ofg_candidate_enqueue")
 
     def free(self, handle):
         """Releases a prepared candidate."""

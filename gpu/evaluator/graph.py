@@ -1,12 +1,15 @@
 # Evaluator graph extraction for the profile: the FX graph of a task model with ShapeProp shapes, falling back to torch.export.
-"""Every node becomes a JSON-ready dict (name, op, target, args, kwargs, shape, dtype);
-nothing keeps references to the model or its inputs."""
+"""Every node becomes a JSON-ready dict (name, op, target, args, kwargs, shape, dtype,
+flops); the traced module itself is returned as a TracedGraph for the task to keep
+(library steps of programs run its nodes). Nothing else keeps references to the model or
+its inputs."""
 
 import math
 
 import torch
 
 from .tensors import dtype_name
+from .traced import TracedGraph
 
 
 def target_name(target):
@@ -79,22 +82,41 @@ def module_attrs(mod):
     return attrs
 
 
-def extract_graph(model, inputs, state_by_id):
-    """{"graph": [...], "graph_source": "fx"|"export", "graph_error": str|None}: the FX
-    graph of model with output shapes from ShapeProp, falling back to torch.export, and
-    to graph null with the reasons when both fail."""
+def extract_graph(model, inputs, state):
+    """({"graph": [...], "graph_source": "fx"|"export", "graph_error": str|None},
+    TracedGraph or None): the FX graph of model with output shapes from ShapeProp,
+    falling back to torch.export, and to graph null with the reasons when both fail.
+    state is named_state(model); every node gets its own "flops" (node_flops)."""
     errors = []
+    by_id = dict((id(t), n) for n, t in state)
     try:
-        return {"graph": fx_graph(model, inputs, state_by_id), "graph_source": "fx",
-                "graph_error": None}
+        nodes, gm = fx_graph(model, inputs, by_id)
+        info = {"graph": nodes, "graph_source": "fx", "graph_error": None}
+        traced = TracedGraph.from_fx(gm)
     except Exception as exc:
         errors.append("symbolic_trace: %s: %s" % (type(exc).__name__, str(exc)[:500]))
+        try:
+            nodes, ep = export_graph(model, inputs)
+            info = {"graph": nodes, "graph_source": "export", "graph_error": errors[0]}
+            traced = TracedGraph.from_export(ep)
+        except Exception as exc2:
+            errors.append("torch.export: %s: %s" % (type(exc2).__name__, str(exc2)[:500]))
+            return ({"graph": None, "graph_source": None, "graph_error": "; ".join(errors)},
+                    None)
+    add_node_flops(info, traced, inputs, state)
+    return info, traced
+
+
+def add_node_flops(info, traced, inputs, state):
+    """Sets "flops" of every node of info["graph"] (0 where none is counted); when the
+    interpretation fails, every node gets 0 and info["flops_error"] says why."""
+    flops = {}
     try:
-        return {"graph": export_graph(model, inputs), "graph_source": "export",
-                "graph_error": errors[0]}
+        flops = traced.node_flops(list(inputs), {n[len("param:"):]: t for n, t in state})
     except Exception as exc:
-        errors.append("torch.export: %s: %s" % (type(exc).__name__, str(exc)[:500]))
-    return {"graph": None, "graph_source": None, "graph_error": "; ".join(errors)}
+        info["flops_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:300])
+    for entry in info["graph"]:
+        entry["flops"] = flops.get(entry["name"], 0)
 
 
 def _meta_shape(meta):
@@ -111,8 +133,8 @@ def _meta_shape(meta):
 
 
 def fx_graph(model, inputs, state_by_id):
-    """Nodes of torch.fx.symbolic_trace(model) with ShapeProp shapes (raises when
-    tracing fails; a ShapeProp failure leaves shapes null and says so)."""
+    """(nodes, GraphModule) of torch.fx.symbolic_trace(model) with ShapeProp shapes
+    (raises when tracing fails; a ShapeProp failure leaves shapes null and says so)."""
     from torch.fx.passes.shape_prop import ShapeProp
     gm = torch.fx.symbolic_trace(model)
     shape_error = None
@@ -152,7 +174,7 @@ def fx_graph(model, inputs, state_by_id):
         if shape_error and n.op != "output":
             entry["shape_error"] = shape_error
         nodes.append(entry)
-    return nodes
+    return nodes, gm
 
 
 def _resolve_attr(root, path):
@@ -166,8 +188,8 @@ def _resolve_attr(root, path):
 
 
 def export_graph(model, inputs):
-    """Nodes of torch.export.export(model) (ATen level; lifted parameters carry their
-    param: names)."""
+    """(nodes, ExportedProgram) of torch.export.export(model) (ATen level; lifted
+    parameters carry their param: names)."""
     ep = torch.export.export(model, tuple(inputs))
     sig = ep.graph_signature
     lifted = dict(getattr(sig, "inputs_to_parameters", {}) or {})
@@ -188,4 +210,4 @@ def export_graph(model, inputs):
         entry["kwargs"] = encode_arg(n.kwargs)
         entry.update(_meta_shape(n.meta.get("val")))
         nodes.append(entry)
-    return nodes
+    return nodes, ep

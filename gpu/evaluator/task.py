@@ -52,6 +52,9 @@ class Task:
         self.init_inputs = None
         self.profile = None
         self.specs = None
+        # The TracedGraph the profile's graph came from (None without a graph); built
+        # with the profile, and so rebuilt the same way after an evaluator restart.
+        self.traced = None
 
 
 def _check_type(args, key, types_, default):

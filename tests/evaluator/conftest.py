@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
 EVALUATOR = REPO / "gpu" / "evaluator" / "main.py"
@@ -165,7 +166,9 @@ def cpu_ev():
 class FakeLib:
     """Stands in for libopforge_gpu in in-process tests: a candidate's "source" names a
     Python kernel in `kernels`, called as kernel(tensors_by_name, lib) on the tensors
-    the evaluator would pass by pointer. Records every call."""
+    the evaluator would pass by pointer. Records every call. Handles are 7, 8, ... in
+    prepare order; bind keeps the tensors (by reference, as the real library keeps
+    pointers) and enqueue runs the kernel on them."""
 
     def __init__(self, kernels, median_ms=1.0, timing_reps=4):
         self.kernels = kernels
@@ -176,6 +179,7 @@ class FakeLib:
         self.freed = []
         self.timing = False
         self.run_count = 0
+        self.bound = {}
 
     def open(self, device, cache_dir):
         self.calls.append("open")
@@ -192,16 +196,24 @@ class FakeLib:
                     "compile": {"ok": False, "ms": 1.0, "log": "error: expected a ;"},
                     "failure": {"stage": "compile", "class": "compile/syntax_error",
                                 "message": "expected a ;"}}
-        return {"ok": True, "handle": 7, "compile": {"ok": True, "ms": 2.5, "log": "",
-                                                     "cache": "miss"}, "failure": None}
+        return {"ok": True, "handle": 6 + len(self.prepared),
+                "compile": {"ok": True, "ms": 2.5, "log": "", "cache": "miss"}, "failure": None}
+
+    def source_of(self, handle):
+        assert 7 <= handle < 7 + len(self.prepared), handle
+        return self.prepared[handle - 7][0]["source"]
 
     def run(self, handle, named, stream, reset_state=True):
         self.calls.append("run" if reset_state else "run_keep_state")
         if reset_state:  # the real library zeroes buffers and resets module globals
             self.module_state = {}
-        assert handle == 7
         self.run_count += 1
-        src = self.prepared[-1][0]["source"]
+        src = self.source_of(handle)
+        specs = {s["name"]: s for s in self.prepared[handle - 7][1]["tensors"]}
+        for name, t in named:  # the real library poisons outputs (0xff bytes) first
+            spec = specs.get(name, {})
+            if spec.get("output", name.startswith("output:")) and t.numel():
+                t.view(-1).view(torch.uint8).fill_(255)
         if src == "sticky":
             return {"ok": False, "sticky": True,
                     "failure": {"stage": "launch", "class": "cuda/CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -226,6 +238,22 @@ class FakeLib:
             self.timing = False
         return {"ok": True, "median_ms": self.median_ms, "mean_ms": self.median_ms * 1.01,
                 "reps": 10, "rse": 0.004}
+
+    def bind(self, handle, named):
+        self.calls.append("bind")
+        self.bound[handle] = list(named)
+        return None
+
+    def enqueue(self, handle, stream):
+        self.calls.append("enqueue")
+        self.module_state = {}
+        src = self.source_of(handle)
+        if src == "enqueue_fails":
+            return {"ok": False, "sticky": False,
+                    "failure": {"stage": "launch", "class": "cuda/CUDA_ERROR_INVALID_VALUE",
+                                "message": "launch 0 (kernel 'k'): CUDA_ERROR_INVALID_VALUE"}}
+        self.kernels[src](dict(self.bound[handle]), self)
+        return None
 
     def free(self, handle):
         self.calls.append("free")

@@ -98,6 +98,35 @@ char *ofg_candidate_time(void *session, int handle, const char *pointers,
 
 void ofg_candidate_free(void *session, int handle) { (void)session; (void)handle; freed_handles++; }
 
+static float *bound_in, *bound_out;
+static unsigned long long last_stream;
+
+unsigned long long fake_last_stream(void) { return last_stream; }
+
+/* Keeps the pointers; handle 6 refuses them. NULL means success. */
+char *ofg_candidate_bind(void *session, int handle, const char *pointers)
+{
+    (void)session;
+    if (handle == 6)
+        return out("{\"ok\":false,\"sticky\":false,\"failure\":{\"stage\":\"protocol\","
+                   "\"class\":\"protocol/bad_pointers\",\"message\":\"%s\"}}", "no");
+    bound_in = (float *)(uintptr_t)ptr_of(pointers, "input:0");
+    bound_out = (float *)(uintptr_t)ptr_of(pointers, "node:y");
+    return NULL;
+}
+
+/* node:y[0] = 3 * input:0[0] through the bound pointers; handle 8 has none bound. */
+char *ofg_candidate_enqueue(void *session, int handle, unsigned long long stream)
+{
+    (void)session;
+    last_stream = stream;
+    if (handle == 8)
+        return out("{\"ok\":false,\"sticky\":false,\"failure\":{\"stage\":\"protocol\","
+                   "\"class\":\"protocol/not_bound\",\"message\":\"candidate 8\"}}");
+    bound_out[0] = 3.0f * bound_in[0];
+    return NULL;
+}
+
 void ofg_string_free(char *s)
 {
     if (s) {
@@ -162,6 +191,36 @@ def test_prepare_run_time_free(ev_module, fake_so):
     lib.free(5)
     assert lib.dll.fake_freed_handles() == 1
     assert lib.dll.fake_live_strings() == 0  # every returned string was freed
+
+
+def test_bind_and_enqueue(ev_module, fake_so):
+    lib = ev_module.GpuLib(str(fake_so))
+    lib.open(0, None)
+    assert lib.has_enqueue is True
+    x = torch.tensor([2.0, 0, 0, 0])
+    y = torch.zeros(4)
+    assert lib.bind(5, [("input:0", x), ("node:y", y)]) is None  # NULL: success
+    assert lib.enqueue(5, 4242) is None
+    assert y[0].item() == 6.0 and lib.dll.fake_last_stream() == 4242
+    failure = lib.bind(6, [("input:0", x)])
+    assert failure["failure"]["class"] == "protocol/bad_pointers"
+    assert lib.enqueue(8, 1)["failure"]["class"] == "protocol/not_bound"
+    assert lib.dll.fake_live_strings() == 0
+
+
+def test_library_without_enqueue_runs_no_regions(ev_module, fake_so, tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    src = tmp_path / "old.c"
+    text = "#include <stdint.h>\n" + FAKE_LIB_C
+    src.write_text(text[:text.index("static float *bound_in")]
+                   + text[text.index("void ofg_string_free"):])
+    so = tmp_path / "libold.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    lib = ev_module.GpuLib(str(so))
+    assert lib.has_enqueue is False
+    with pytest.raises(ev_module.EvalError) as info:
+        lib.bind(5, [])
+    assert info.value.cls == "load/gpu_library"
 
 
 def test_null_and_garbage_replies(ev_module, fake_so):

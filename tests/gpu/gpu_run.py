@@ -1,6 +1,8 @@
 """GPU test run (see tests/gpu/run): the real server on GPU 0, fixture candidates from
 tests/gpu/kernels, builtin-proposer tasks of every op family, tasks through the HTTP API,
-the export check, and checks of every outcome."""
+the export check, and checks of every outcome; then, the server stopped, the program
+checks of tests/gpu/program_checks.py (CUDA graph replay on fresh inputs, a planted stale
+region, the reference program of a level-2 conv task). --only programs runs those alone."""
 import argparse
 import json
 import os
@@ -14,6 +16,8 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from program_checks import run_program_checks  # noqa: E402
 KERNELS = os.path.join(HERE, "kernels")
 EXPORT_CHECK = os.path.join(HERE, "export_check.py")
 
@@ -492,10 +496,14 @@ def main():
                    help="seconds one task may take once it is waited for (default 300)")
     p.add_argument("--export-limit", type=int, default=600,
                    help="seconds export_check.py may take (default 600)")
+    p.add_argument("--only", choices=("all", "programs"), default="all",
+                   help="programs: only the program checks, without the server")
     args = p.parse_args()
     if args.workers_per_gpu < 1:
         p.error("--workers-per-gpu must be at least 1")
     os.makedirs(args.out, exist_ok=True)
+    if args.only == "programs":
+        return finish(args, time.time())
     work = tempfile.mkdtemp(prefix="opforge-gpu-")
     write_fixtures(os.path.join(work, "fixtures"))
     with open(os.path.join(args.kernelbench, "h200-baseline.json")) as f:
@@ -516,6 +524,14 @@ def main():
         for name, path in exports:
             ok, detail = got[path]
             check("export %s passes export_check" % name, ok, detail)
+    return finish(args, started)
+
+
+def finish(args, started):
+    """The program checks (the server stopped, so their timings are alone on the GPU),
+    then the totals; returns the exit status."""
+    print("\nprogram checks:", flush=True)
+    run_program_checks(args.build, args.kernelbench, args.out, check)
     passed = sum(1 for r in results if r[1])
     print("\nwall time %.0f s" % (time.time() - started))
     print("%d passed, %d failed" % (passed, len(results) - passed))

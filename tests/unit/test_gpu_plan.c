@@ -472,6 +472,8 @@ static void test_tensor_spec(void **state) {
     "{\"tensors\":[{\"name\":\"input:0\",\"bytes\":-4}]}",
     "{\"tensors\":[{\"name\":\"input:0\",\"bytes\":4}],\"precision\":\"fp16\"}",
     "{\"tensors\":[{\"name\":\"input:0\",\"bytes\":4},{\"name\":\"input:0\",\"bytes\":4}]}",
+    "{\"tensors\":[{\"name\":\"node:a\",\"bytes\":4,\"output\":\"yes\"}]}",
+    "{\"tensors\":[{\"name\":\"node:a\",\"bytes\":4,\"output\":1}]}",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     json_t *o = json_loads(bad[i], 0, NULL);
@@ -500,6 +502,40 @@ static void test_tensor_spec(void **state) {
   json_decref(o);
 }
 
+/* A program's region names node values: "output" true makes one an output (poisoned, and
+ * it must be written), and "output" false keeps a task output it only reads an input. */
+static void test_tensor_output_flag(void **state) {
+  struct fixture *fx = *state;
+  json_t *o = json_loads("{\"tensors\":["
+                         "{\"name\":\"node:a\",\"bytes\":8,\"output\":true},"
+                         "{\"name\":\"output:0\",\"bytes\":8,\"output\":false},"
+                         "{\"name\":\"output:1\",\"bytes\":8},"
+                         "{\"name\":\"node:b\",\"bytes\":8,\"output\":false},"
+                         "{\"name\":\"input:0\",\"bytes\":8}]}",
+                         0, NULL);
+  struct plan_tensors *t = NULL;
+  struct gpu_failure f = {0};
+  assert_int_equal(plan_tensors_parse(o, &t, &f), 0);
+  json_decref(o);
+  static const bool want[] = {true, false, true, false, false};
+  for (size_t i = 0; i < 5; i++)
+    assert_int_equal(t->items[i].is_output, want[i]);
+  /* node:a is an output now: a plan that never passes it is refused. */
+  plan_tensors_free(fx->tensors);
+  fx->tensors = t;
+  expect_error(fx,
+               "{\"launches\":[{\"kernel\":\"k\",\"grid\":[1],\"block\":[1],\"args\":"
+               "[{\"tensor\":\"output:0\"},{\"tensor\":\"output:1\"},{\"i64\":1}]}]}",
+               "plan/output_not_named", "plan: no launch passes tensor 'node:a'");
+  struct gpu_plan *p = parse(fx,
+                             "{\"launches\":[{\"kernel\":\"k\",\"grid\":[1],\"block\":[1],"
+                             "\"args\":[{\"tensor\":\"output:0\"},{\"tensor\":\"node:a\"},"
+                             "{\"tensor\":\"output:1\"}]}]}",
+                             &f);
+  assert_non_null(p);
+  gpu_plan_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_valid_plan, setup, teardown),
@@ -517,6 +553,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_outputs_named, setup, teardown),
     cmocka_unit_test_setup_teardown(test_buffers, setup, teardown),
     cmocka_unit_test(test_tensor_spec),
+    cmocka_unit_test_setup_teardown(test_tensor_output_flag, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
