@@ -37,7 +37,7 @@ static json_t *evaluate(struct task_run *run, json_t *candidate) {
    * by step, on top of a kernel's checks: it gets LOOP_PROGRAM_DEADLINE_FACTOR times the
    * deadline. */
   double deadline = env->evaluate_deadline_s *
-                    (json_object_get(candidate, "program") ? LOOP_PROGRAM_DEADLINE_FACTOR : 1);
+                    (json_is_object(json_object_get(candidate, "program")) ? LOOP_PROGRAM_DEADLINE_FACTOR : 1);
   int rc = env->evaluator->request(env->evaluator->self, "evaluate", args, deadline, &reply);
   json_decref(args);
   json_t *result;

@@ -73,7 +73,7 @@ json_t *loop_progress(const struct task_run *run) {
 static void note_best(struct task_run *run, json_t *candidate, json_t *result) {
   json_t *lib = json_object_get(result, "library_ms");
   json_t *graph = json_object_get(json_object_get(result, "graph"), "used");
-  bool program = json_object_get(candidate, "program") != NULL;
+  bool program = json_is_object(json_object_get(candidate, "program"));
   run->best_library_ms = json_is_number(lib) ? json_number_value(lib) : program ? -1 : 0;
   run->best_graph = json_is_boolean(graph) ? json_is_true(graph) : program ? -1 : 0;
 }

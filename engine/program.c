@@ -81,7 +81,7 @@ void program_choices(const struct partition *pt, json_t *candidate, json_t **ret
   for (size_t k = 0; k < pt->n; k++)
     ret_choices[k] = NULL;
   json_t *program = json_object_get(candidate, "program");
-  if (!program) {
+  if (!json_is_object(program)) {
     if (pt->n == 1 && pt->regions[0].whole && json_is_string(json_object_get(candidate, "source")))
       ret_choices[0] = json_pack("{s:O, s:O, s:O}", "source", json_object_get(candidate, "source"),
                                  "options", json_object_get(candidate, "options"), "plan",
@@ -117,6 +117,8 @@ void program_region_times(const struct partition *pt, json_t *candidate, json_t 
   for (size_t k = 0; k < pt->n; k++)
     ret_ms[k] = -1;
   json_t *program = json_object_get(candidate, "program");
+  if (!json_is_object(program))
+    program = NULL;
   double median = json_number_value(json_object_get(json_object_get(result, "time"), "median_ms"));
   if (!program) {
     if (pt->n == 1 && median > 0)

@@ -209,7 +209,7 @@ int export_kernelbench(const json_t *profile, const json_t *candidate, char **re
                        char *err, size_t errlen) {
   if (!json_is_object(candidate))
     return export_fail(err, errlen, "candidate: must be an object");
-  if (json_object_get(candidate, "program"))
+  if (json_is_object(json_object_get(candidate, "program")))
     return export_program(profile, candidate, ret_text, err, errlen);
   return export_single(profile, candidate, ret_text, err, errlen);
 }

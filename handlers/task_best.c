@@ -66,7 +66,7 @@ static int refuse_candidate(struct request *req, const struct best_query *q,
                               n, n == 1 ? "" : "s", steps);
     return -1;
   }
-  if (q->format == FORMAT_CUDA && program) {
+  if (q->format == FORMAT_CUDA && json_is_object(program)) {
     *ret_result = reply_error(req, API_ERR_CONFLICT, "format",
                               "the best candidate is a program of %zu steps, which format=cuda "
                               "(one kernel's source and plan) cannot express; ask for "
