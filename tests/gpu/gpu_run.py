@@ -367,13 +367,17 @@ def parse_export_report(report_text, stdout_text, files):
     return {f: got.get(f, (False, "no result from export_check")) for f in files}
 
 
-def run_export_check(args, files):
-    """Runs export_check.py (same Python) on files, the server stopped so that its
-    evaluators hold no GPU memory; returns parse_export_report's map."""
+def run_export_check(args, pairs):
+    """Runs export_check.py (same Python) on (reference, export) pairs, the server stopped
+    so that its evaluators hold no GPU memory; returns parse_export_report's map of the
+    export files."""
+    files = [export for _, export in pairs]
     report = os.path.join(args.out, "export_check.json")
     if os.path.exists(report):
         os.remove(report)
-    cmd = [sys.executable, EXPORT_CHECK, "--json", report, "--jobs", str(len(files))] + files
+    cmd = [sys.executable, EXPORT_CHECK, "--json", report, "--jobs", str(len(files))]
+    for reference, export in pairs:
+        cmd += [reference, export]
     stdout, why = "", ""
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.export_limit)
@@ -393,7 +397,8 @@ def run_export_check(args, files):
 
 def run_families(url, args, ids, finals):
     """Waits for the builtin tasks (submitted by the caller), checks them, prints the table
-    and fetches the exports; returns [(name, export path)] of those fetched."""
+    and fetches the exports; returns [(name, export path, reference path)] of those
+    fetched."""
     rows, exports = [], []
     for name, rel, family, export in FAMILY_TASKS:
         if not ids.get(name):
@@ -410,7 +415,7 @@ def run_families(url, args, ids, finals):
             if why:
                 check("export %s" % name, False, why)
             else:
-                exports.append((name, path))
+                exports.append((name, path, os.path.join(args.kernelbench, rel)))
     print_family_table(rows)
     return exports
 
@@ -520,8 +525,8 @@ def main():
     finally:
         stop_server(proc, work, args)
     if exports:
-        got = run_export_check(args, [path for _, path in exports])
-        for name, path in exports:
+        got = run_export_check(args, [(ref, path) for _, path, ref in exports])
+        for name, path, _ in exports:
             ok, detail = got[path]
             check("export %s passes export_check" % name, ok, detail)
     return finish(args, started)
