@@ -219,7 +219,9 @@ static int best_kernelbench(struct cli_client *client, const char *path,
   }
   free(reply.data);
   if (rc == CLI_EXIT_OK && o->output)
-    fprintf(stderr, "wrote %s (%zu bytes): exec it after the reference program, in its namespace (as KernelBench's eval does), and use ModelNew in place of Model\n",
+    fprintf(stderr,
+            "wrote %s (%zu bytes): exec it after the reference program, in its namespace "
+            "(as KernelBench's eval does), and use ModelNew in place of Model\n",
             o->output, reply.len);
   return rc;
 }
