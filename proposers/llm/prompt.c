@@ -371,6 +371,25 @@ void llm_prompt_clear(struct llm_prompt *p) {
 enum { S_RULES, S_PITFALLS, S_REGION, S_DIRECTION, S_POOL, S_HISTORY, S_GUIDANCE, S_ANSWER,
        S_SOURCE, S_PLAN, S_OPTIONS, S_COUNT };
 
+/* A plan as JSON with one launch a line (caller frees), or NULL when out of memory. */
+static char *plan_text(json_t *plan) {
+  struct ltext t = {0};
+  char *buffers = json_dumps(json_object_get(plan, "buffers") ? json_object_get(plan, "buffers")
+                                                              : json_array(),
+                             JSON_COMPACT | JSON_ENCODE_ANY);
+  ltext_printf(&t, "{\"buffers\": %s,\n \"launches\": [", buffers ? buffers : "[]");
+  free(buffers);
+  size_t i;
+  json_t *l;
+  json_array_foreach(json_object_get(plan, "launches"), i, l) {
+    char *one = json_dumps(l, JSON_COMPACT);
+    ltext_printf(&t, "%s\n  %s", i ? "," : "", one ? one : "{}");
+    free(one);
+  }
+  ltext_puts(&t, "]}");
+  return ltext_take(&t);
+}
+
 /* The small step's view of the parent: its source without trailing newlines, its plan
  * (indented JSON) and its options. */
 static void parent_parts(json_t *parent, char **s) {
@@ -379,7 +398,7 @@ static void parent_parts(json_t *parent, char **s) {
   while (len > 0 && src[len - 1] == '\n')
     len--;
   s[S_SOURCE] = strndup(src ? src : "", len);
-  s[S_PLAN] = json_dumps(json_object_get(parent, "plan"), JSON_INDENT(2) | JSON_ENCODE_ANY);
+  s[S_PLAN] = plan_text(json_object_get(parent, "plan"));
   json_t *opts = json_object_get(parent, "options");
   char *o = json_array_size(opts) ? json_dumps(opts, JSON_COMPACT) : NULL;
   struct ltext t = {0};

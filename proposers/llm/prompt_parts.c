@@ -23,6 +23,14 @@ static void one_line(struct ltext *out, const char *s, size_t max) {
     ltext_puts(out, "...");
 }
 
+/* A time: microseconds below 0.1 ms, else milliseconds. */
+static void time_ms(struct ltext *out, double ms) {
+  if (ms < 0.1)
+    ltext_printf(out, "%.2f us", ms * 1e3);
+  else
+    ltext_printf(out, "%.3f ms", ms);
+}
+
 static void shape(json_t *shp, struct ltext *out) {
   if (!json_is_array(shp)) {
     ltext_puts(out, "[?]");
@@ -173,12 +181,18 @@ void prompt_facts(json_t *profile, struct ltext *out) {
                  "parameter and output moved once).\n", json_number_value(flops),
                  json_number_value(bytes));
   double fl = floor_ms(profile);
-  if (fl > 0)
-    ltext_printf(out, "Floor: %.4f ms (the longer of moving the minimal bytes at the measured "
-                 "copy bandwidth and doing the FLOPs at the fp32 SIMT peak).\n", fl);
+  if (fl > 0) {
+    ltext_puts(out, "Floor: ");
+    time_ms(out, fl);
+    ltext_puts(out, " (the longer of moving the minimal bytes at the measured copy bandwidth "
+                    "and doing the FLOPs at the fp32 SIMT peak).\n");
+  }
   json_t *eager = json_object_get(profile, "eager_ms");
-  if (json_is_number(eager))
-    ltext_printf(out, "PyTorch eager: %.4f ms for the whole task.\n", json_number_value(eager));
+  if (json_is_number(eager)) {
+    ltext_puts(out, "PyTorch eager: ");
+    time_ms(out, json_number_value(eager));
+    ltext_puts(out, " for the whole task.\n");
+  }
   json_t *sms = json_object_get(profile, "sm_count");
   if (json_is_integer(sms))
     ltext_printf(out, "The GPU has %lld SMs.\n", (long long)json_integer_value(sms));
@@ -199,7 +213,8 @@ void prompt_verdict(json_t *candidate, struct ltext *out) {
     double ms = json_number_value(json_object_get(json_object_get(result, "time"), "median_ms"));
     json_t *eager = json_object_get(json_object_get(result, "speedup"), "eager");
     json_t *ff = json_object_get(result, "floor_fraction");
-    ltext_printf(out, "correct, %.4f ms", ms);
+    ltext_puts(out, "correct, ");
+    time_ms(out, ms);
     if (json_is_number(eager))
       ltext_printf(out, ", %.2fx eager", json_number_value(eager));
     if (json_is_number(ff) && isfinite(json_number_value(ff)))
