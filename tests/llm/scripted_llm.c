@@ -5,8 +5,9 @@
  * Prints "listening on http://127.0.0.1:PORT" and serves until SIGTERM or SIGINT.
  *
  * The script: {"key": "...", "rules": [{"match": "text", "replies": [REPLY, ...]}, ...]}.
- * A request's last message is matched against the rules in order ("match" absent or ""
- * matches anything); the first rule that matches answers with its next reply, cycling.
+ * A request's last message is matched against the rules in order ("match" is a text the
+ * message must hold, or an array of them; absent, it matches anything); the first rule
+ * that matches answers with its next reply, cycling.
  * With "key", a request whose Authorization is not "Bearer <key>" gets a 401 whose message
  * quotes the key it sent (as some services do), so tests can see that it is scrubbed.
  * A REPLY is an object:
@@ -70,9 +71,15 @@ static json_t *pick_reply(json_t *req) {
   json_t *rules = json_object_get(script, "rules"), *rule;
   size_t i;
   json_array_foreach(rules, i, rule) {
-    const char *match = json_string_value(json_object_get(rule, "match"));
-    json_t *replies = json_object_get(rule, "replies");
-    if ((match && *match && !strstr(last_message(req), match)) || !json_array_size(replies))
+    json_t *match = json_object_get(rule, "match"), *replies = json_object_get(rule, "replies");
+    bool hit = json_array_size(replies) > 0;
+    if (json_is_string(match))
+      hit = hit && strstr(last_message(req), json_string_value(match));
+    size_t j;
+    json_t *m;
+    json_array_foreach(match, j, m) hit = hit && json_is_string(m) &&
+                                          strstr(last_message(req), json_string_value(m));
+    if (!hit)
       continue;
     json_t *r = json_array_get(replies, cursors[i] % json_array_size(replies));
     cursors[i]++;
