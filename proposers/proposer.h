@@ -18,7 +18,7 @@ struct proposal_usage {
 };
 
 /* What a task may still spend on proposing: its budget less what it spent. A field <= 0
- * is used up. */
+ * is used up; a budget the task does not set is LLONG_MAX tokens or HUGE_VAL dollars. */
 struct proposal_limit {
   long long tokens;   /* prompt and completion tokens together (budget.llm_tokens) */
   double cost_usd;    /* budget.llm_usd */
