@@ -388,6 +388,7 @@ static void test_every_policy_end_to_end(void **state) {
   /* Reads of everything else the API shows, for the grep. */
   json_decref(get_json(&s, "/v1/tasks?limit=50"));
   json_decref(get_json(&s, "/v1/memory/global"));
+  json_decref(get_json(&s, "/v1/devices"));
   struct http_response *m = request(&s, "GET", "/metrics", NULL);
   http_response_free(m);
   for (size_t k = 0; k < 6; k++)
