@@ -6,6 +6,7 @@
 #include "cli/bench.h"
 #include "cli/best.h"
 #include "cli/cli.h"
+#include "cli/llm.h"
 #include "cli/memory.h"
 #include "cli/profile.h"
 #include "cli/propose.h"
@@ -30,6 +31,7 @@ static const struct command commands[] = {
   {"best", cli_best_main, "fetch a task's best kernel as JSON or a KernelBench file (opforge best --help)"},
   {"memory", cli_memory_main, "export, import, reset or show the HTAM memory"},
   {"kernel", cli_kernel_main, "compile a CUDA file with NVRTC (opforge kernel compile --help)"},
+  {"llm", cli_llm_main, "check the LLM endpoint with one small request (opforge llm check --help)"},
   {NULL, NULL, NULL},
 };
 

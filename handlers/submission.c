@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-enum field_kind { F_NAME, F_SOURCE, F_ENUM, F_INT, F_NUMBER, F_OBJECT, F_STRING_OR_NULL };
+enum field_kind { F_NAME, F_SOURCE, F_ENUM, F_INT, F_NUMBER, F_OBJECT, F_STRING_OR_NULL,
+                  F_INT_OR_NULL, F_NUMBER_OR_NULL };
 
 /* One key of the schema: kind, bounds, choices or children. */
 struct field_spec {
@@ -28,6 +29,7 @@ static const struct field_spec budget_fields[] = {
   {"steps", F_INT, 1, 1000, false, NULL, NULL},
   {"seconds", F_INT, 1, 86400, false, NULL, NULL},
   {"llm_usd", F_NUMBER, 0, 1000, false, NULL, NULL},
+  {"llm_tokens", F_INT, 1, 1000000000, false, NULL, NULL},
   {"stop_at_floor", F_NUMBER, 0, 1, false, NULL, NULL},
   {NULL, 0, 0, 0, false, NULL, NULL},
 };
@@ -36,8 +38,12 @@ static const struct field_spec tolerance_fields[] = {
   {"rtol", F_NUMBER, 0, 1, true, NULL, NULL},
   {NULL, 0, 0, 0, false, NULL, NULL},
 };
+/* The endpoint and its key are the server's alone: a task that could name the URL would
+ * have the server send its key there. */
 static const struct field_spec llm_fields[] = {
   {"model", F_STRING_OR_NULL, 1, 128, false, NULL, NULL},
+  {"temperature", F_NUMBER_OR_NULL, 0, 2, false, NULL, NULL},
+  {"max_tokens", F_INT_OR_NULL, 16, 131072, false, NULL, NULL},
   {NULL, 0, 0, 0, false, NULL, NULL},
 };
 static const struct field_spec submission_fields[] = {
@@ -111,7 +117,7 @@ static int check_string(const struct field_spec *f, json_t *v, const char *path,
 /* Checks a number against the spec's bounds (integers must be JSON integers). */
 static int check_number(const struct field_spec *f, json_t *v, const char *path,
                         struct validation_error *err) {
-  if (f->kind == F_INT && !json_is_integer(v))
+  if ((f->kind == F_INT || f->kind == F_INT_OR_NULL) && !json_is_integer(v))
     return fail(err, API_ERR_INVALID_FIELD, path, "%s must be an integer%s", path, "");
   if (!json_is_number(v))
     return fail(err, API_ERR_INVALID_FIELD, path, "%s must be a number%s", path, "");
@@ -133,6 +139,11 @@ static int check_field(const struct field_spec *f, json_t *v, const char *path,
   case F_NAME:
   case F_SOURCE:
     return check_string(f, v, path, err);
+  case F_INT_OR_NULL:
+  case F_NUMBER_OR_NULL:
+    if (json_is_null(v))
+      return 0;
+    return check_number(f, v, path, err);
   case F_INT:
   case F_NUMBER:
     return check_number(f, v, path, err);

@@ -9,6 +9,21 @@
 
 #include "base/outcome.h"
 
+/* What proposing cost: tokens sent and received, and their price in US dollars. A
+ * proposer that calls a paid service adds to it; the others leave it alone. */
+struct proposal_usage {
+  long long prompt_tokens;
+  long long completion_tokens;
+  double cost_usd;
+};
+
+/* What a task may still spend on proposing: its budget less what it spent. A field <= 0
+ * is used up; a budget the task does not set is LLONG_MAX tokens or HUGE_VAL dollars. */
+struct proposal_limit {
+  long long tokens;   /* prompt and completion tokens together (budget.llm_tokens) */
+  double cost_usd;    /* budget.llm_usd */
+};
+
 /* What the loop asks for in one step; everything is borrowed for the call. */
 struct proposal_request {
   const char *task_id;
@@ -24,6 +39,19 @@ struct proposal_request {
                                  options, plan, result), or NULL for the reference */
   json_t *context;            /* array of candidates: the representative pool (large
                                  step) or the recent work on the path (small step) */
+  /* Additions for proposers that write from a prompt (the LLM proposer); every one may
+   * be NULL, and the others ignore them. */
+  struct proposal_usage *usage; /* the proposer adds what each call of this request cost
+                                   (written, not reset: the caller zeroes it) */
+  const struct proposal_limit *limit; /* what the task may still spend, or NULL for no
+                                   limit: a proposer fails with class
+                                   parse/llm_budget_exhausted rather than call past it */
+  json_t *skills;             /* array of {"rule","score"}: the skill rules; those with a
+                                 score of at least 3 go into prompts as common pitfalls */
+  json_t *strategies;         /* array of local memory nodes: the candidate strategies of
+                                 the direction for the region's family, with their stats
+                                 and evidence */
+  const char *reference;      /* the task's reference program (PyTorch source) */
 };
 
 /* One proposer. Every operation gets self back. The propose operations fill
@@ -52,8 +80,11 @@ struct proposer {
 };
 
 /* What a proposer may need to start (strings borrowed for the call). */
+struct llm_settings;
 struct proposer_config {
   const char *fixtures_dir;   /* the test proposer's candidates; may be NULL */
+  const struct llm_settings *llm; /* the LLM endpoint (proposers/llm/settings.h); NULL:
+                                 the settings of this process's OPFORGE_LLM_* variables */
 };
 
 /* Opens the proposer called name (proposers/registry.c) into *ret. Returns 0, or -1 with
@@ -69,6 +100,12 @@ int proposer_test_new(const char *fixtures_dir, struct proposer *ret);
 /* The builtin proposer (proposers/builtin/proposer.c): templates and knobs, no network.
  * Returns 0 and fills *ret. */
 int proposer_builtin_new(struct proposer *ret);
+
+/* The LLM proposer (proposers/llm/proposer.c): prompts an OpenAI-compatible endpoint.
+ * settings are copied. Returns 0 and fills *ret, or -1 with the reason in why (no
+ * endpoint configured, out of memory). */
+int proposer_llm_new(const struct llm_settings *settings, struct proposer *ret, char *why,
+                     size_t whylen);
 
 /* Frees what a proposer owns (calls its free). Accepts a zeroed struct. */
 void proposer_clear(struct proposer *p);

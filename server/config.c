@@ -202,6 +202,7 @@ static const struct option_spec options[] = {
 
 void config_defaults(struct opforge_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
+  llm_settings_defaults(&cfg->llm);
   snprintf(cfg->listen_host, sizeof cfg->listen_host, "127.0.0.1");
   cfg->listen_port = 8080;
   snprintf(cfg->data_dir, sizeof cfg->data_dir, "./var");
@@ -233,6 +234,17 @@ static int apply_argv(struct opforge_config *cfg, int argc, char **argv, char *e
     const char *eq = strchr(arg, '=');
     size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
     const struct option_spec *o = strncmp(arg, "--", 2) == 0 ? find_option(arg, name_len) : NULL;
+    const struct llm_option *lo = o ? NULL : llm_option_find(arg, name_len);
+    if (lo) {
+      const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!value) {
+        snprintf(err, errlen, "%s: missing value", lo->name);
+        return -1;
+      }
+      if (lo->set(&cfg->llm, value, err, errlen) != 0)
+        return -1;
+      continue;
+    }
     if (!o) {
       snprintf(err, errlen, "%.*s: unknown option (see opforge serve --help)", (int)name_len,
                arg);
@@ -267,11 +279,24 @@ int config_load(int argc, char **argv, char *(*getenv_fn)(const char *),
       return -1;
     }
   }
-  if (apply_argv(cfg, argc, argv, err, errlen) != 0) {
+  for (const struct llm_option *o = llm_options; o->name; o++) {
+    const char *value = getenv_fn ? getenv_fn(o->env) : NULL;
+    if (value && o->set(&cfg->llm, value, err, errlen) != 0) {
+      char inner[512];
+      snprintf(inner, sizeof inner, "%s", err);
+      snprintf(err, errlen, "%s (from %s)", inner, o->env);
+      free(cfg);
+      return -1;
+    }
+  }
+  if (apply_argv(cfg, argc, argv, err, errlen) != 0 ||
+      llm_settings_finish(&cfg->llm, getenv_fn, err, errlen) != 0) {
+    memset(cfg->llm.key, 0, sizeof cfg->llm.key);
     free(cfg);
     return -1;
   }
   *ret_cfg = *cfg;
+  memset(cfg->llm.key, 0, sizeof cfg->llm.key);
   free(cfg);
   return 0;
 }
@@ -280,4 +305,6 @@ void config_usage(FILE *out) {
   fprintf(out, "usage: opforge serve [OPTIONS]\n\noptions (and their variables):\n");
   for (const struct option_spec *o = options; o->name; o++)
     fprintf(out, "  %-26s %-32s %s\n", o->name, o->env, o->help);
+  fprintf(out, "\nthe LLM proposer's endpoint (proposer \"llm\"):\n");
+  llm_settings_usage(out);
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proposers/llm/settings.h"
+
 #define CONFIG_MAX_TOKENS 16
 #define CONFIG_MAX_GPUS 64
 
@@ -38,6 +40,8 @@ struct opforge_config {
   char fixtures[PATH_MAX];         /* fixture candidates for the test proposer */
   unsigned evaluate_deadline_s;    /* compile + evaluate of one candidate */
   unsigned profile_deadline_s;     /* profile, including torch.compile */
+  struct llm_settings llm;         /* the LLM proposer's endpoint (--llm-* options); its
+                                      key is a secret that nothing prints */
 };
 
 /* Sets every field to its default. */

@@ -1,0 +1,228 @@
+/* The LLM proposer: a large step asks the endpoint for a new kernel and launch plan, a
+ * small step for old/new edits of the region's current kernel (proposers/llm/prompt.h);
+ * the answer is parsed strictly (proposers/llm/answer.h), and what each call cost is added
+ * to the request's usage. The task's "llm" options may choose the model (from those the
+ * server allows), the temperature and the completion cap; the endpoint and the key are the
+ * server's alone. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "proposers/family.h"
+#include "proposers/llm/answer.h"
+#include "proposers/llm/client.h"
+#include "proposers/llm/prompt.h"
+#include "proposers/llm/settings.h"
+#include "proposers/proposer.h"
+
+/* A region longer than this many call nodes is left to shorter regions and library steps:
+ * one prompt should describe one fusable piece of work. */
+#define LLM_MAX_REGION_NODES 24
+/* Bytes per token, to estimate a prompt's size before sending it. */
+#define BYTES_PER_TOKEN 4
+/* Fewer completion tokens than this left in the budget is too few for an answer. */
+#define MIN_COMPLETION_TOKENS 256
+
+struct llm_proposer {
+  struct llm_settings s;
+  struct llm_client *client;
+};
+
+/* What one request sends: the server's defaults with the task's overrides. */
+struct call_options {
+  const char *model;  /* borrowed from the settings or the task's options */
+  double temperature;
+  int max_tokens;
+};
+
+static int failure(json_t **ret_failure, const char *cls, const char *message) {
+  *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", cls, "message", message);
+  return -1;
+}
+
+/* Ops whose results no kernel can reproduce (random numbers) stay library steps. */
+static bool random_op(const char *target) {
+  static const char *const needles[] = {"rand", "dropout", "Dropout", "bernoulli",
+                                        "multinomial", "normal_", "uniform_", "poisson", NULL};
+  for (const char *const *n = needles; *n; n++)
+    if (strstr(target, *n))
+      return true;
+  return false;
+}
+
+static int llm_supports(void *self, json_t *profile, const char **ret_family, char *why,
+                        size_t whylen) {
+  (void)self;
+  size_t calls = 0, i;
+  json_t *node;
+  json_array_foreach(json_object_get(profile, "graph"), i, node) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    const char *target = json_string_value(json_object_get(node, "target"));
+    if (!op || strncmp(op, "call_", 5) != 0)
+      continue;
+    calls++;
+    if (target && random_op(target)) {
+      snprintf(why, whylen, "the llm proposer leaves random ops (%s) to PyTorch", target);
+      return -1;
+    }
+  }
+  if (calls > LLM_MAX_REGION_NODES) {
+    snprintf(why, whylen, "the llm proposer writes regions of at most %d ops", LLM_MAX_REGION_NODES);
+    return -1;
+  }
+  *ret_family = family_of_profile(profile);
+  return 0;
+}
+
+/* The task's llm options over the server's defaults; -1 with the failure when the task
+ * names a model the server does not allow. */
+static int call_options(const struct llm_proposer *p, json_t *task_options,
+                        struct call_options *ret, json_t **ret_failure) {
+  json_t *o = json_object_get(task_options, "llm");
+  json_t *model = json_object_get(o, "model"), *temp = json_object_get(o, "temperature");
+  json_t *max = json_object_get(o, "max_tokens");
+  *ret = (struct call_options){p->s.model, p->s.temperature, p->s.max_tokens};
+  if (json_is_string(model)) {
+    if (!llm_settings_model_allowed(&p->s, json_string_value(model))) {
+      char message[300];
+      snprintf(message, sizeof message, "the task asks for model '%.128s', which this server "
+               "does not allow (--llm-models)", json_string_value(model));
+      return failure(ret_failure, "parse/llm_model_not_allowed", message);
+    }
+    ret->model = json_string_value(model);
+  }
+  if (json_is_number(temp))
+    ret->temperature = json_number_value(temp);
+  if (json_is_integer(max))
+    ret->max_tokens = (int)json_integer_value(max);
+  return 0;
+}
+
+/* Fits the completion cap into what the task may still spend on a prompt of prompt_bytes;
+ * -1 with the failure when too little is left to ask at all. */
+static int fit_budget(const struct llm_proposer *p, const struct proposal_limit *limit,
+                      size_t prompt_bytes, struct call_options *o, json_t **ret_failure) {
+  if (!limit)
+    return 0;
+  double prompt_tokens = (double)prompt_bytes / BYTES_PER_TOKEN + 16;
+  double tokens_left = (double)limit->tokens - prompt_tokens;
+  double usd_left = limit->cost_usd - prompt_tokens * p->s.price_in / 1e6;
+  bool priced = p->s.price_in > 0 || p->s.price_out > 0;
+  if (tokens_left < o->max_tokens)
+    o->max_tokens = tokens_left > 0 ? (int)tokens_left : 0;
+  if (priced && p->s.price_out > 0) {
+    double affordable = usd_left > 0 ? usd_left / p->s.price_out * 1e6 : 0;
+    if (affordable < o->max_tokens)
+      o->max_tokens = (int)affordable;
+  }
+  if (o->max_tokens < MIN_COMPLETION_TOKENS || (priced && usd_left <= 0)) {
+    char message[300];
+    snprintf(message, sizeof message, "the task's LLM budget is used up: %lld tokens and "
+             "%.4f USD were left, a prompt of about %.0f tokens and an answer need more",
+             limit->tokens, limit->cost_usd, prompt_tokens);
+    return failure(ret_failure, "parse/llm_budget_exhausted", message);
+  }
+  return 0;
+}
+
+/* Adds what reply cost to usage (may be NULL). */
+static void account(const struct llm_proposer *p, const struct llm_reply *reply,
+                    struct proposal_usage *usage) {
+  if (!usage)
+    return;
+  usage->prompt_tokens += reply->prompt_tokens;
+  usage->completion_tokens += reply->completion_tokens;
+  usage->cost_usd += (double)reply->prompt_tokens * p->s.price_in / 1e6 +
+                     (double)reply->completion_tokens * p->s.price_out / 1e6;
+}
+
+static int llm_propose(struct llm_proposer *p, const struct proposal_request *req, bool small,
+                       json_t **ret_candidate, json_t **ret_failure) {
+  struct call_options o;
+  if (call_options(p, req->task_options, &o, ret_failure) != 0)
+    return -1;
+  small = small && json_is_string(json_object_get(req->parent, "source"));
+  struct llm_prompt prompt = {0};
+  char err[256];
+  if (llm_prompt_build(req, small, &prompt, err, sizeof err) != 0)
+    return failure(ret_failure, "parse/llm_prompt", err);
+  if (fit_budget(p, req->limit, strlen(prompt.system) + strlen(prompt.user), &o,
+                 ret_failure) != 0) {
+    llm_prompt_clear(&prompt);
+    return -1;
+  }
+  struct llm_request call = {o.model, prompt.system, prompt.user, o.temperature, o.max_tokens};
+  struct llm_reply reply;
+  struct llm_error lerr;
+  int rc = llm_chat(p->client, &call, &reply, &lerr);
+  size_t prompt_bytes = strlen(prompt.user);
+  llm_prompt_clear(&prompt);
+  if (rc != 0) {
+    log_warn("llm: task %s step %d: %s: %s", req->task_id ? req->task_id : "?", req->step,
+             lerr.cls, lerr.message);
+    return failure(ret_failure, lerr.cls, lerr.message);
+  }
+  account(p, &reply, req->usage);
+  log_info("llm: task %s step %d: %s step, model %s, %zu prompt bytes, %lld+%lld tokens%s, "
+           "%.0f ms, %u attempt(s)", req->task_id ? req->task_id : "?", req->step,
+           small ? "small" : "large", reply.model, prompt_bytes, reply.prompt_tokens,
+           reply.completion_tokens, reply.usage_estimated ? " (estimated)" : "", reply.latency_ms,
+           reply.attempts);
+  struct answer_error aerr;
+  json_t *cand = small ? answer_parse_small(reply.content, req->parent, req->profile, &aerr)
+                       : answer_parse_large(reply.content, req->profile, &aerr);
+  if (!cand) {
+    if (reply.truncated) {
+      size_t used = strlen(aerr.message);
+      snprintf(aerr.message + used, sizeof aerr.message - used,
+               " (the answer stopped at max_tokens %d)", o.max_tokens);
+    }
+    log_debug("llm: task %s step %d: %s; the answer began: %.1500s",
+              req->task_id ? req->task_id : "?", req->step, aerr.cls, reply.content);
+    llm_reply_clear(&reply);
+    return failure(ret_failure, aerr.cls, aerr.message);
+  }
+  llm_reply_clear(&reply);
+  *ret_candidate = cand;
+  return 0;
+}
+
+static int llm_large(void *self, const struct proposal_request *req, json_t **ret_candidate,
+                     json_t **ret_failure) {
+  return llm_propose(self, req, false, ret_candidate, ret_failure);
+}
+
+static int llm_small(void *self, const struct proposal_request *req, json_t **ret_candidate,
+                     json_t **ret_failure) {
+  return llm_propose(self, req, true, ret_candidate, ret_failure);
+}
+
+static void llm_free(void *self) {
+  struct llm_proposer *p = self;
+  if (!p)
+    return;
+  llm_client_free(p->client);
+  memset(p->s.key, 0, sizeof p->s.key);
+  free(p);
+}
+
+int proposer_llm_new(const struct llm_settings *settings, struct proposer *ret, char *why,
+                     size_t whylen) {
+  if (!settings || !settings->base_url[0]) {
+    snprintf(why, whylen, "the 'llm' proposer has no endpoint: start the server with "
+             "--llm-base-url and --llm-model (or OPFORGE_LLM_BASE_URL and OPFORGE_LLM_MODEL)");
+    return -1;
+  }
+  struct llm_proposer *p = calloc(1, sizeof *p);
+  if (!p || llm_client_new(settings, NULL, &p->client) != 0) {
+    free(p);
+    snprintf(why, whylen, "the 'llm' proposer cannot start its HTTP client (libcurl or memory)");
+    return -1;
+  }
+  p->s = *settings;
+  *ret = (struct proposer){.name = "llm", .self = p, .supports = llm_supports,
+                           .propose_large = llm_large, .propose_small = llm_small,
+                           .free = llm_free};
+  return 0;
+}

@@ -1,0 +1,512 @@
+/* The LLM proposer end to end: the real opforge server with the scripted evaluator of
+ * tests/engine and proposer "llm" pointed at the scripted endpoint runs a task to its end
+ * under every policy; the endpoint's answers are correct, failing to compile, wrong,
+ * malformed, or edits whose old text is not unique, so every kind of step shows. The key
+ * never appears in the server's log, the store's files, any API response or the events,
+ * not even when the endpoint quotes a wrong key back. `opforge llm check` answers 0, 1 or
+ * 2. Responses are checked against the spec (tests/api/harness.c). */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* cmocka needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/api/harness.h"
+#include "tests/common/child.h"
+#include "tests/llm/llm_testlib.h"
+
+#define KEY "sk-e2e-SECRET-4242-abcdefghijklmnop"
+#define WRONG_KEY "sk-e2e-WRONG-9999-qrstuvwxyzABCDEF"
+#define FINAL_TIMEOUT_MS 60000L
+
+static const char REFERENCE[] =
+    "import torch\n\n"
+    "class Model(torch.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n\n"
+    "    def forward(self, x):\n"
+    "        return torch.softmax(x, dim=-1)\n\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(256, 512)]\n\n"
+    "def get_init_inputs():\n"
+    "    return []\n";
+
+/* The kernel of a large step's answer, with the scripted evaluator's directive D. */
+#define KERNEL(D)                                                                            \
+  "```cuda\\n// SCRIPT " D " {{n}}\\nextern \\\"C\\\" __global__ void softmax_rows(const "     \
+  "float* x, float* y, int cols) {\\n  float m = -1e30f;\\n  float s = 0.0f;\\n  for (int c = " \
+  "threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, x[blockIdx.x * cols + c]);\\n  y[0] = " \
+  "m + s;\\n}\\n```\\n```json\\n{\\\"launches\\\": [{\\\"kernel\\\": \\\"softmax_rows\\\", "     \
+  "\\\"grid\\\": [256], \\\"block\\\": [256], \\\"args\\\": [{\\\"tensor\\\": \\\"input:0\\\"}, " \
+  "{\\\"tensor\\\": \\\"output:0\\\"}, {\\\"i32\\\": 512}]}]}\\n```\\n"
+
+#define SMALL "Answer with edits to the current source"
+#define EDIT(a, b) "<old_str_1>\\nSCRIPT correct " a "\\n</old_str_1>\\n<new_str_1>\\nSCRIPT correct " b "\\n</new_str_1>"
+
+/* Small steps walk a correct kernel 1.x -> 0.9x -> 0.8x -> 0.7x; other small steps and
+ * large steps cycle through the other kinds of answer. */
+static const char SCRIPT[] =
+    "{\"key\": \"" KEY "\", \"rules\": ["
+    "{\"match\": [\"" SMALL "\", \"SCRIPT correct 0.8\"], \"replies\": [{\"content\": \""
+    EDIT("0.8", "0.7") "\"}]},"
+    "{\"match\": [\"" SMALL "\", \"SCRIPT correct 0.9\"], \"replies\": [{\"content\": \""
+    EDIT("0.9", "0.8") "\"}]},"
+    "{\"match\": [\"" SMALL "\", \"SCRIPT correct 1.\"], \"replies\": [{\"content\": \""
+    EDIT("1.", "0.9") "\"}]},"
+    "{\"match\": \"" SMALL "\", \"replies\": ["
+    "  {\"content\": \"<old_str_1>float</old_str_1><new_str_1>double</new_str_1>\"},"
+    "  {\"content\": \"I would unroll the loop.\"}]},"
+    "{\"replies\": ["
+    "  {\"content\": \"" KERNEL("correct 1.") "\", \"usage\": {\"prompt_tokens\": 2000, "
+    "   \"completion_tokens\": 500}},"
+    "  {\"content\": \"" KERNEL("compile") "\"},"
+    "  {\"content\": \"" KERNEL("wrong") "\"},"
+    "  {\"content\": \"Here is my plan: fuse the max and the sum.\"}]}]}";
+
+static char g_evaluator[PATH_MAX];
+
+/* Everything every API response said, for the key grep. */
+static struct text g_seen;
+
+struct llm_server {
+  pid_t pid;
+  int out_fd;
+  char dir[PATH_MAX];
+  char url[64];
+};
+
+static void path_in(const char *dir, const char *name, char *out, size_t len) {
+  int n = snprintf(out, len, "%s/%s", dir, name);
+  assert_true(n > 0 && (size_t)n < len);
+}
+
+/* Starts opforge serve on a new temp dir, with the endpoint at llm_url and the key in a
+ * key file, through the OPFORGE_LLM_* variables. */
+static void server_start_llm(struct llm_server *s, const char *llm_url, const char *key) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->dir, sizeof s->dir, "/tmp/opforge-llme2e-XXXXXX");
+  assert_non_null(mkdtemp(s->dir));
+  char data[PATH_MAX + 8], log[PATH_MAX + 16], key_path[PATH_MAX + 8];
+  path_in(s->dir, "data", data, sizeof data);
+  path_in(s->dir, "server.log", log, sizeof log);
+  path_in(s->dir, "key", key_path, sizeof key_path);
+  assert_int_equal(mkdir(data, 0700), 0);
+  char key_text[128];
+  snprintf(key_text, sizeof key_text, "%s\n", key);
+  llm_write_file(key_path, key_text);
+  char base[128], key_var[PATH_MAX + 32];
+  snprintf(base, sizeof base, "OPFORGE_LLM_BASE_URL=%s/v1", llm_url);
+  snprintf(key_var, sizeof key_var, "OPFORGE_LLM_KEY_FILE=%s", key_path);
+  static const char *const drop[] = {"OPFORGE_", "SCRIPTED_EVAL_", NULL};
+  char *const extra[] = {base, key_var, "OPFORGE_LLM_MODEL=scripted-model",
+                         "OPFORGE_LLM_PRICE_IN=1", "OPFORGE_LLM_PRICE_OUT=2",
+                         "OPFORGE_LLM_BACKOFF_MS=5", "OPFORGE_LLM_TIMEOUT=10",
+                         "SCRIPTED_EVAL_PROGRAM=correct 2.0", NULL};
+  const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
+                        data, "--gpus", "0", "--evaluator", g_evaluator,
+                        "--evaluate-deadline", "30", NULL};
+  char **envp = harness_environment(drop, extra);
+  assert_non_null(envp);
+  assert_int_equal(harness_spawn(argv, envp, log, &s->pid, &s->out_fd), 0);
+  free(envp);
+  if (harness_wait_listening(s->out_fd, 20000, s->url, sizeof s->url) != 0) {
+    harness_dump_log(log, 4096);
+    fail_msg("the server did not start");
+  }
+}
+
+static void server_stop_llm(struct llm_server *s) {
+  kill(s->pid, SIGTERM);
+  int status = harness_wait_exit(s->pid, 20000);
+  if (status == -1) {
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+  }
+  close(s->out_fd);
+  assert_true(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* A request; the body is kept for the key grep. Returns the response (caller frees). */
+static struct http_response *request(struct llm_server *s, const char *method, const char *path,
+                                     const char *body) {
+  struct http_request req = {.method = method, .path = path, .body = body, .timeout_ms = 30000};
+  struct http_response *r = http_do_url(s->url, &req);
+  text_add(&g_seen, r->body, r->body_len);
+  text_add(&g_seen, "\n", 1);
+  return r;
+}
+
+static json_t *get_json(struct llm_server *s, const char *path) {
+  struct http_response *r = request(s, "GET", path, NULL);
+  if (r->status != 200)
+    fail_msg("GET %s: %ld %.400s", path, r->status, r->body);
+  json_t *doc = http_json(r);
+  http_response_free(r);
+  return doc;
+}
+
+/* Submits a softmax task with proposer llm; returns its id (caller frees). */
+static char *submit(struct llm_server *s, const char *name, const char *policy, int steps) {
+  json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i, s:f, s:i}, s:i}", "name", name,
+                           "reference", REFERENCE, "proposer", "llm", "policy", policy, "budget",
+                           "steps", steps, "seconds", 600, "stop_at_floor", 0, "llm_usd", 100.0,
+                           "llm_tokens", 10000000, "seed", 7);
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  struct http_response *r = request(s, "POST", "/v1/tasks", text);
+  free(text);
+  if (r->status != 202)
+    fail_msg("POST /v1/tasks: %ld %.400s", r->status, r->body);
+  json_t *task = http_json(r);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  json_decref(task);
+  http_response_free(r);
+  return id;
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* Waits for the task to be final; returns it (caller owns). */
+static json_t *wait_final(struct llm_server *s, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%s", id);
+  long deadline = now_ms() + FINAL_TIMEOUT_MS;
+  for (;;) {
+    json_t *task = get_json(s, path);
+    const char *st = json_string_value(json_object_get(task, "status"));
+    if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)
+      return task;
+    json_decref(task);
+    if (now_ms() > deadline) {
+      char log[PATH_MAX + 16];
+      path_in(s->dir, "server.log", log, sizeof log);
+      harness_dump_log(log, 6000);
+      fail_msg("task %s is not final after %ld ms", id, FINAL_TIMEOUT_MS);
+    }
+    struct timespec ts = {0, 30 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* The task's candidates (one page of up to 200; caller owns) and events (SSE data lines). */
+static json_t *candidates_of(struct llm_server *s, const char *id) {
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/candidates?limit=200", id);
+  json_t *doc = get_json(s, path);
+  json_t *items = json_incref(json_object_get(doc, "items"));
+  json_decref(doc);
+  return items;
+}
+
+static json_t *events_of(struct llm_server *s, const char *id) {
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/events", id);
+  struct http_response *r = request(s, "GET", path, NULL);
+  assert_int_equal(r->status, 200);
+  json_t *events = json_array();
+  for (const char *p = r->body; p && *p;) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    if (len > 6 && strncmp(p, "data: ", 6) == 0)
+      json_array_append_new(events, json_loadb(p + 6, len - 6, 0, NULL));
+    p = eol ? eol + 1 : NULL;
+  }
+  http_response_free(r);
+  return events;
+}
+
+/* Counts, over the candidates, what their results were. */
+struct tally {
+  int correct, compile, wrong, parse, other;
+  int no_source, not_unique, no_edits, not_found;
+};
+
+static void tally_candidates(json_t *cands, struct tally *t) {
+  size_t i;
+  json_t *c;
+  json_array_foreach(cands, i, c) {
+    if (json_integer_value(json_object_get(c, "step")) == 0)
+      continue;  /* the reference */
+    json_t *result = json_object_get(c, "result");
+    json_t *failure = json_object_get(result, "failure");
+    const char *stage = json_string_value(json_object_get(failure, "stage"));
+    const char *cls = json_string_value(json_object_get(failure, "class"));
+    if (json_is_true(json_object_get(result, "correct")))
+      t->correct++;
+    else if (stage && strcmp(stage, "compile") == 0)
+      t->compile++;
+    else if (stage && strcmp(stage, "correctness") == 0)
+      t->wrong++;
+    else if (stage && strcmp(stage, "parse") == 0) {
+      t->parse++;
+      t->no_source += strcmp(cls, "parse/no_source") == 0;
+      t->not_unique += strcmp(cls, "parse/edit_not_unique") == 0;
+      t->no_edits += strcmp(cls, "parse/no_edits") == 0;
+      t->not_found += strcmp(cls, "parse/edit_not_found") == 0;
+    } else {
+      t->other++;
+      char *dump = json_dumps(c, JSON_COMPACT);
+      print_message("unexpected candidate: %.600s\n", dump);
+      free(dump);
+    }
+  }
+}
+
+/* Fails when needle occurs in the file at path (binary files included). */
+static void file_lacks(const char *path, const char *needle) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return;
+  size_t n = strlen(needle), cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  size_t got;
+  while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+    len += got;
+    if (len == cap) {
+      cap *= 2;
+      buf = realloc(buf, cap + 1);
+      assert_non_null(buf);
+    }
+  }
+  fclose(f);
+  if (memmem(buf, len, needle, n))
+    fail_msg("%s holds the key", path);
+  free(buf);
+}
+
+/* Every file under dir lacks needle. */
+static void tree_lacks(const char *dir, const char *needle, int *ret_files) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || strcmp(e->d_name, "key") == 0)
+      continue;
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(path, &st) != 0)
+      continue;
+    if (S_ISDIR(st.st_mode))
+      tree_lacks(path, needle, ret_files);
+    else {
+      file_lacks(path, needle);
+      (*ret_files)++;
+    }
+  }
+  closedir(d);
+}
+
+static const char *const POLICIES[] = {"single", "refine", "flat", "htam", "tree", "htam+tree"};
+
+/* Every policy runs a task to its end on one server (one slot, so the tasks run one after
+ * the other and the endpoint's answers come in a fixed order). */
+static void test_every_policy_end_to_end(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  char *ids[6];
+  for (size_t i = 0; i < 6; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "plain_llm_%zu", i);
+    ids[i] = submit(&s, name, POLICIES[i], 6);
+  }
+  struct tally all = {0};
+  double best_ms = 1e9;
+  for (size_t i = 0; i < 6; i++) {
+    json_t *task = wait_final(&s, ids[i]);
+    const char *status = json_string_value(json_object_get(task, "status"));
+    json_t *progress = json_object_get(task, "progress");
+    int steps = (int)json_integer_value(json_object_get(progress, "step"));
+    print_message("%-10s %s after %d steps, best %.3f ms\n", POLICIES[i], status, steps,
+                  json_number_value(json_object_get(progress, "best_ms")));
+    assert_string_equal(status, "succeeded");
+    double ms = json_number_value(json_object_get(progress, "best_ms"));
+    best_ms = ms > 0 && ms < best_ms ? ms : best_ms;
+    assert_true(steps >= 1 && steps <= 6);
+    if (i == 0)
+      assert_int_equal(steps, 1);  /* single: one proposal */
+    json_t *cands = candidates_of(&s, ids[i]);
+    assert_int_equal(json_array_size(cands), (size_t)steps + 1);
+    struct tally t = {0};
+    tally_candidates(cands, &t);
+    assert_int_equal(t.other, 0);
+    all.correct += t.correct, all.compile += t.compile, all.wrong += t.wrong;
+    all.parse += t.parse, all.no_source += t.no_source, all.not_unique += t.not_unique;
+    all.no_edits += t.no_edits, all.not_found += t.not_found;
+    json_t *events = events_of(&s, ids[i]);
+    json_t *last = json_array_get(events, json_array_size(events) - 1);
+    assert_string_equal(json_string_value(json_object_get(last, "type")), "finished");
+    json_decref(events);
+    json_decref(cands);
+    json_decref(task);
+  }
+  print_message("correct %d, compile %d, wrong %d, parse %d (no_source %d, edit_not_unique %d, "
+                "no_edits %d, edit_not_found %d)\n", all.correct, all.compile, all.wrong,
+                all.parse, all.no_source, all.not_unique, all.no_edits, all.not_found);
+  assert_true(all.correct >= 6);
+  assert_true(all.compile >= 1 && all.wrong >= 1 && all.no_source >= 1);
+  /* Every request carried the key, the configured model and no stream. */
+  json_t *reqs = scripted_llm_requests(&llm);
+  assert_true(json_array_size(reqs) >= 6);
+  size_t i, small = 0;
+  json_t *q;
+  json_array_foreach(reqs, i, q) {
+    assert_string_equal(json_string_value(json_object_get(q, "auth")), "ok");
+    assert_string_equal(json_string_value(json_object_get(q, "model")), "scripted-model");
+    json_t *msgs = json_object_get(q, "messages");
+    const char *user = json_string_value(json_object_get(json_array_get(msgs, 1), "content"));
+    small += user && strstr(user, SMALL) != NULL;
+  }
+  /* Small steps reach the proposer only where the engine finds the region's candidate in
+   * the node's program; when they do, their edits run the 1.x -> 0.9x chain. */
+  print_message("%zu requests, %zu of them small steps\n", json_array_size(reqs), small);
+  if (small > 0) {
+    assert_true(all.not_unique + all.no_edits >= 1);
+    assert_true(best_ms < 1.0);
+  }
+  json_decref(reqs);
+  /* Reads of everything else the API shows, for the grep. */
+  json_decref(get_json(&s, "/v1/tasks?limit=50"));
+  json_decref(get_json(&s, "/v1/memory/global"));
+  json_decref(get_json(&s, "/v1/devices"));
+  struct http_response *m = request(&s, "GET", "/metrics", NULL);
+  http_response_free(m);
+  for (size_t k = 0; k < 6; k++)
+    free(ids[k]);
+  server_stop_llm(&s);
+  /* The key is nowhere: not in the server's log, the store, or any response. */
+  assert_null(strstr(text_str(&g_seen), KEY));
+  assert_null(strstr(text_str(&g_seen), "SECRET-4242"));
+  int files = 0;
+  tree_lacks(s.dir, KEY, &files);
+  tree_lacks(s.dir, "SECRET-4242", &files);
+  assert_true(files >= 2);  /* server.log and the database at least */
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
+/* With a wrong key the endpoint answers 401 and quotes the key it got; each step fails
+ * with parse/llm_http_401, the task still ends (its reference is correct), and the
+ * quoted key is nowhere. */
+static void test_wrong_key_is_scrubbed(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, WRONG_KEY);
+  char *id = submit(&s, "plain_llm_badkey", "refine", 2);
+  json_t *task = wait_final(&s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *cands = candidates_of(&s, id);
+  size_t i, failures = 0;
+  json_t *c;
+  json_array_foreach(cands, i, c) {
+    json_t *failure = json_object_get(json_object_get(c, "result"), "failure");
+    const char *cls = json_string_value(json_object_get(failure, "class"));
+    if (cls && strcmp(cls, "parse/llm_http_401") == 0) {
+      failures++;
+      assert_non_null(strstr(json_string_value(json_object_get(failure, "message")),
+                             "Incorrect API key provided"));
+    }
+  }
+  assert_true(failures >= 1);
+  json_decref(events_of(&s, id));
+  json_decref(cands);
+  json_decref(task);
+  free(id);
+  server_stop_llm(&s);
+  assert_null(strstr(text_str(&g_seen), WRONG_KEY));
+  assert_null(strstr(text_str(&g_seen), "WRONG-9999"));
+  int files = 0;
+  tree_lacks(s.dir, WRONG_KEY, &files);
+  tree_lacks(s.dir, "WRONG-9999", &files);
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
+/* `opforge llm check`: 0 with the model and tokens, 1 with the endpoint's error, 2
+ * without an endpoint; never the key. */
+static void test_llm_check(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start("{\"key\": \"" KEY "\", \"rules\": [{\"match\": \"ok\", \"replies\": ["
+                     "{\"content\": \"ok\", \"usage\": {\"prompt_tokens\": 12, "
+                     "\"completion_tokens\": 1}}, {\"status\": 500, \"error\": \"down\"}]}]}",
+                     &llm);
+  char base[128];
+  snprintf(base, sizeof base, "%s/v1", llm.url);
+  const char *bin = getenv("OPFORGE_BIN");
+  const char *env[] = {"OPFORGE_LLM_BASE_URL", base, "OPFORGE_LLM_MODEL", "scripted-model",
+                       "OPFORGE_LLM_API_KEY", KEY, "OPFORGE_LLM_PRICE_IN", "1", NULL};
+  const char *args_ok[] = {"llm", "check", NULL};
+  struct proc p;
+  proc_start(&p, bin, args_ok, env, false);
+  assert_int_equal(proc_finish(&p, 20000), 0);
+  assert_non_null(strstr(text_str(&p.out), "model scripted-model"));
+  assert_non_null(strstr(text_str(&p.out), "tokens 12 prompt + 1 completion"));
+  assert_non_null(strstr(text_str(&p.out), "cost 0.000012 USD"));
+  assert_null(strstr(text_str(&p.out), KEY));
+  proc_clear(&p);
+  const char *args_fail[] = {"llm", "check", "--llm-retries", "0", NULL};
+  proc_start(&p, bin, args_fail, env, false);
+  assert_int_equal(proc_finish(&p, 20000), 1);
+  assert_non_null(strstr(text_str(&p.err), "parse/llm_server_error"));
+  assert_null(strstr(text_str(&p.err), KEY));
+  proc_clear(&p);
+  const char *env_none[] = {"OPFORGE_LLM_BASE_URL", "", NULL};
+  proc_start(&p, bin, args_ok, env_none, false);
+  assert_int_equal(proc_finish(&p, 20000), 2);
+  assert_non_null(strstr(text_str(&p.err), "--llm-base-url"));
+  proc_clear(&p);
+  const char *args_bad[] = {"llm", "check", "--llm-base-url", "ftp://x", NULL};
+  proc_start(&p, bin, args_bad, env, false);
+  assert_int_equal(proc_finish(&p, 20000), 2);
+  proc_clear(&p);
+  scripted_llm_stop(&llm);
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  child_isolate();
+  const char *ev = getenv("OPFORGE_SCRIPTED_EVALUATOR");
+  if (!ev || harness_init() != 0)
+    return -1;
+  snprintf(g_evaluator, sizeof g_evaluator, "%s", ev);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  free(g_seen.s);
+  harness_cleanup();
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_every_policy_end_to_end),
+    cmocka_unit_test(test_wrong_key_is_scrubbed),
+    cmocka_unit_test(test_llm_check),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
