@@ -1,6 +1,7 @@
 /* The optimization loop of one task: profile, then steps until the budget is met. */
 #include "engine/loop.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,8 @@ static enum loop_result finish(struct task_run *run, const char *status, const c
                               "best_candidate", run->correct ? run->best_candidate : NULL,
                               "stop_reason", run->stop_reason[0] ? run->stop_reason : NULL,
                               "no_speedup", loop_best_is_reference(run));
+  if (summary && run->proposer_error)
+    json_object_set(summary, "proposer_error", run->proposer_error);
   int rc = store_task_finish(run->env->store, run->id, status, error, summary);
   json_decref(error);
   json_decref(summary);
@@ -199,6 +202,10 @@ static int load_task(struct task_run *run, enum loop_result *ret_result) {
   run->best_speedup = json_number_value(json_object_get(progress, "best_speedup"));
   run->best_ms = json_number_value(json_object_get(progress, "best_ms"));
   run->elapsed_s = json_number_value(json_object_get(progress, "elapsed_s"));
+  run->spent.prompt_tokens = json_integer_value(json_object_get(progress, "llm_prompt_tokens"));
+  run->spent.completion_tokens =
+      json_integer_value(json_object_get(progress, "llm_completion_tokens"));
+  run->spent.cost_usd = json_number_value(json_object_get(progress, "llm_cost_usd"));
   const char *best = json_string_value(json_object_get(progress, "best_candidate"));
   snprintf(run->best_candidate, sizeof run->best_candidate, "%s", best ? best : "");
   run->traits = policy_find(json_string_value(json_object_get(run->options, "policy")));
@@ -207,7 +214,7 @@ static int load_task(struct task_run *run, enum loop_result *ret_result) {
     *ret_result = finish(run, "failed", "unknown_policy", "the task's policy is unknown", NULL);
     return -1;
   }
-  struct proposer_config pcfg = {.fixtures_dir = run->env->fixtures_dir};
+  struct proposer_config pcfg = {.fixtures_dir = run->env->fixtures_dir, .llm = run->env->llm};
   char why[256];
   if (proposer_open(proposer, &pcfg, &run->proposer, why, sizeof why) != 0) {
     *ret_result = finish(run, "failed", "proposer_unavailable", why, NULL);
@@ -242,11 +249,28 @@ static int between_steps(struct task_run *run, enum loop_result *ret) {
   return 1;
 }
 
+/* The LLM budget left (budget.llm_tokens, budget.llm_usd less what was spent) into
+ * run->limit; true when either is used up. */
+static bool llm_budget_spent(struct task_run *run) {
+  json_t *budget = json_object_get(run->options, "budget");
+  json_t *tokens = json_object_get(budget, "llm_tokens");
+  long long used = run->spent.prompt_tokens + run->spent.completion_tokens;
+  run->limit.tokens = json_is_integer(tokens) ? json_integer_value(tokens) - used : LLONG_MAX;
+  run->limit.cost_usd = json_number_value(json_object_get(budget, "llm_usd")) - run->spent.cost_usd;
+  return run->limit.tokens <= 0 || (run->spent.cost_usd > 0 && run->limit.cost_usd <= 0);
+}
+
 /* How many tries in a row may find nothing new before the task's space is exhausted:
  * enough for every generated region to be tried at a few nodes. */
 static int nothing_new_limit(const struct task_run *run) {
   size_t n = partition_generated(&run->partition);
   return (int)(n * 2 + 4 < 64 ? n * 2 + 4 : 64);
+}
+
+/* True when the proposer's service refused for good (a model it may not use). */
+static bool permanent_failure(json_t *failure) {
+  const char *cls = json_string_value(json_object_get(failure, "class"));
+  return cls && strcmp(cls, "parse/llm_model_not_allowed") == 0;
 }
 
 /* Ends the steps: succeeded when a correct program exists (the reference counts),
@@ -274,10 +298,14 @@ static enum loop_result run_steps(struct task_run *run) {
     }
   }
   snprintf(run->stop_reason, sizeof run->stop_reason, "budget");
-  int idle = 0;
+  int idle = 0, down = 0;
   while (run->step < run->budget_steps && run->elapsed_s < run->budget_s) {
     if (!between_steps(run, &ret))
       return ret;
+    if (llm_budget_spent(run)) {
+      snprintf(run->stop_reason, sizeof run->stop_reason, "budget_exhausted");
+      break;
+    }
     if (run->step > 0 && loop_at_floor(run)) {
       snprintf(run->stop_reason, sizeof run->stop_reason, "at_floor");
       break;
@@ -287,6 +315,17 @@ static enum loop_result run_steps(struct task_run *run) {
       store_task_unclaim(run->env->store, run->id);
       return LOOP_STORE_ERROR;
     }
+    if (res == STEP_BUDGET_SPENT) {
+      snprintf(run->stop_reason, sizeof run->stop_reason, "budget_exhausted");
+      break;
+    }
+    down = res == STEP_PROPOSER_DOWN ? down + 1 : 0;
+    if (down >= LOOP_PROPOSER_DOWN_LIMIT || (down && permanent_failure(run->proposer_error))) {
+      snprintf(run->stop_reason, sizeof run->stop_reason, "proposer_unavailable");
+      break;
+    }
+    if (res == STEP_PROPOSER_DOWN)
+      continue;
     idle = res == STEP_NOTHING_NEW ? idle + 1 : 0;
     if (idle >= nothing_new_limit(run)) {
       snprintf(run->stop_reason, sizeof run->stop_reason, "space_exhausted");
@@ -319,6 +358,7 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   json_decref(run.evaluated);
   json_decref(run.exhausted);
   json_decref(run.defaults);
+  json_decref(run.proposer_error);
   partition_clear(&run.partition);
   free(run.ref_region_ms);
   free(run.best_region_ms);

@@ -9,6 +9,7 @@
 #include "engine/search_config.h"
 
 struct store;
+struct llm_settings;
 
 /* Told after every change a client may be waiting for (a step, a profile, the end),
  * with the task's id (borrowed). The server wakes its event streams with it. */
@@ -22,6 +23,7 @@ struct loop_env {
   struct evaluator *evaluator;
   const struct search_config *cfg;
   const char *fixtures_dir;     /* for the test proposer; may be NULL */
+  const struct llm_settings *llm; /* the LLM proposer's endpoint; NULL: its variables */
   const atomic_bool *stopping;  /* set at shutdown: the loop checkpoints and returns */
   double evaluate_deadline_s;   /* 60 */
   double profile_deadline_s;    /* 600 */

@@ -48,6 +48,11 @@ struct task_run {
   json_t *defaults;             /* owned: the proposer's starting point of each region
                                    (null where it proposes none), asked for once */
   double stop_at_floor;         /* budget.stop_at_floor: 0 = off */
+  struct proposal_usage step_usage; /* what proposing cost since the last commit */
+  struct proposal_usage spent;  /* what proposing cost the task, across restarts */
+  struct proposal_usage spent_now; /* what the step being committed spent */
+  struct proposal_limit limit;  /* budget.llm_tokens and budget.llm_usd less spent */
+  json_t *proposer_error;       /* owned: the last failure of the proposer's service */
   char stop_reason[24];         /* why the steps ended: budget, at_floor, space_exhausted */
 };
 
@@ -56,6 +61,9 @@ enum step_result {
   STEP_COMMITTED,   /* a step was evaluated and committed */
   STEP_NOTHING_NEW, /* the move chosen had nothing new to try: no step was spent */
   STEP_STORE_ERROR, /* the store failed; nothing was committed */
+  STEP_BUDGET_SPENT, /* the proposer refused to call past the task's LLM budget */
+  STEP_PROPOSER_DOWN, /* the proposer's service failed (endpoint down, rate limited, a
+                         model it may not use): nothing was learned, no step was spent */
 };
 
 /* Where one step works: the program it changes (its node's, or for the root the
@@ -131,6 +139,9 @@ int loop_reference(struct task_run *run);
 /* How many times the evaluate deadline a program gets. */
 #define LOOP_PROGRAM_DEADLINE_FACTOR 4
 
+/* Failures of the proposer's service in a row that end the task's steps. */
+#define LOOP_PROPOSER_DOWN_LIMIT 3
+
 /* budget.stop_at_floor when the task does not say. */
 #define LOOP_DEFAULT_STOP_AT_FLOOR 0.97
 
@@ -140,6 +151,10 @@ bool loop_best_is_reference(const struct task_run *run);
 /* True when every generated region of the best program is within stop_at_floor of its
  * floor (floor/time >= stop_at_floor); false when the check is off or times are unknown. */
 bool loop_at_floor(const struct task_run *run);
+
+/* Moves what proposing cost since the last commit into the task's total (spent) and the
+ * step's (spent_now), for the commit being built. */
+void loop_take_usage(struct task_run *run);
 
 /* Tells the environment's notify callback that the task changed. */
 void loop_notify(const struct task_run *run);

@@ -31,6 +31,16 @@ static json_t *proposal_context(struct task_run *run, size_t node, enum tree_ste
   return load_candidates(run, ids, rc == 0 ? n : 0);
 }
 
+/* The memory nodes of the direction's strategies that apply to the family (caller owns). */
+static json_t *applicable_strategies(struct task_run *run, const struct memory_view *memory,
+                                     const char *direction) {
+  json_t *out = json_array();
+  for (size_t i = 0; out && direction && i < memory->n_locals; i++)
+    if (htam_local_applies(&memory->locals[i], direction, run->state.family))
+      json_array_append(out, memory->local_nodes[i]);
+  return out;
+}
+
 /* Fills *req for choice in the context's region: its sub-profile, and its candidate in
  * the base program as the parent. The context array is loaded (release with
  * request_clear); the rest is borrowed. */
@@ -53,11 +63,16 @@ static void request_init(struct task_run *run, const struct policy_choice *choic
     .strategy_node = strategy_node,
     .parent = c->choices[c->region],
     .context = proposal_context(run, choice->node, choice->kind),
+    .usage = &run->step_usage,
+    .limit = &run->limit,
+    .strategies = applicable_strategies(run, memory, choice->direction),
+    .reference = json_string_value(json_object_get(run->task, "reference")),
   };
 }
 
 static void request_clear(struct proposal_request *req) {
   json_decref(req->context);
+  json_decref(req->strategies);
 }
 
 /* Asks the proposer once for choice, a small or a large step (a small step needs a
@@ -126,6 +141,30 @@ static void attempt_make(struct task_run *run, const struct policy_choice *choic
   a->repeat = a->program && loop_already_evaluated(run, a->program);
 }
 
+/* True when failure is the proposer's service failing (class parse/llm_* other than an
+ * answer that did not parse): the endpoint is down, slow, rate limited, or refused the
+ * model. Nothing was proposed, so nothing is learned or recorded. */
+static bool service_failure(json_t *failure) {
+  static const char *const classes[] = {
+    "parse/llm_rate_limited", "parse/llm_server_error", "parse/llm_timeout",
+    "parse/llm_transport", "parse/llm_too_large", "parse/llm_bad_response",
+    "parse/llm_model_not_allowed", "parse/llm_prompt", NULL};
+  const char *cls = json_string_value(json_object_get(failure, "class"));
+  if (!cls)
+    return false;
+  if (strncmp(cls, "parse/llm_http_", 15) == 0)
+    return true;
+  for (size_t i = 0; classes[i]; i++)
+    if (strcmp(cls, classes[i]) == 0)
+      return true;
+  return false;
+}
+
+static bool budget_failure(json_t *failure) {
+  const char *cls = json_string_value(json_object_get(failure, "class"));
+  return cls && strcmp(cls, "parse/llm_budget_exhausted") == 0;
+}
+
 /* Whether the attempt leaves nothing to evaluate or record: no candidate but a move
  * that did not fit, or a program evaluated before. */
 static bool nothing_new(const struct attempt *a) {
@@ -138,6 +177,13 @@ enum step_result loop_propose(struct task_run *run, struct policy_choice *choice
                               json_t **ret_failure) {
   struct attempt a;
   attempt_make(run, choice, memory, c, &a);
+  if (!a.program && (budget_failure(a.failure) || service_failure(a.failure))) {
+    enum step_result r = budget_failure(a.failure) ? STEP_BUDGET_SPENT : STEP_PROPOSER_DOWN;
+    json_decref(run->proposer_error);
+    run->proposer_error = json_incref(a.failure);
+    attempt_clear(&a);
+    return r;
+  }
   int tries = 0;
   for (size_t i = 0; !c->first && nothing_new(&a) && i < memory->n_locals && tries < MOVE_RETRIES;
        i++) {

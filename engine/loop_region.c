@@ -25,6 +25,9 @@ static json_t *region_default(struct task_run *run, size_t k) {
     .task_options = run->options,
     .profile = r->profile,
     .step = run->step + 1,
+    .usage = &run->step_usage,
+    .limit = &run->limit,
+    .reference = json_string_value(json_object_get(run->task, "reference")),
   };
   json_t *candidate = NULL, *failure = NULL;
   if (run->proposer.propose_large(run->proposer.self, &req, &candidate, &failure) != 0) {
@@ -108,10 +111,13 @@ int loop_context_init(struct task_run *run, size_t node, struct step_context *re
   ret->region_ms = calloc(n ? n : 1, sizeof *ret->region_ms);
   if (!ret->choices || !ret->region_ms)
     return -1;
-  ret->first = run->step == 0 && node == 0;
+  ret->first = run->step == 0 && node == 0 && run->proposer.starts_every_region;
   json_t *base = NULL, *result = NULL;
   if (node == 0) {
-    loop_default_choices(run, ret->choices);
+    /* A proposer whose proposals are paid calls starts from the reference: its regions
+     * are written one step at a time. */
+    if (run->proposer.starts_every_region)
+      loop_default_choices(run, ret->choices);
     base = program_compose(&run->partition, ret->choices, "auto");
     result = json_incref(loop_cached_result(run, base));
   } else {

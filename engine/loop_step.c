@@ -59,14 +59,26 @@ json_t *loop_progress(const struct task_run *run) {
   double library_share = share ? run->best_library_ms / run->best_ms : 0;
   if (library_share > 1)
     library_share = 1;
-  return json_pack("{s:i, s:i, s:o, s:o, s:i, s:i, s:f, s:s?, s:o, s:o}", "step", run->step,
+  const struct proposal_usage *u = &run->spent;
+  return json_pack("{s:i, s:i, s:o, s:o, s:i, s:i, s:f, s:s?, s:o, s:o, s:I, s:I, s:f}",
+                   "step", run->step,
                    "budget_steps", run->budget_steps,
                    "best_speedup", run->correct ? json_real(run->best_speedup) : json_null(),
                    "best_ms", run->correct ? json_real(run->best_ms) : json_null(), "correct",
                    run->correct, "candidates", run->step, "elapsed_s", run->elapsed_s,
                    "best_candidate", run->correct ? run->best_candidate : NULL,
                    "library_share", share ? json_real(library_share) : json_null(),
-                   "best_graph", run->best_graph < 0 ? json_null() : json_boolean(run->best_graph));
+                   "best_graph", run->best_graph < 0 ? json_null() : json_boolean(run->best_graph),
+                   "llm_prompt_tokens", (json_int_t)u->prompt_tokens, "llm_completion_tokens",
+                   (json_int_t)u->completion_tokens, "llm_cost_usd", u->cost_usd);
+}
+
+void loop_take_usage(struct task_run *run) {
+  run->spent_now = run->step_usage;
+  run->spent.prompt_tokens += run->step_usage.prompt_tokens;
+  run->spent.completion_tokens += run->step_usage.completion_tokens;
+  run->spent.cost_usd += run->step_usage.cost_usd;
+  run->step_usage = (struct proposal_usage){0};
 }
 
 /* Notes what the best program's result says of its make-up: library time and graph. */
@@ -117,6 +129,7 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
     m.prefix[i] = u.edges[i].from;
     m.alpha[i] = u.edges[i].d_n;
   }
+  loop_take_usage(run);
   json_t *progress = loop_progress(run);
   json_t *event = json_pack(
       "{s:i, s:i, s:s, s:s?, s:s, s:s, s:s?, s:o, s:o, s:o, s:f, s:s}", "step", run->step,
@@ -127,6 +140,12 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
       "speedup", o->speedup > 0 ? json_real(o->speedup) : json_null(),
       "best_speedup", run->correct ? json_real(run->best_speedup) : json_null(), "reward", r,
       "candidate", json_string_value(json_object_get(candidate, "id")));
+  if (event && (run->spent_now.prompt_tokens || run->spent_now.completion_tokens))
+    json_object_set_new(event, "llm",
+                        json_pack("{s:I, s:I, s:f}", "prompt_tokens",
+                                  (json_int_t)run->spent_now.prompt_tokens, "completion_tokens",
+                                  (json_int_t)run->spent_now.completion_tokens, "cost_usd",
+                                  run->spent_now.cost_usd));
   if (event && run->partition.n > 1) {
     const struct region *reg = &run->partition.regions[ctx->region];
     json_object_set_new(event, "region", ctx->first ? json_null() : json_integer((json_int_t)ctx->region));

@@ -13,6 +13,7 @@ struct worker_pool;
 struct worker_settings {
   const struct search_config *search;
   const char *fixtures_dir;
+  const struct llm_settings *llm; /* the LLM proposer's endpoint; may be NULL */
   double evaluate_deadline_s, profile_deadline_s, load_deadline_s;
   unsigned idle_poll_ms;   /* how often an idle worker looks for work (500) */
 };

@@ -5,6 +5,7 @@
 #define OPFORGE_PROPOSER_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/outcome.h"
@@ -60,6 +61,10 @@ struct proposal_request {
 struct proposer {
   const char *name;
   void *self;
+  /* Whether the task's first step may ask for the proposer's own starting point in every
+   * region at once: true when that is cheap and deterministic (templates), false when
+   * every proposal is a paid call (an LLM). */
+  bool starts_every_region;
   /* Whether this proposer can write candidates for the profile (a task's or a region's,
    * borrowed). Returns 0 and sets *ret_family (static string: the op family HTAM learns
    * under), or -1 with the reason in why. */

@@ -59,6 +59,7 @@ static int start_workers(struct app *app, const struct opforge_config *cfg) {
     return 0;
   struct worker_settings ws = {.search = &search_cfg,
                                .fixtures_dir = cfg->fixtures[0] ? cfg->fixtures : NULL,
+                               .llm = &cfg->llm,
                                .evaluate_deadline_s = cfg->evaluate_deadline_s,
                                .profile_deadline_s = cfg->profile_deadline_s,
                                .load_deadline_s = 300};

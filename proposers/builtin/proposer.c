@@ -126,7 +126,8 @@ static int builtin_supports(void *self, json_t *profile, const char **ret_family
 }
 
 int proposer_builtin_new(struct proposer *ret) {
-  *ret = (struct proposer){.name = "builtin", .supports = builtin_supports,
+  *ret = (struct proposer){.name = "builtin", .starts_every_region = true,
+                           .supports = builtin_supports,
                            .propose_large = builtin_large, .propose_small = builtin_small};
   return 0;
 }

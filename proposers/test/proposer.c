@@ -104,7 +104,8 @@ int proposer_test_new(const char *fixtures_dir, struct proposer *ret) {
     free(f);
     return -1;
   }
-  *ret = (struct proposer){.name = "test", .self = f, .supports = test_supports,
+  *ret = (struct proposer){.name = "test", .self = f, .starts_every_region = true,
+                           .supports = test_supports,
                            .propose_large = test_propose, .propose_small = test_propose,
                            .free = test_free};
   return 0;

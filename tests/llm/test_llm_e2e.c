@@ -159,11 +159,13 @@ static json_t *get_json(struct llm_server *s, const char *path) {
 }
 
 /* Submits a softmax task with proposer llm; returns its id (caller frees). */
-static char *submit(struct llm_server *s, const char *name, const char *policy, int steps) {
-  json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i, s:f, s:i}, s:i}", "name", name,
+/* Submits a task with the LLM proposer and a token budget; returns its id (caller frees). */
+static char *submit_budget(struct llm_server *s, const char *name, const char *policy,
+                           int steps, long long tokens) {
+  json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i, s:f, s:I}, s:i}", "name", name,
                            "reference", REFERENCE, "proposer", "llm", "policy", policy, "budget",
                            "steps", steps, "seconds", 600, "stop_at_floor", 0, "llm_usd", 100.0,
-                           "llm_tokens", 10000000, "seed", 7);
+                           "llm_tokens", (json_int_t)tokens, "seed", 7);
   char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);
   struct http_response *r = request(s, "POST", "/v1/tasks", text);
@@ -175,6 +177,10 @@ static char *submit(struct llm_server *s, const char *name, const char *policy, 
   json_decref(task);
   http_response_free(r);
   return id;
+}
+
+static char *submit(struct llm_server *s, const char *name, const char *policy, int steps) {
+  return submit_budget(s, name, policy, steps, 10000000);
 }
 
 static long now_ms(void) {
@@ -405,9 +411,36 @@ static void test_every_policy_end_to_end(void **state) {
   scripted_llm_stop(&llm);
 }
 
-/* With a wrong key the endpoint answers 401 and quotes the key it got; each step fails
- * with parse/llm_http_401, the task still ends (its reference is correct), and the
- * quoted key is nowhere. */
+/* budget.llm_tokens 1: the proposer cannot fit a request in what is left, sends
+ * nothing, and the task ends cleanly after its reference with stop reason
+ * budget_exhausted, no step spent, and no token counted. */
+static void test_token_budget_stops_the_task(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  char *id = submit_budget(&s, "plain_llm_budget", "htam+tree", 5, 1);
+  json_t *task = wait_final(&s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *progress = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 0);
+  assert_int_equal(json_integer_value(json_object_get(progress, "llm_prompt_tokens")), 0);
+  json_t *events = events_of(&s, id);
+  json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+  assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")), "budget_exhausted");
+  json_decref(events);
+  json_decref(task);
+  free(id);
+  server_stop_llm(&s);
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
+/* With a wrong key the endpoint answers 401 and quotes the key it got: the endpoint's
+ * failure spends no step and teaches the memory nothing; after 3 in a row the steps stop
+ * (stop reason proposer_unavailable, the endpoint's message in the finished summary),
+ * the task still ends succeeded on its reference, and the quoted key is nowhere. */
 static void test_wrong_key_is_scrubbed(void **state) {
   (void)state;
   struct scripted_llm llm;
@@ -418,19 +451,15 @@ static void test_wrong_key_is_scrubbed(void **state) {
   json_t *task = wait_final(&s, id);
   assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
   json_t *cands = candidates_of(&s, id);
-  size_t i, failures = 0;
-  json_t *c;
-  json_array_foreach(cands, i, c) {
-    json_t *failure = json_object_get(json_object_get(c, "result"), "failure");
-    const char *cls = json_string_value(json_object_get(failure, "class"));
-    if (cls && strcmp(cls, "parse/llm_http_401") == 0) {
-      failures++;
-      assert_non_null(strstr(json_string_value(json_object_get(failure, "message")),
-                             "Incorrect API key provided"));
-    }
-  }
-  assert_true(failures >= 1);
-  json_decref(events_of(&s, id));
+  assert_int_equal(json_array_size(cands), 1);  /* the reference only */
+  json_t *events = events_of(&s, id);
+  json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+  assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")),
+                      "proposer_unavailable");
+  json_t *err = json_object_get(fin, "proposer_error");
+  assert_string_equal(json_string_value(json_object_get(err, "class")), "parse/llm_http_401");
+  assert_non_null(strstr(json_string_value(json_object_get(err, "message")),
+                         "Incorrect API key provided"));
   json_decref(cands);
   json_decref(task);
   free(id);
@@ -506,6 +535,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_every_policy_end_to_end),
     cmocka_unit_test(test_wrong_key_is_scrubbed),
+    cmocka_unit_test(test_token_budget_stops_the_task),
     cmocka_unit_test(test_llm_check),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
