@@ -73,7 +73,10 @@ static json_t *make_baselines(struct proposer *p, json_t *profile, const struct 
     json_t *v = json_object_get(profile, keys[i]);
     json_object_set(b, keys[i], v ? v : json_null());
   }
-  json_object_set_new(b, "family", json_string(task_family(p, profile)));
+  /* A task nothing generates is all library steps: say so rather than guess a family. */
+  json_object_set_new(b, "family", json_string(partition_generated(pt) > 0
+                                                       ? task_family(p, profile)
+                                                       : "library"));
   json_object_set_new(b, "bound", json_string(bound_of_profile(profile)));
   json_object_set_new(b, "regions", partition_describe(pt));
   json_object_set_new(b, "generated_regions", json_integer((json_int_t)partition_generated(pt)));

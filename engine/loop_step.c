@@ -87,7 +87,10 @@ static void note_best(struct task_run *run, json_t *candidate, json_t *result) {
   json_t *graph = json_object_get(json_object_get(result, "graph"), "used");
   bool program = json_is_object(json_object_get(candidate, "program"));
   run->best_library_ms = json_is_number(lib) ? json_number_value(lib) : program ? -1 : 0;
-  run->best_graph = json_is_boolean(graph) ? json_is_true(graph) : program ? -1 : 0;
+  if (json_is_string(graph))  /* the order the evaluator timed: "graph" or "stream" */
+    run->best_graph = strcmp(json_string_value(graph), "graph") == 0;
+  else
+    run->best_graph = json_is_boolean(graph) ? json_is_true(graph) : program ? -1 : 0;
 }
 
 /* Rewards of a step: HTAM's r and the tree's node reward (recorded in the tree). */

@@ -70,7 +70,9 @@ json_t *program_compose(const struct partition *pt, json_t *const *choices, cons
     else
       append_library(steps, pt->graph, r, k);
   }
-  return json_pack("{s:{s:s, s:o}}", "program", "graph", graph ? graph : "auto", "steps", steps);
+  json_t *mode = !graph || strcmp(graph, "auto") == 0 ? json_string("auto")
+                 : json_boolean(strcmp(graph, "true") == 0);
+  return json_pack("{s:{s:o, s:o}}", "program", "graph", mode, "steps", steps);
 }
 
 json_t *program_reference(const struct partition *pt) {

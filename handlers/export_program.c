@@ -291,7 +291,10 @@ static int read_capture(struct program *p, const json_t *program, char *err, siz
   } else if (json_is_true(graph)) {
     p->capture = true;
   } else if (json_is_string(graph) && strcmp(json_string_value(graph), "auto") == 0) {
-    p->capture = json_is_true(used);
+    /* The evaluator says which order it timed: "graph" or "stream" (true/false are
+     * accepted as well). */
+    p->capture = json_is_true(used) ||
+                 (json_is_string(used) && strcmp(json_string_value(used), "graph") == 0);
   } else {
     return export_fail(err, errlen, "program: graph must be true, false or \"auto\"");
   }

@@ -212,9 +212,9 @@ static json_t *evaluate(json_t *req, json_int_t id) {
       json_object_set_new(result, "steps_ms", steps_ms);
       json_object_set_new(result, "library_ms", json_real(ms * (double)library / (double)n));
       json_object_set_new(result, "graph",
-                          json_pack("{s:O, s:b, s:b, s:n}", "mode",
-                                    json_object_get(program, "graph"), "captured", 0, "used", 0,
-                                    "reason"));
+                          json_pack("{s:O, s:b, s:s, s:n}", "mode",
+                                    json_object_get(program, "graph"), "captured", 0, "used",
+                                    "stream", "reason"));
     }
   } else if (directive_is(d, "compile")) {
     result = failed_result("compile", "compile/syntax_error",
