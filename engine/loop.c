@@ -267,7 +267,7 @@ static bool llm_budget_spent(struct task_run *run) {
  * enough for every generated region to be tried at a few nodes. */
 static int nothing_new_limit(const struct task_run *run) {
   size_t n = partition_generated(&run->partition);
-  return (int)(n * 2 + 4 < 64 ? n * 2 + 4 : 64);
+  return (int)(n * 4 + 8 < 64 ? n * 4 + 8 : 64);
 }
 
 /* True when the proposer's service refused for good (a model it may not use). */
