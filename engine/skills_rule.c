@@ -101,29 +101,27 @@ static bool identifier(const char *w, size_t n) {
   return false;
 }
 
-/* Appends the normalized text of [p, end). */
+/* Appends the normalized text of [p, end): tokens replaced where they stand, each run of
+ * blanks as one space. */
 static void normalize(const char *p, const char *end, struct out *o) {
   while (p < end) {
     unsigned char c = (unsigned char)*p;
     if (c == '"' || c == '\'') {
       const char *close = memchr(p + 1, c, (size_t)(end - p - 1));
-      blank(o);
       puts_out(o, "<id>");
       p = close ? close + 1 : end;
     } else if (isdigit(c)) {
+      const char *start = p;
       while (p < end && (isalnum((unsigned char)*p) || *p == '_' || *p == '.' ||
-                         ((*p == '-' || *p == '+') && (p[-1] == 'e' || p[-1] == 'E'))))
+                         ((*p == '-' || *p == '+') && p > start &&
+                          (p[-1] == 'e' || p[-1] == 'E'))))
         p++;
-      if (o->len > 0 && o->s[o->len - 1] != '-' && o->s[o->len - 1] != '(')
-        blank(o);
       puts_out(o, "<n>");
     } else if (isalpha(c) || c == '_') {
       const char *w = p;
       while (p < end && (isalnum((unsigned char)*p) || *p == '_'))
         p++;
       size_t n = (size_t)(p - w);
-      if (o->len > 0 && o->s[o->len - 1] != '(' && o->s[o->len - 1] != '-')
-        blank(o);
       if (cuda_error_name(w, n)) {
         put(o, w, n);
       } else if (identifier(w, n)) {
@@ -135,10 +133,10 @@ static void normalize(const char *p, const char *end, struct out *o) {
         }
       }
     } else if (isspace(c) || c < ' ' || c == 0x7f) {
-      p++;
+      while (p < end && (isspace((unsigned char)*p) || (unsigned char)*p < ' ' || *p == 0x7f))
+        p++;
+      blank(o);
     } else {
-      if (c == '(' || c == '-')
-        blank(o);
       put(o, p, 1);
       p++;
     }
