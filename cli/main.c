@@ -10,6 +10,7 @@
 #include "cli/memory.h"
 #include "cli/profile.h"
 #include "cli/propose.h"
+#include "cli/skills.h"
 #include "cli/kernel.h"
 #include "base/log.h"
 #include "server/serve.h"
@@ -30,6 +31,7 @@ static const struct command commands[] = {
   {"bench", cli_bench_main, "benchmark KernelBench programs (opforge bench --help)"},
   {"best", cli_best_main, "fetch a task's best kernel as JSON or a KernelBench file (opforge best --help)"},
   {"memory", cli_memory_main, "export, import, reset or show the HTAM memory"},
+  {"skills", cli_skills_main, "list, export or import the skill memory (opforge skills --help)"},
   {"kernel", cli_kernel_main, "compile a CUDA file with NVRTC (opforge kernel compile --help)"},
   {"llm", cli_llm_main, "check the LLM endpoint with one small request (opforge llm check --help)"},
   {NULL, NULL, NULL},

@@ -35,6 +35,7 @@ static enum loop_result finish(struct task_run *run, const char *status, const c
                               "no_speedup", loop_best_is_reference(run));
   if (summary && run->proposer_error)
     json_object_set(summary, "proposer_error", run->proposer_error);
+  skills_flush_refusals(run->env->store, &run->skills);
   int rc = store_task_finish(run->env->store, run->id, status, error, summary);
   json_decref(error);
   json_decref(summary);
@@ -194,6 +195,7 @@ static int load_task(struct task_run *run, enum loop_result *ret_result) {
   if (store_task_get(run->env->store, run->id, true, &run->task) != STORE_OK)
     return *ret_result = LOOP_STORE_ERROR, -1;
   run->options = json_object_get(run->task, "options");
+  skills_run_init(&run->skills, run->options);
   json_t *budget = json_object_get(run->options, "budget");
   run->budget_steps = (int)json_integer_value(json_object_get(budget, "steps"));
   run->budget_s = json_number_value(json_object_get(budget, "seconds"));
@@ -240,6 +242,7 @@ static bool cancel_requested(struct task_run *run) {
  * go on, else 0 with *ret set. */
 static int between_steps(struct task_run *run, enum loop_result *ret) {
   if (atomic_load(run->env->stopping)) {
+    skills_flush_refusals(run->env->store, &run->skills);
     store_task_unclaim(run->env->store, run->id);
     log_info("task %s checkpointed at step %d", run->id, run->step);
     *ret = LOOP_CHECKPOINTED;
@@ -362,6 +365,7 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   json_decref(run.exhausted);
   json_decref(run.defaults);
   json_decref(run.proposer_error);
+  skills_run_clear(&run.skills);
   partition_clear(&run.partition);
   free(run.ref_region_ms);
   free(run.best_region_ms);

@@ -12,6 +12,7 @@
 #include "engine/memory_view.h"
 #include "engine/partition.h"
 #include "engine/policy.h"
+#include "engine/skills.h"
 #include "engine/tree.h"
 #include "proposers/proposer.h"
 
@@ -53,6 +54,7 @@ struct task_run {
   struct proposal_usage spent_now; /* what the step being committed spent */
   struct proposal_limit limit;  /* budget.llm_tokens and budget.llm_usd less spent */
   json_t *proposer_error;       /* owned: the last failure of the proposer's service */
+  struct skill_run skills;      /* owned: the skill rules of this task (engine/skills.h) */
   char stop_reason[24];         /* why the steps ended: budget, at_floor, space_exhausted */
 };
 

@@ -67,12 +67,14 @@ static void request_init(struct task_run *run, const struct policy_choice *choic
     .limit = &run->limit,
     .strategies = applicable_strategies(run, memory, choice->direction),
     .reference = json_string_value(json_object_get(run->task, "reference")),
+    .skills = skills_for(&run->skills, run->state.family),
   };
 }
 
 static void request_clear(struct proposal_request *req) {
   json_decref(req->context);
   json_decref(req->strategies);
+  json_decref(req->skills);
 }
 
 /* Asks the proposer once for choice, a small or a large step (a small step needs a
@@ -91,6 +93,8 @@ static void propose_once(struct task_run *run, const struct policy_choice *choic
   if (rc != 0 && !*ret_failure)
     *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", "parse/proposer",
                              "message", "the proposer failed without a reason");
+  if (rc != 0)
+    skills_note_refusal(&run->skills, *ret_failure);
   request_clear(&req);
 }
 

@@ -28,15 +28,18 @@ static json_t *region_default(struct task_run *run, size_t k) {
     .usage = &run->step_usage,
     .limit = &run->limit,
     .reference = json_string_value(json_object_get(run->task, "reference")),
+    .skills = skills_for(&run->skills, r->family),
   };
   json_t *candidate = NULL, *failure = NULL;
   if (run->proposer.propose_large(run->proposer.self, &req, &candidate, &failure) != 0) {
+    skills_note_refusal(&run->skills, failure);
     log_debug("task %s: region %zu has no default candidate: %s", run->id, k,
               json_string_value(json_object_get(failure, "message")));
     json_decref(candidate);
     candidate = NULL;
   }
   json_decref(failure);
+  json_decref(req.skills);
   return candidate;
 }
 

@@ -111,7 +111,8 @@ static int score_step(struct task_run *run, const struct policy_choice *choice,
 /* Builds and commits the step record. */
 static int commit_step(struct task_run *run, const struct policy_choice *choice,
                        const struct step_context *ctx, const struct outcome *o,
-                       json_t *candidate, size_t child, double r) {
+                       json_t *candidate, size_t child, double r,
+                       const struct skill_update *skills) {
   const char *prefix[SEARCH_MAX_PREFIX];
   size_t prefix_n = 0;
   tree_prefix(run->tree, run->env->cfg, choice->node, prefix, &prefix_n);
@@ -158,13 +159,22 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
   }
   json_t *rows = changed_rows(run->tree, child);
   struct step_commit c = {.task_id = run->id, .step = run->step, .candidate = candidate,
-                          .tree_rows = rows, .memory = &m, .progress = progress,
-                          .event_data = event};
+                          .tree_rows = rows, .memory = &m, .skills = skills,
+                          .progress = progress, .event_data = event};
   int rc = progress && event && rows ? store_step_commit(run->env->store, &c) : STORE_ERROR;
   json_decref(progress);
   json_decref(event);
   json_decref(rows);
   return rc;
+}
+
+/* The knob the strategy's move sets, or NULL (borrowed from memory). */
+static const char *moved_knob(const struct memory_view *memory, const char *strategy) {
+  for (size_t i = 0; strategy && strategy[0] && i < memory->n_locals; i++)
+    if (strcmp(memory->locals[i].id, strategy) == 0)
+      return json_string_value(
+          json_object_get(json_object_get(memory->local_nodes[i], "knob_move"), "knob"));
+  return NULL;
 }
 
 /* Completes the candidate record with its identity, lineage and feedback. */
@@ -236,6 +246,17 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
   struct outcome o;
   read_outcome(run, result, &o);
   loop_learn(run, choice, memory, ctx, region_candidate, &o.eval);
+  /* What the failure teaches the skill memory; any LLM call it makes counts in this step's
+   * usage, and its record commits with the step. */
+  struct skills_step skill;
+  struct skills_failure sf = {
+    .task_id = run->id, .candidate_id = id, .family = run->state.family,
+    .candidate = candidate, .result = result, .partition = &run->partition,
+    .task_profile = run->profile, .moved = moved_knob(memory, choice->strategy),
+    .task_options = run->options, .proposer = &run->proposer, .usage = &run->step_usage,
+    .limit = &run->limit,
+  };
+  skills_step_prepare(&run->skills, run->env->store, &sf, &skill);
   size_t child;
   double r = 0;
   int rc = tree_add_child(run->tree, choice->node, choice->kind, choice->direction,
@@ -246,8 +267,12 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
   if (rc == STORE_OK) {
     count(run, &o, candidate, result, id);
     run->elapsed_s += now_s() - started;
-    rc = commit_step(run, choice, ctx, &o, candidate, child, r);
+    rc = commit_step(run, choice, ctx, &o, candidate, child, r, &skill.update);
   }
+  if (rc == STORE_OK && skill.result.outcome == SKILL_OUTCOME_ADDED)
+    log_info("task %s: skill rule %lld added: %s", run->id, skill.result.skill_id,
+             skill.update.rule ? skill.update.rule : skill.signature);
+  skills_step_clear(&skill);
   if (rc == STORE_OK)
     loop_notify(run);
   log_info("task %s step %d/%d: region %s %s/%s %s -> %s", run->id, run->step,
@@ -263,6 +288,10 @@ enum step_result loop_step(struct task_run *run, int attempt) {
   struct memory_view memory;
   if (load_memory(run, &memory) != 0)
     return STEP_STORE_ERROR;
+  if (skills_load(run->env->store, &run->skills) != 0) {
+    memory_view_clear(&memory);
+    return STEP_STORE_ERROR;
+  }
   struct rng rng;
   uint64_t stream = (uint64_t)run->step + 1 + (uint64_t)attempt * 1000003u;
   rng_seed_stream(&rng, (uint64_t)json_integer_value(json_object_get(run->options, "seed")),

@@ -55,6 +55,32 @@ struct proposal_request {
   const char *reference;      /* the task's reference program (PyTorch source) */
 };
 
+/* Skill memory (AdaExplore): one failed step, for a proposer that can turn a failure into
+ * a rule (the LLM proposer); everything is borrowed for the call. */
+#define PROPOSAL_RULE_MAX 300       /* bytes of a rule's sentence */
+struct skill_reflection {
+  const char *task_id;
+  json_t *task_options;             /* the task's normalized options (its llm settings) */
+  const char *family;               /* the op family of the region that failed */
+  const char *source;               /* the failed kernel's source, or NULL */
+  const char *failure;              /* the failure log: stage, class, message */
+  json_t *rules;                    /* the rules to match against: [{"id","rule","score"}] */
+  struct proposal_usage *usage;     /* what the calls cost is added here (may be NULL) */
+  const struct proposal_limit *limit; /* what the task may still spend (may be NULL) */
+};
+
+/* What a reflection concluded. */
+enum skill_verdict_kind {
+  SKILL_VERDICT_NONE,       /* "no guidance": the log implies no single prohibited action */
+  SKILL_VERDICT_NEW,        /* rule is new */
+  SKILL_VERDICT_DUPLICATE,  /* rule says what rules[match] says: match_id gains 1 */
+};
+struct skill_verdict {
+  enum skill_verdict_kind kind;
+  char rule[PROPOSAL_RULE_MAX + 1]; /* "You cannot ...." (NEW, DUPLICATE) */
+  long long match_id;               /* DUPLICATE: the id of the matched rule */
+};
+
 /* One proposer. Every operation gets self back. The propose operations fill
  * *ret_candidate ({"source","options","plan"}, caller owns) and return 0, or return -1
  * with *ret_failure ({"stage":"parse","class","message"}, caller owns). */
@@ -81,6 +107,12 @@ struct proposer {
    * result borrowed). May be NULL. */
   void (*learn)(void *self, const struct proposal_request *req, json_t *candidate,
                 const struct eval_outcome *outcome);
+  /* Skill memory: turns one failure into one rule or none (an extraction prompt), then
+   * matches it against req->rules (a dedup prompt). Returns 0 with *ret, or -1 with why
+   * when the service failed (nothing is learned then). May be NULL: the engine then
+   * groups failures by signature itself. */
+  int (*reflect)(void *self, const struct skill_reflection *req, struct skill_verdict *ret,
+                 char *why, size_t whylen);
   void (*free)(void *self);
 };
 

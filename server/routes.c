@@ -4,6 +4,7 @@
 #include "handlers/devices.h"
 #include "handlers/memory.h"
 #include "handlers/memory_score.h"
+#include "handlers/skills.h"
 #include "handlers/task_best.h"
 #include "server/router.h"
 
@@ -41,5 +42,13 @@ const struct route opforge_routes[] = {
   {.method = "POST", .pattern = "/v1/memory/import", .handler = handle_memory_import},
   {.method = "POST", .pattern = "/v1/memory/reset", .handler = handle_memory_reset},
   {.method = "GET", .pattern = "/v1/tasks/{id}/best", .handler = handle_task_best},
+  {.method = "GET", .pattern = "/v1/skills", .handler = handle_skills_list},
+  {.method = "POST", .pattern = "/v1/skills", .handler = handle_skill_create},
+  {.method = "GET", .pattern = "/v1/skills/export", .handler = handle_skills_export},
+  {.method = "POST", .pattern = "/v1/skills/import", .handler = handle_skills_import},
+  {.method = "POST", .pattern = "/v1/skills/adapt", .handler = handle_skills_adapt},
+  {.method = "GET", .pattern = "/v1/skills/{id}", .handler = handle_skill_get},
+  {.method = "PATCH", .pattern = "/v1/skills/{id}", .handler = handle_skill_update},
+  {.method = "DELETE", .pattern = "/v1/skills/{id}", .handler = handle_skill_delete},
   {.method = NULL},
 };

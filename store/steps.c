@@ -1,5 +1,5 @@
-/* The step commit: candidate, tree rows, memory statistics, task progress and the
- * "step" event of one loop step, all or nothing. */
+/* The step commit: candidate, tree rows, memory statistics, skill rules, task progress and
+ * the "step" event of one loop step, all or nothing. */
 #include "store/steps.h"
 
 #include <stdio.h>
@@ -26,6 +26,8 @@ static int step_tx(struct store *s, void *arg) {
     if (result == STORE_NOT_FOUND)  /* the direction was deleted meanwhile: nothing to count */
       result = STORE_OK;
   }
+  if (result == STORE_OK && c->skills)
+    result = store_skills_record(s, c->skills);
   if (result == STORE_OK)
     result = st_run(s,
                     "UPDATE tasks SET progress = ?2, step = CAST(?3 AS INTEGER),"

@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "store/memory.h"
+#include "store/skills.h"
 #include "store/status.h"
 
 /* Everything one loop step records, committed in one transaction (all borrowed). */
@@ -15,12 +16,13 @@ struct step_commit {
                                     "direction","strategy","step_kind"} */
   json_t *tree_rows;             /* rows to insert or replace (new node + its ancestors) */
   const struct memory_step_update *memory; /* NULL: no memory update */
+  const struct skill_update *skills;       /* NULL: no skill memory update */
   json_t *progress;              /* the task's new progress object */
   json_t *event_data;            /* data of the "step" event */
 };
 
-/* Commits a step: candidate, tree rows, memory statistics, progress and the "step"
- * event, all or nothing. */
+/* Commits a step: candidate, tree rows, memory statistics, skill rules, progress and the
+ * "step" event, all or nothing. */
 int store_step_commit(struct store *s, const struct step_commit *c);
 
 #endif

@@ -7,6 +7,7 @@
 #include "proposers/builtin/builtin.h"
 #include "proposers/builtin/propose.h"
 #include "proposers/proposer.h"
+#include "proposers/skill_constraint.h"
 
 static int fail(json_t **ret_failure, const char *cls, const char *message) {
   *ret_failure = json_pack("{s:s, s:s, s:s}", "stage", "parse", "class", cls, "message", message);
@@ -63,8 +64,12 @@ static void starting_knobs(const struct builtin_family *fam, json_t *match,
   *ret = parsed;
 }
 
-int builtin_propose_knobs(json_t *profile, const json_t *knob_move, json_t *parent_options,
-                          json_t **ret_candidate, char *why, size_t whylen, bool *ret_unsupported) {
+/* builtin_propose_knobs with the skill rules (may be NULL) checked after the family's own
+ * check, before anything is generated: a rule whose constraint the knobs break refuses the
+ * move (*ret_refused, borrowed from skills). */
+static int propose_knobs(json_t *profile, const json_t *knob_move, json_t *parent_options,
+                         json_t *skills, json_t **ret_refused, json_t **ret_candidate,
+                         char *why, size_t whylen, bool *ret_unsupported) {
   const struct builtin_family *fam = NULL;
   json_t *match = NULL;
   *ret_unsupported = false;
@@ -79,23 +84,46 @@ int builtin_propose_knobs(json_t *profile, const json_t *knob_move, json_t *pare
     rc = knob_apply_move(&knobs, knob_move, why, whylen);
   if (rc == 0)
     rc = fam->check(match, &knobs, why, whylen);
+  if (rc == 0 && json_array_size(skills) > 0) {
+    json_t *set = knob_to_json(&knobs);
+    json_t *rule = set ? skill_refusing_rule(skills, fam->name, profile, set) : NULL;
+    json_decref(set);
+    if (rule) {
+      *ret_refused = rule;
+      snprintf(why, whylen, "a skill rule refuses these knobs");
+      rc = -1;
+    }
+  }
   if (rc == 0)
     rc = fam->generate(match, &knobs, ret_candidate, why, whylen);
   json_decref(match);
   return rc;
 }
 
+int builtin_propose_knobs(json_t *profile, const json_t *knob_move, json_t *parent_options,
+                          json_t **ret_candidate, char *why, size_t whylen, bool *ret_unsupported) {
+  json_t *refused = NULL;
+  return propose_knobs(profile, knob_move, parent_options, NULL, &refused, ret_candidate, why,
+                       whylen, ret_unsupported);
+}
+
 /* Proposes from the family defaults (large step) or the parent's knobs (small step),
- * then the strategy's knob move. */
+ * then the strategy's knob move; a move the request's skill rules refuse is a move that
+ * does not fit (parse/invalid_move naming the rule). */
 static int builtin_propose(const struct proposal_request *req, bool small,
                            json_t **ret_candidate, json_t **ret_failure) {
   char why[1024];
   bool unsupported;
+  json_t *refused = NULL;
   json_t *move = json_object_get(req->strategy_node, "knob_move");
   json_t *parent_options = small && req->parent ? json_object_get(req->parent, "options") : NULL;
-  if (builtin_propose_knobs(req->profile, move, parent_options, ret_candidate, why, sizeof why,
-                            &unsupported) == 0)
+  if (propose_knobs(req->profile, move, parent_options, req->skills, &refused, ret_candidate,
+                    why, sizeof why, &unsupported) == 0)
     return 0;
+  if (refused) {
+    *ret_failure = skill_refusal_failure(refused);
+    return -1;
+  }
   return fail(ret_failure, unsupported ? "parse/unsupported_by_builtin" : "parse/invalid_move",
               why);
 }

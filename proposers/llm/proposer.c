@@ -14,6 +14,8 @@
 #include "proposers/llm/client.h"
 #include "proposers/llm/prompt.h"
 #include "proposers/llm/settings.h"
+#include "proposers/llm/skills.h"
+#include "proposers/llm/text.h"
 #include "proposers/proposer.h"
 
 /* A region longer than this many call nodes is left to shorter regions and library steps:
@@ -198,6 +200,97 @@ static int llm_small(void *self, const struct proposal_request *req, json_t **re
   return llm_propose(self, req, true, ret_candidate, ret_failure);
 }
 
+/* The system message of every prompt (prompts/system.txt) into *ret (caller frees). */
+static int render_system(char **ret, char *err, size_t errlen) {
+  const char *text = llm_prompt_template("system.txt");
+  size_t len = text ? strlen(text) : 0;
+  while (len > 0 && text[len - 1] == '\n')
+    len--;
+  *ret = text ? strndup(text, len) : NULL;
+  if (!*ret)
+    snprintf(err, errlen, "no system prompt");
+  return *ret ? 0 : -1;
+}
+
+/* One call of the skill memory's prompts: the answer's content (caller frees) with its
+ * cost added to usage, or NULL with why. */
+static char *skill_call(struct llm_proposer *p, const struct skill_reflection *req,
+                        const char *user, char *why, size_t whylen) {
+  struct call_options o;
+  json_t *failure = NULL;
+  char *system = NULL, err[256];
+  if (call_options(p, req->task_options, &o, &failure) == 0 && o.max_tokens > LLM_SKILL_MAX_TOKENS)
+    o.max_tokens = LLM_SKILL_MAX_TOKENS;
+  if (!failure && render_system(&system, err, sizeof err) != 0)
+    failure = json_pack("{s:s}", "message", err);
+  if (!failure)
+    fit_budget(p, req->limit, strlen(system) + strlen(user), &o, &failure);
+  if (failure) {
+    snprintf(why, whylen, "%s", json_string_value(json_object_get(failure, "message")));
+    json_decref(failure);
+    free(system);
+    return NULL;
+  }
+  struct llm_request call = {o.model, system, user, o.temperature, o.max_tokens};
+  struct llm_reply reply;
+  struct llm_error lerr;
+  int rc = llm_chat(p->client, &call, &reply, &lerr);
+  free(system);
+  if (rc != 0) {
+    snprintf(why, whylen, "%s: %s", lerr.cls, lerr.message);
+    return NULL;
+  }
+  account(p, &reply, req->usage);
+  char *content = reply.content;
+  reply.content = NULL;
+  llm_reply_clear(&reply);
+  return content;
+}
+
+/* Extraction, then dedup against req->rules (AdaExplore's skill memory). A dedup call
+ * that fails leaves the rule new, as AdaExplore's does. */
+static int llm_reflect(void *self, const struct skill_reflection *req, struct skill_verdict *ret,
+                       char *why, size_t whylen) {
+  struct llm_proposer *p = self;
+  char *user = NULL, err[256];
+  *ret = (struct skill_verdict){.kind = SKILL_VERDICT_NONE};
+  if (llm_skill_extract_prompt(req, &user, err, sizeof err) != 0) {
+    snprintf(why, whylen, "%s", err);
+    return -1;
+  }
+  char *answer = skill_call(p, req, user, why, whylen);
+  free(user);
+  if (!answer)
+    return -1;
+  int found = llm_skill_parse_rule(answer, ret->rule);
+  free(answer);
+  if (!found)
+    return 0;
+  ret->kind = SKILL_VERDICT_NEW;
+  long same = llm_skill_same_text(ret->rule, req->rules);
+  size_t match = same >= 0 ? (size_t)same + 1 : 0;
+  if (same < 0 && json_array_size(req->rules) > 0) {
+    if (llm_skill_dedup_prompt(ret->rule, req->rules, &user, err, sizeof err) != 0) {
+      snprintf(why, whylen, "%s", err);
+      return -1;
+    }
+    char dedup_why[256];
+    answer = skill_call(p, req, user, dedup_why, sizeof dedup_why);
+    free(user);
+    if (answer)
+      match = llm_skill_parse_dedup(answer, json_array_size(req->rules));
+    else
+      log_warn("llm: task %s: the dedup prompt failed (%s); the rule counts as new",
+               req->task_id ? req->task_id : "?", dedup_why);
+    free(answer);
+  }
+  if (match > 0) {
+    ret->kind = SKILL_VERDICT_DUPLICATE;
+    ret->match_id = json_integer_value(json_object_get(json_array_get(req->rules, match - 1), "id"));
+  }
+  return 0;
+}
+
 static void llm_free(void *self) {
   struct llm_proposer *p = self;
   if (!p)
@@ -223,6 +316,6 @@ int proposer_llm_new(const struct llm_settings *settings, struct proposer *ret, 
   p->s = *settings;
   *ret = (struct proposer){.name = "llm", .self = p, .supports = llm_supports,
                            .propose_large = llm_large, .propose_small = llm_small,
-                           .free = llm_free};
+                           .reflect = llm_reflect, .free = llm_free};
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "tests/api/test_best_api.h"
 #include "tests/api/test_engine_api.h"
 #include "tests/api/test_memory_api.h"
+#include "tests/api/test_skills_api.h"
 
 /* A minimal KernelBench program: what every valid submission carries. */
 static const char REF[] =
@@ -1742,12 +1743,13 @@ int main(void) {
     cmocka_unit_test(test_spec_coverage),
   };
   /* The suites of other files run before the coverage check, which stays last. */
-  const struct CMUnitTest *memory = NULL, *engine = NULL, *best = NULL;
+  const struct CMUnitTest *memory = NULL, *engine = NULL, *best = NULL, *skills = NULL;
   size_t n_memory = memory_api_tests(&memory);
   size_t n_engine = engine_api_tests(&engine);
   size_t n_best = best_api_tests(&best);
+  size_t n_skills = skills_api_tests(&skills);
   size_t n_base = sizeof tests / sizeof tests[0];
-  size_t n_all = n_base + n_memory + n_engine + n_best;
+  size_t n_all = n_base + n_memory + n_engine + n_best + n_skills;
   struct CMUnitTest *all = calloc(n_all, sizeof *all);
   if (!all)
     return 1;
@@ -1755,6 +1757,7 @@ int main(void) {
   memcpy(all + n_base - 1, memory, n_memory * sizeof *all);
   memcpy(all + n_base - 1 + n_memory, engine, n_engine * sizeof *all);
   memcpy(all + n_base - 1 + n_memory + n_engine, best, n_best * sizeof *all);
+  memcpy(all + n_base - 1 + n_memory + n_engine + n_best, skills, n_skills * sizeof *all);
   all[n_all - 1] = tests[n_base - 1];
   /* For debugging one test: OPFORGE_API_TEST_FILTER=test_auth (the coverage check then
    * fails, as it should for a partial run). */

@@ -7,6 +7,8 @@
  *   "SCRIPT compile"       compile failure, class compile/syntax_error
  *   "SCRIPT wrong"         wrong result, class correctness/mismatch
  *   "SCRIPT crash"         the process aborts (SIGABRT) without a reply
+ *   "SCRIPT fail STAGE CLASS MESSAGE"  a failure of that stage and class whose message
+ *                          (and, for stage compile, compile log) is the rest of the line
  * Anything else gets an ok:false reply of stage "check", class "check/no_script".
  * A program (a candidate with "program" instead of a source: the reference of step 0,
  * or library steps composed with regions) follows SCRIPTED_EVAL_PROGRAM, a directive
@@ -222,6 +224,19 @@ static json_t *evaluate(json_t *req, json_int_t id) {
   } else if (directive_is(d, "wrong")) {
     result = failed_result("correctness", "correctness/mismatch",
                            "output:0 differs from the reference (max_abs 0.5)");
+  } else if (strncmp(d, "fail ", 5) == 0) {
+    char stage[32], cls[96];
+    int used = 0;
+    if (sscanf(d + 5, "%31s %95s %n", stage, cls, &used) != 2 || used == 0)
+      return error_reply(id, "check", "check/no_script", "SCRIPT fail needs STAGE CLASS MESSAGE");
+    const char *msg = d + 5 + used;
+    size_t len = strcspn(msg, "\n");
+    char *message = strndup(msg, len);
+    result = failed_result(stage, cls, message ? message : "");
+    if (strcmp(stage, "compile") == 0)
+      json_object_set_new(json_object_get(result, "compile"), "log",
+                          json_string(message ? message : ""));
+    free(message);
   } else if (directive_is(d, "crash")) {
     log_op("abort");
     signal(SIGABRT, SIG_DFL);  /* a sanitizer build would otherwise turn it into exit 1 */

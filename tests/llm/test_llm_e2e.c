@@ -56,10 +56,15 @@ static const char REFERENCE[] =
 #define SMALL "Answer with edits to the current source"
 #define EDIT(a, b) "<old_str_1>\\nSCRIPT correct " a "\\n</old_str_1>\\n<new_str_1>\\nSCRIPT correct " b "\\n</new_str_1>"
 
+/* The skill memory's extraction prompt (proposers/llm/prompts/skill_extract.txt). */
+#define EXTRACT "Your one sentence:"
+
 /* Small steps walk a correct kernel 1.x -> 0.9x -> 0.8x -> 0.7x; other small steps and
- * large steps cycle through the other kinds of answer. */
+ * large steps cycle through the other kinds of answer. The extraction prompt after a
+ * failed step gets "no guidance", so the skill memory learns nothing here. */
 static const char SCRIPT[] =
     "{\"key\": \"" KEY "\", \"rules\": ["
+    "{\"match\": \"" EXTRACT "\", \"replies\": [{\"content\": \"no guidance\"}]},"
     "{\"match\": [\"" SMALL "\", \"SCRIPT correct 0.8\"], \"replies\": [{\"content\": \""
     EDIT("0.8", "0.7") "\"}]},"
     "{\"match\": [\"" SMALL "\", \"SCRIPT correct 0.9\"], \"replies\": [{\"content\": \""
@@ -514,6 +519,88 @@ static void test_llm_check(void **state) {
   scripted_llm_stop(&llm);
 }
 
+/* The skill memory with an LLM: every proposal fails to compile; after each failed step
+ * the extraction prompt gives a rule and the dedup prompt matches it to the kept one, so
+ * three tasks (single policy, one step each) bring the rule to a score of 3 (new, then a
+ * duplicate by the dedup prompt, then the same text without one), and the fourth task's
+ * prompt carries it under "Common pitfalls"; the earlier prompts do not. Each task's
+ * tokens include its extraction and dedup calls. */
+#define RULE "You cannot index past the end of a row."
+static const char SKILL_SCRIPT[] =
+    "{\"key\": \"" KEY "\", \"rules\": ["
+    "{\"match\": \"" EXTRACT "\", \"replies\": [{\"content\": \"" RULE "\"},"
+    "  {\"content\": \"You cannot read beyond the end of a row.\"}]},"
+    "{\"match\": \"Kept rules:\", \"replies\": [{\"content\": "
+    "  \"{\\\"duplicate\\\": true, \\\"match\\\": 1, \\\"confidence\\\": 0.9}\"}]},"
+    "{\"replies\": [{\"content\": \"" KERNEL("compile") "\", \"usage\": {\"prompt_tokens\": 1000,"
+    "  \"completion_tokens\": 200}}]}]}";
+
+static void test_skill_rule_reaches_next_prompt(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(SKILL_SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  static const long long want_prompt[] = {1000 + 100, 1000 + 100 + 100, 1000 + 100};
+  static const long long want_completion[] = {200 + 50, 200 + 50 + 50, 200 + 50};
+  static const long long want_score[] = {1, 2, 3};
+  for (int i = 0; i < 4; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "plain_llm_skill_%d", i);
+    char *id = submit(&s, name, "single", 1);
+    json_t *task = wait_final(&s, id);
+    json_t *progress = json_object_get(task, "progress");
+    json_t *list = get_json(&s, "/v1/skills");
+    json_t *items = json_object_get(list, "items");
+    assert_int_equal(json_array_size(items), 1);
+    json_t *rule = json_array_get(items, 0);
+    assert_string_equal(json_string_value(json_object_get(rule, "rule")), RULE);
+    assert_string_equal(json_string_value(json_object_get(rule, "origin")), "llm");
+    assert_string_equal(json_string_value(json_object_get(rule, "family")), "softmax");
+    if (i < 3) {
+      assert_int_equal(json_integer_value(json_object_get(progress, "llm_prompt_tokens")),
+                       want_prompt[i]);
+      assert_int_equal(json_integer_value(json_object_get(progress, "llm_completion_tokens")),
+                       want_completion[i]);
+      assert_int_equal(json_integer_value(json_object_get(rule, "score")), want_score[i]);
+    }
+    json_decref(list);
+    json_decref(task);
+    free(id);
+  }
+  /* The proposals' prompts: only the fourth carries the rule, as a common pitfall. */
+  json_t *reqs = scripted_llm_requests(&llm);
+  size_t i, proposals = 0, extractions = 0, dedups = 0;
+  json_t *q;
+  json_array_foreach(reqs, i, q) {
+    json_t *msgs = json_object_get(q, "messages");
+    const char *user = json_string_value(json_object_get(json_array_get(msgs, 1), "content"));
+    assert_non_null(user);
+    if (strstr(user, EXTRACT)) {
+      extractions++;
+      continue;
+    }
+    if (strstr(user, "Kept rules:")) {
+      dedups++;
+      assert_non_null(strstr(user, "1. " RULE));
+      continue;
+    }
+    proposals++;
+    bool pitfall = strstr(user, "## Common pitfalls") && strstr(user, "- " RULE);
+    if (proposals < 4)
+      assert_false(pitfall);
+    else
+      assert_true(pitfall);
+  }
+  assert_int_equal(proposals, 4);
+  assert_int_equal(extractions, 4);
+  assert_int_equal(dedups, 2);
+  json_decref(reqs);
+  server_stop_llm(&s);
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
 static int group_setup(void **state) {
   (void)state;
   child_isolate();
@@ -537,6 +624,7 @@ int main(void) {
     cmocka_unit_test(test_wrong_key_is_scrubbed),
     cmocka_unit_test(test_token_budget_stops_the_task),
     cmocka_unit_test(test_llm_check),
+    cmocka_unit_test(test_skill_rule_reaches_next_prompt),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
