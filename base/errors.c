@@ -35,6 +35,7 @@ static const struct api_error_info error_table[API_ERR__COUNT] = {
   [API_ERR_ALREADY_EXISTS] = {"already_exists", 409},
   [API_ERR_INVALID_IMPORT] = {"invalid_import", 400},
   [API_ERR_NO_CORRECT_CANDIDATE] = {"no_correct_candidate", 409},
+  [API_ERR_NAMESPACE_NOT_FOUND] = {"memory_namespace_not_found", 404},
 };
 
 const struct api_error_info *api_error_info(enum api_error err) {

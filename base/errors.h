@@ -36,6 +36,7 @@ enum api_error {
   API_ERR_ALREADY_EXISTS,      /* 409 a memory node or edge with this id exists */
   API_ERR_INVALID_IMPORT,      /* 400 a memory import document is refused */
   API_ERR_NO_CORRECT_CANDIDATE, /* 409 the task has no correct candidate to export */
+  API_ERR_NAMESPACE_NOT_FOUND, /* 404 no such memory namespace */
   API_ERR__COUNT
 };
 

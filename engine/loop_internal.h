@@ -12,6 +12,7 @@
 #include "engine/memory_view.h"
 #include "engine/partition.h"
 #include "engine/policy.h"
+#include "engine/search_config.h"
 #include "engine/tree.h"
 #include "proposers/proposer.h"
 
@@ -23,6 +24,10 @@ struct task_run {
   json_t *profile;              /* owned */
   json_t *baselines;            /* owned */
   const struct policy_traits *traits;
+  struct search_config cfg;     /* the task's settings: the server's, then its own
+                                   options.search over them */
+  const char *memory;           /* the memory namespace it reads and writes (borrowed
+                                   from options) */
   struct proposer proposer;
   struct tree *tree;            /* owned */
   struct htam_state state;      /* strings are static or in last_failure_stage */

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/search_config.h"
+
 #define CONFIG_MAX_TOKENS 16
 #define CONFIG_MAX_GPUS 64
 
@@ -38,6 +40,9 @@ struct opforge_config {
   char fixtures[PATH_MAX];         /* fixture candidates for the test proposer */
   unsigned evaluate_deadline_s;    /* compile + evaluate of one candidate */
   unsigned profile_deadline_s;     /* profile, including torch.compile */
+  char search_config[PATH_MAX];    /* --search-config FILE; empty = the defaults */
+  struct search_config search;     /* the tasks' default search settings: FILE's keys
+                                      over search_config_defaults */
 };
 
 /* Sets every field to its default. */

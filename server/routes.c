@@ -40,6 +40,10 @@ const struct route opforge_routes[] = {
   {.method = "GET", .pattern = "/v1/memory/score", .handler = handle_memory_score},
   {.method = "POST", .pattern = "/v1/memory/import", .handler = handle_memory_import},
   {.method = "POST", .pattern = "/v1/memory/reset", .handler = handle_memory_reset},
+  {.method = "GET", .pattern = "/v1/memory/namespaces", .handler = handle_memory_namespaces_list},
+  {.method = "POST", .pattern = "/v1/memory/namespaces", .handler = handle_memory_namespace_create},
+  {.method = "GET", .pattern = "/v1/memory/namespaces/{name}", .handler = handle_memory_namespace_get},
+  {.method = "DELETE", .pattern = "/v1/memory/namespaces/{name}", .handler = handle_memory_namespace_delete},
   {.method = "GET", .pattern = "/v1/tasks/{id}/best", .handler = handle_task_best},
   {.method = NULL},
 };
