@@ -1,7 +1,8 @@
 /* Tests of `opforge ablate`: usage errors, and a run of two programs under two arms
  * against the real server with the scripted evaluator of tests/engine and the test
  * proposer, whose table, summary, results file and memory namespaces are checked
- * against figures computed by hand. */
+ * against figures computed by hand. Also `opforge serve --search-config FILE`, the
+ * server's default search settings the arms' settings go over. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -276,10 +277,64 @@ static void test_scripted_run(void **state) {
   assert_int_equal(child_server_stop(pid), 0);
 }
 
+/* serve --search-config: a bad file stops the start with exit 2 naming the option; a
+ * good one sets the defaults a task's own settings go over, and the task records them. */
+static void test_serve_search_config(void **state) {
+  (void)state;
+  if (!g.have_bin)
+    skip();
+  char bad[PATH_MAX], not_json[PATH_MAX], good[PATH_MAX], prog[PATH_MAX], data[PATH_MAX];
+  scratch_file("cfg/bad.json", "{\"tau\": 0}", bad, sizeof bad);
+  scratch_file("cfg/not.json", "{tau", not_json, sizeof not_json);
+  scratch_file("cfg/good.json", "{\"large_step_prob\": 1, \"retrieval\": \"flat\"}", good,
+               sizeof good);
+  scratch_file("cfg/p.py", child_reference_ok, prog, sizeof prog);
+  snprintf(data, sizeof data, "%s/cfg/data", g.dir);
+  static const char *const wants[][2] = {
+    {"bad", ": tau: must be in (0, 100]\n"},
+    {"not", ": string or '}' expected near 'tau' (line 1)\n"},
+    {"unknown", "--search-config: /nonexistent/s.json: unable to open"},
+  };
+  const char *files[] = {bad, not_json, "/nonexistent/s.json"};
+  for (size_t i = 0; i < 3; i++) {
+    const char *args[] = {"serve", "--listen", "127.0.0.1:0", "--data", data, "--gpus", "none",
+                          "--search-config", files[i], NULL};
+    struct proc p;
+    assert_int_equal(run_cli(&p, args), 2);
+    char prefix[PATH_MAX + 64];
+    snprintf(prefix, sizeof prefix, "opforge serve: --search-config: %s", files[i]);
+    const char *err = text_str(&p.err);
+    if (strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, wants[i][1]))
+      print_error("%s: stderr '%s'\n", wants[i][0], err);
+    assert_memory_equal(err, prefix, strlen(prefix));
+    assert_non_null(strstr(err, wants[i][1]));
+    proc_clear(&p);
+  }
+  char base[64];
+  const char *extra[] = {"--gpus", "none", "--search-config", good, NULL};
+  pid_t pid = child_server_start(g.bin, data, extra, base, WAIT_MS);
+  assert_true(pid > 0);
+  const char *submit[] = {"submit", prog, "--server", base, NULL};
+  struct proc p;
+  assert_int_equal(run_cli(&p, submit), 0);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%.36s", text_str(&p.out));
+  proc_clear(&p);
+  json_t *task = NULL;
+  assert_int_equal(child_http(base, "GET", path, &task), 200);
+  json_t *search = json_object_get(json_object_get(task, "options"), "search");
+  assert_float_equal(json_number_value(json_object_get(search, "large_step_prob")), 1.0, 0);
+  assert_string_equal(json_string_value(json_object_get(search, "retrieval")), "flat");
+  assert_float_equal(json_number_value(json_object_get(search, "tree_c")), 0.3, 0);
+  json_decref(task);
+  assert_int_equal(child_server_stop(pid), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_scripted_run),
+      cmocka_unit_test(test_serve_search_config),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
