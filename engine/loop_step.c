@@ -273,7 +273,9 @@ enum step_result loop_step(struct task_run *run, int attempt) {
   json_t *candidate = NULL, *region_candidate = NULL, *failure = NULL;
   if (crc == 0 && res != STEP_STORE_ERROR)
     res = loop_propose(run, &choice, &memory, &ctx, &candidate, &region_candidate, &failure);
-  if (res == STEP_NOTHING_NEW && crc >= 0)
+  /* best_of_n only ever expands the root: a direction whose moves all repeat there must
+   * not close the root to the others; the idle limit ends such a task instead. */
+  if (res == STEP_NOTHING_NEW && crc >= 0 && run->traits->node != NODE_ROOT)
     loop_mark_exhausted(run, choice.node, ctx.region);
   if (res == STEP_COMMITTED &&
       record_step(run, &choice, &memory, &ctx, candidate, region_candidate, failure,

@@ -1525,6 +1525,30 @@ static void test_stop_at_floor(void **state) {
 
 /* ------------------------------------------------------------------ settings */
 
+/* The total weighted n of the default namespace's edges. */
+static double edge_weight(struct engine_server *s) {
+  json_t *doc = es_get(s, "/v1/memory/edges");
+  double sum = 0;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(doc, "items"), i, e)
+    sum += stat_of(e, "n");
+  json_decref(doc);
+  return sum;
+}
+
+/* The total n of the default namespace's directions. */
+static double direction_tries(struct engine_server *s) {
+  json_t *doc = es_get(s, "/v1/memory/global");
+  double sum = 0;
+  size_t i;
+  json_t *g;
+  json_array_foreach(json_object_get(doc, "items"), i, g)
+    sum += stat_of(g, "n");
+  json_decref(doc);
+  return sum;
+}
+
 /* Asserts the lineage of a tree run: parents[i] is the step whose candidate step i+1
  * expanded (0: the reference), kinds[i] 'L' or 'S'. */
 static void expect_tree(const struct run_record *r, const int *parents, const char *kinds) {
@@ -1552,7 +1576,8 @@ static void expect_tree(const struct run_record *r, const int *parents, const ch
  * So the parents are 0,1,0,3,4 whatever the kinds: large_step_prob 1 makes every step
  * large, 0 every free one small (the root's are forced large). expand_ratio 0 never
  * widens a node that has a child: the descent follows the best child to a leaf, a chain
- * 0,1,2,3,4. Each task's options and its step-0 event carry its whole settings. */
+ * 0,1,2,3,4. Each task's options and its step-0 event carry its whole settings. The
+ * policy best_of_n expands the reference every time: parents 0,0,0,0,0, all large. */
 static void test_search_settings_per_task(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
@@ -1593,6 +1618,17 @@ static void test_search_settings_per_task(void **state) {
     run_record_clear(&r);
     free(ids[i]);
   }
+  /* best_of_n: every step a large step from the reference, so no prefix and no edge:
+   * the directions gain its 5 tries, the edges' total weight stays. */
+  double weight = edge_weight(s), tries = direction_tries(s);
+  char *bon = submit_with(s, "softmax_a", "best_of_n", 5, "{}");
+  struct run_record r;
+  check_run(s, bon, "softmax_a", 5, 5, "succeeded", false, &r);
+  expect_tree(&r, (const int[]){0, 0, 0, 0, 0}, "LLLLL");
+  assert_near(edge_weight(s), weight, "edge weight after best_of_n");
+  assert_near(direction_tries(s), tries + 5, "direction tries after best_of_n");
+  run_record_clear(&r);
+  free(bon);
   es_stop(s);
 }
 /* The export of namespace ns without what a step may change: exported_at, every

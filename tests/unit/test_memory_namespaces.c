@@ -1,6 +1,6 @@
 /* Unit tests of memory namespaces in the store (store/memory_namespaces.c and the
  * namespace argument of the memory functions): a version-4 database upgraded by
- * schema/0005_memory_namespaces.sql keeps its memory, in order, as 'default'; namespaces
+ * schema/0006_memory_namespaces.sql keeps its memory, in order, as 'default'; namespaces
  * are created from the seed, empty or as a copy (evidence included); a step's update
  * touches its namespace only; deleting refuses the default and a namespace in use. */
 #include "base/embedded.h"

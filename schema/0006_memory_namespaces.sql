@@ -1,4 +1,4 @@
--- Migration 5: memory namespaces (docs/architecture.md, "Store"). Every memory record
+-- Migration 6: memory namespaces (docs/architecture.md, "Store"). Every memory record
 -- belongs to a namespace; the memory that existed before is the namespace 'default'. A
 -- task reads and writes only the namespace its submission names, so ablation arms and
 -- experiments run on memories of their own. The tables are rebuilt because their keys
