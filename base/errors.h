@@ -39,6 +39,7 @@ enum api_error {
   API_ERR_NOT_PURE,            /* 409 pure=true, but the best program runs library steps */
   API_ERR_SKILL_NOT_FOUND,     /* 404 no such skill rule */
   API_ERR_TASK_NOT_FINISHED,   /* 409 the task has not finished yet */
+  API_ERR_NAMESPACE_NOT_FOUND, /* 404 no such memory namespace */
   API_ERR__COUNT
 };
 

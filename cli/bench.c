@@ -20,6 +20,7 @@
 #include "cli/args.h"
 #include "cli/bench_report.h"
 #include "cli/client.h"
+#include "cli/memory.h"
 
 #define MAX_EXCLUDE 16           /* --exclude options kept */
 #define MAX_FILES 10000          /* programs one run takes */
@@ -37,8 +38,9 @@
 /* What the command line asked for. Strings point into argv. */
 struct bench_opts {
   const char *server, *token_file, *policy, *proposer, *out;
+  const char *memory;     /* --memory NAME: the namespace the tasks read and write */
   long long steps, seconds, concurrency, wait_limit;
-  bool has_steps, has_concurrency, has_wait_limit;
+  bool has_steps, has_concurrency, has_wait_limit, fresh_memory;
   regex_t exclude[MAX_EXCLUDE];
   const char *exclude_src[MAX_EXCLUDE];
   size_t n_exclude;
@@ -59,7 +61,9 @@ static void usage(FILE *out) {
         "  --steps N          step budget of each task (1..1000, required)\n"
         "  --out FILE         the JSON results (required; rewritten as tasks end)\n"
         "  --seconds S        time budget of each task (1..86400, default 300)\n"
-        "  --policy P         single|refine|flat|htam|tree|htam+tree\n"
+        "  --policy P         single|refine|flat|htam|tree|htam+tree|best_of_n\n"
+        "  --memory NAME      run in memory namespace NAME (created from the seed if new)\n"
+        "  --fresh-memory     recreate the --memory namespace from the seed first\n"
         "  --proposer P       builtin|llm|test\n"
         "  --concurrency K    tasks submitted at a time (default: the server's GPU count)\n"
         "  --exclude REGEX    skip paths matching this extended regular expression "
@@ -71,7 +75,8 @@ static void usage(FILE *out) {
 }
 
 enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_STEPS, OPT_OUT, OPT_SECONDS, OPT_POLICY,
-       OPT_PROPOSER, OPT_CONCURRENCY, OPT_EXCLUDE, OPT_WAIT_LIMIT, OPT_HELP };
+       OPT_PROPOSER, OPT_CONCURRENCY, OPT_EXCLUDE, OPT_WAIT_LIMIT, OPT_MEMORY, OPT_FRESH,
+       OPT_HELP };
 
 static const struct option long_opts[] = {
     {"server", required_argument, NULL, OPT_SERVER},
@@ -84,6 +89,8 @@ static const struct option long_opts[] = {
     {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
     {"exclude", required_argument, NULL, OPT_EXCLUDE},
     {"wait-limit", required_argument, NULL, OPT_WAIT_LIMIT},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"fresh-memory", no_argument, NULL, OPT_FRESH},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -122,6 +129,8 @@ static int apply_opt(void *opts, int c, const char *arg) {
   case OPT_OUT: o->out = arg; return 0;
   case OPT_POLICY: o->policy = arg; return 0;
   case OPT_PROPOSER: o->proposer = arg; return 0;
+  case OPT_MEMORY: o->memory = arg; return 0;
+  case OPT_FRESH: o->fresh_memory = true; return 0;
   case OPT_EXCLUDE: return add_exclude(o, arg);
   case OPT_STEPS: o->has_steps = true; return cli_parse_int("--steps", arg, &o->steps);
   case OPT_SECONDS: return cli_parse_int("--seconds", arg, &o->seconds);
@@ -147,7 +156,7 @@ static bool one_of(const char *s, const char *const *names) {
  * else the exit status. */
 static int check_opts(const struct bench_opts *o) {
   static const char *const policies[] = {"single", "refine", "flat", "htam", "tree",
-                                         "htam+tree", NULL};
+                                         "htam+tree", "best_of_n", NULL};
   static const char *const proposers[] = {"builtin", "llm", "test", NULL};
   const char *why = NULL;
   if (o->n_inputs == 0)
@@ -165,7 +174,9 @@ static int check_opts(const struct bench_opts *o) {
   else if (o->has_wait_limit && (o->wait_limit < 1 || o->wait_limit > WAIT_LIMIT_MAX))
     why = "--wait-limit must be 1..2592000";
   else if (o->policy && !one_of(o->policy, policies))
-    why = "--policy must be one of single, refine, flat, htam, tree, htam+tree";
+    why = "--policy must be one of single, refine, flat, htam, tree, htam+tree, best_of_n";
+  else if (o->fresh_memory && !o->memory)
+    why = "--fresh-memory needs --memory NAME";
   else if (o->proposer && !one_of(o->proposer, proposers))
     why = "--proposer must be one of builtin, llm, test";
   if (!why)
@@ -322,6 +333,8 @@ static json_t *make_body(const struct bench_opts *o, const char *file, const cha
     rc |= cli_json_put(body, "policy", json_string(o->policy));
   if (o->proposer)
     rc |= cli_json_put(body, "proposer", json_string(o->proposer));
+  if (o->memory)
+    rc |= cli_json_put(body, "memory", json_string(o->memory));
   if (rc != 0 || !body) {
     fprintf(stderr, "error: out of memory\n");
     json_decref(body);
@@ -400,11 +413,11 @@ static json_t *options_json(const struct bench_run *run) {
   json_t *exclude = json_array();
   for (size_t i = 0; exclude && i < o->n_exclude; i++)
     json_array_append_new(exclude, json_string(o->exclude_src[i]));
-  return json_pack("{s:I, s:I, s:s?, s:s?, s:I, s:o, s:o}", "steps", (json_int_t)o->steps,
-                   "seconds", (json_int_t)o->seconds, "policy", o->policy, "proposer",
-                   o->proposer, "concurrency", (json_int_t)run->concurrency, "wait_limit_s",
-                   o->has_wait_limit ? json_integer(o->wait_limit) : json_null(), "exclude",
-                   exclude);
+  return json_pack("{s:I, s:I, s:s?, s:s?, s:I, s:o, s:o, s:s?, s:b}", "steps",
+                   (json_int_t)o->steps, "seconds", (json_int_t)o->seconds, "policy", o->policy,
+                   "proposer", o->proposer, "concurrency", (json_int_t)run->concurrency,
+                   "wait_limit_s", o->has_wait_limit ? json_integer(o->wait_limit) : json_null(),
+                   "exclude", exclude, "memory", o->memory, "fresh_memory", o->fresh_memory);
 }
 
 /* The whole results document (a new reference, NULL when out of memory). */
@@ -816,7 +829,9 @@ static void print_report(const struct bench_run *run) {
 /* Submits, follows and reports, once the results file is known to be writable. Returns
  * the exit status. */
 static int bench_execute(struct bench_run *run) {
-  if (pick_concurrency(run) != 0) {
+  if (pick_concurrency(run) != 0 ||
+      (run->o->memory && cli_memory_prepare(run->client, run->o->memory,
+                                            run->o->fresh_memory) != 0)) {
     write_results(run);
     return CLI_EXIT_FAIL;
   }

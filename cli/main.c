@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/ablate.h"
 #include "cli/bench.h"
 #include "cli/best.h"
 #include "cli/cli.h"
@@ -29,6 +30,7 @@ static const struct command commands[] = {
   {"propose", cli_propose_main, "print the builtin proposer's candidate (opforge propose --help)"},
   {"profile", cli_profile_main, "profile a KernelBench program (opforge profile --help)"},
   {"bench", cli_bench_main, "benchmark KernelBench programs (opforge bench --help)"},
+  {"ablate", cli_ablate_main, "run the search's ablation arms side by side (opforge ablate --help)"},
   {"best", cli_best_main, "fetch a task's best kernel as JSON or a KernelBench file (opforge best --help)"},
   {"memory", cli_memory_main, "export, import, reset or show the HTAM memory"},
   {"skills", cli_skills_main, "list, export or import the skill memory (opforge skills --help)"},

@@ -1,4 +1,5 @@
-/* `opforge memory`: export, import, reset and browse the HTAM memory of a server. */
+/* `opforge memory`: export, import, reset and browse the HTAM memory of a server, in one
+ * namespace (--memory), and list, create and delete namespaces. */
 #include "cli/memory.h"
 #include "cli/args.h"
 #include "cli/client.h"
@@ -14,23 +15,31 @@
 #define IMPORT_MAX_BYTES (64L * 1024 * 1024) /* a larger file is refused before sending */
 
 struct memory_opts {
-  const char *command;    /* export, import, reset, show */
-  const char *arg;        /* import: FILE; show: ID (may be NULL) */
+  const char *command;    /* export, import, reset, show, namespaces, create, delete */
+  const char *arg;        /* import: FILE; show: ID (may be NULL); create, delete: NAME */
   const char *output;     /* export: -o FILE, NULL for stdout */
+  const char *memory;     /* --memory NAME; NULL: the default namespace */
+  const char *from;       /* create: --from seed|empty|NAME; NULL: seed */
   const char *server;
   const char *token_file;
 };
 
 static void usage(FILE *out) {
   fputs("usage: opforge memory COMMAND [options]\n"
-        "Exports, imports, resets or shows the server's HTAM memory.\n"
+        "Exports, imports, resets or shows the server's HTAM memory (one namespace).\n"
         "  export [-o FILE]   write the whole memory as JSON (default: standard output)\n"
         "  import FILE        replace the memory with FILE (an export, or a seed document;\n"
         "                     - reads standard input); nothing changes if it is refused\n"
         "  reset              replace the memory with the built-in seed, stats at zero\n"
         "  show [ID]          list the global directions, or show one node (global or local)\n"
+        "  namespaces         list the memory namespaces\n"
+        "  create NAME        create namespace NAME (--from seed, empty or another name)\n"
+        "  delete NAME        delete namespace NAME and all its records\n"
         "options:\n"
         "  -o, --output FILE  export: write to FILE\n"
+        "  --memory NAME      the namespace export, import, reset and show work on\n"
+        "                     (default: default)\n"
+        "  --from ORIGIN      create: seed (default), empty, or a namespace to copy\n"
         "  --server URL       server base URL (default $OPFORGE_SERVER, else "
         CLI_DEFAULT_SERVER ")\n"
         "  --token-file F     bearer token file (default $OPFORGE_TOKEN, "
@@ -39,10 +48,12 @@ static void usage(FILE *out) {
         out);
 }
 
-enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_HELP };
+enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_MEMORY, OPT_FROM, OPT_HELP };
 
 static const struct option long_opts[] = {
     {"output", required_argument, NULL, 'o'},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"from", required_argument, NULL, OPT_FROM},
     {"server", required_argument, NULL, OPT_SERVER},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"help", no_argument, NULL, OPT_HELP},
@@ -53,21 +64,32 @@ static const struct option long_opts[] = {
  * status. */
 static int check_positional(int argc, char **argv, struct memory_opts *o) {
   int extra = argc - optind;
-  bool takes_arg = strcmp(o->command, "import") == 0 || strcmp(o->command, "show") == 0;
-  bool known = takes_arg || strcmp(o->command, "export") == 0 || strcmp(o->command, "reset") == 0;
+  bool named = strcmp(o->command, "create") == 0 || strcmp(o->command, "delete") == 0;
+  bool needs_arg = named || strcmp(o->command, "import") == 0;
+  bool takes_arg = needs_arg || strcmp(o->command, "show") == 0;
+  bool known = takes_arg || strcmp(o->command, "export") == 0 ||
+               strcmp(o->command, "reset") == 0 || strcmp(o->command, "namespaces") == 0;
   if (!known) {
     fprintf(stderr, "error: unknown memory command '%s'\n", o->command);
     usage(stderr);
     return CLI_EXIT_USAGE;
   }
-  if (extra > (takes_arg ? 1 : 0) || (strcmp(o->command, "import") == 0 && extra != 1)) {
-    fprintf(stderr, "error: %s\n", strcmp(o->command, "import") == 0 && extra == 0
-                                       ? "import needs a FILE"
-                                       : "too many arguments");
+  if (extra > (takes_arg ? 1 : 0) || (needs_arg && extra != 1)) {
+    fprintf(stderr, "error: %s\n", !needs_arg || extra ? "too many arguments"
+                                   : named            ? "create and delete need a NAME"
+                                                      : "import needs a FILE");
     return CLI_EXIT_USAGE;
   }
   if (o->output && strcmp(o->command, "export") != 0) {
     fprintf(stderr, "error: -o applies to export only\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (o->from && strcmp(o->command, "create") != 0) {
+    fprintf(stderr, "error: --from applies to create only\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (o->memory && (named || strcmp(o->command, "namespaces") == 0)) {
+    fprintf(stderr, "error: --memory does not apply to %s\n", o->command);
     return CLI_EXIT_USAGE;
   }
   o->arg = extra ? argv[optind] : NULL;
@@ -80,6 +102,8 @@ static int apply_opt(void *opts, int c, const char *arg) {
   struct memory_opts *o = opts;
   switch (c) {
   case 'o': o->output = arg; return 0;
+  case OPT_MEMORY: o->memory = arg; return 0;
+  case OPT_FROM: o->from = arg; return 0;
   case OPT_SERVER: o->server = arg; return 0;
   case OPT_TOKEN_FILE: o->token_file = arg; return 0;
   default: return -1;
@@ -107,11 +131,33 @@ static int parse_args(int argc, char **argv, struct memory_opts *o) {
   return check_positional(argc, argv, o);
 }
 
+/* ---- the namespace of a request ---- */
+
+/* The --memory namespace of this run; NULL for the default. */
+static const char *g_memory;
+
+/* path with "?memory=NAME" (or "&memory=...") when a namespace was named, into out
+ * (CLI_MAX_URL bytes). Returns out, or NULL after printing why. */
+static const char *in_memory(const char *path, char *out) {
+  char *esc = g_memory ? cli_escape(g_memory) : NULL;
+  int n = g_memory ? (esc ? snprintf(out, CLI_MAX_URL, "%s%cmemory=%s", path,
+                                     strchr(path, '?') ? '&' : '?', esc)
+                          : -1)
+                   : snprintf(out, CLI_MAX_URL, "%s", path);
+  free(esc);
+  if (n < 0 || n >= CLI_MAX_URL) {
+    fprintf(stderr, "error: %s\n", n < 0 ? "out of memory" : "the namespace name is too long");
+    return NULL;
+  }
+  return out;
+}
+
 /* ---- export, import, reset ---- */
 
 static int do_export(struct cli_client *client, const struct memory_opts *o) {
   json_t *doc = NULL;
-  if (cli_call(client, "GET", "/v1/memory/export", NULL, &doc) != 0)
+  char path[CLI_MAX_URL];
+  if (!in_memory("/v1/memory/export", path) || cli_call(client, "GET", path, NULL, &doc) != 0)
     return CLI_EXIT_FAIL;
   int ret = CLI_EXIT_OK;
   if (o->output) {
@@ -167,7 +213,8 @@ static int do_import(struct cli_client *client, const char *path) {
   json_t *doc = NULL, *counts = NULL;
   if (read_document(path, &doc) != 0)
     return CLI_EXIT_USAGE;
-  int rc = cli_call(client, "POST", "/v1/memory/import", doc, &counts);
+  char url[CLI_MAX_URL];
+  int rc = in_memory("/v1/memory/import", url) ? cli_call(client, "POST", url, doc, &counts) : -1;
   json_decref(doc);
   if (rc != 0)
     return CLI_EXIT_FAIL;
@@ -178,7 +225,8 @@ static int do_import(struct cli_client *client, const char *path) {
 
 static int do_reset(struct cli_client *client) {
   json_t *counts = NULL;
-  if (cli_call(client, "POST", "/v1/memory/reset", NULL, &counts) != 0)
+  char path[CLI_MAX_URL];
+  if (!in_memory("/v1/memory/reset", path) || cli_call(client, "POST", path, NULL, &counts) != 0)
     return CLI_EXIT_FAIL;
   print_counts("reset to the seed", counts);
   json_decref(counts);
@@ -237,7 +285,8 @@ static void print_global_table(const json_t *items) {
 /* Fetches path (a list) and returns its items (caller owns), or NULL after printing. */
 static json_t *fetch_items(struct cli_client *client, const char *path) {
   json_t *page = NULL;
-  if (cli_call(client, "GET", path, NULL, &page) != 0)
+  char url[CLI_MAX_URL];
+  if (!in_memory(path, url) || cli_call(client, "GET", url, NULL, &page) != 0)
     return NULL;
   json_t *items = json_incref(json_object_get(page, "items"));
   json_decref(page);
@@ -319,13 +368,18 @@ static int show_node(struct cli_client *client, const char *id) {
   long status = 0;
   json_t *node = NULL;
   int ret = CLI_EXIT_FAIL;
-  if (cli_request(client, "GET", path, NULL, &status, &node) == 0 && status == 200) {
+  char url[CLI_MAX_URL];
+  const char *code = NULL;
+  if (in_memory(path, url) && cli_request(client, "GET", url, NULL, &status, &node) == 0 &&
+      status == 200) {
     ret = show_global(client, node, esc);
-  } else if (status == 404) {
+  } else if (status == 404 &&
+             (code = json_string_value(json_object_get(json_object_get(node, "error"), "code"))) &&
+             strcmp(code, "memory_node_not_found") == 0) {
     json_decref(node);
     node = NULL;
     snprintf(path, sizeof path, "/v1/memory/local/%s", esc);
-    if (cli_call(client, "GET", path, NULL, &node) == 0) {
+    if (in_memory(path, url) && cli_call(client, "GET", url, NULL, &node) == 0) {
       show_local(node);
       ret = CLI_EXIT_OK;
     }
@@ -353,6 +407,97 @@ static int do_show(struct cli_client *client, const char *id) {
   return CLI_EXIT_OK;
 }
 
+/* ---- namespaces ---- */
+
+static int do_namespaces(struct cli_client *client) {
+  json_t *page = NULL;
+  if (cli_call(client, "GET", "/v1/memory/namespaces", NULL, &page) != 0)
+    return CLI_EXIT_FAIL;
+  printf("%-32s %-16s %7s %7s %7s  %s\n", "NAME", "ORIGIN", "GLOBALS", "LOCALS", "EDGES",
+         "CREATED");
+  size_t i;
+  const json_t *ns;
+  json_array_foreach(json_object_get(page, "items"), i, ns) {
+    char g[32], l[32], e[32];
+    printf("%-32s %-16s %7s %7s %7s  %s\n", str_or_dash(ns, "name"), str_or_dash(ns, "origin"),
+           num_text(ns, "globals", g, sizeof g), num_text(ns, "locals", l, sizeof l),
+           num_text(ns, "edges", e, sizeof e), str_or_dash(ns, "created_at"));
+  }
+  json_decref(page);
+  return CLI_EXIT_OK;
+}
+
+static int do_create(struct cli_client *client, const char *name, const char *from) {
+  json_t *body = json_pack("{s:s, s:s}", "name", name, "from", from ? from : "seed");
+  json_t *ns = NULL;
+  int rc = body ? cli_call(client, "POST", "/v1/memory/namespaces", body, &ns) : -1;
+  json_decref(body);
+  if (rc != 0)
+    return CLI_EXIT_FAIL;
+  printf("created memory namespace %s from %s: %lld global nodes, %lld local nodes, %lld "
+         "edges\n", name, from ? from : "seed",
+         (long long)json_integer_value(json_object_get(ns, "globals")),
+         (long long)json_integer_value(json_object_get(ns, "locals")),
+         (long long)json_integer_value(json_object_get(ns, "edges")));
+  json_decref(ns);
+  return CLI_EXIT_OK;
+}
+
+static int do_delete(struct cli_client *client, const char *name) {
+  char *esc = cli_escape(name);
+  char path[CLI_MAX_URL];
+  int n = esc ? snprintf(path, sizeof path, "/v1/memory/namespaces/%s", esc) : -1;
+  free(esc);
+  if (n < 0 || n >= (int)sizeof path) {
+    fprintf(stderr, "error: %s\n", n < 0 ? "out of memory" : "the name is too long");
+    return CLI_EXIT_USAGE;
+  }
+  json_t *none = NULL;
+  if (cli_call(client, "DELETE", path, NULL, &none) != 0)
+    return CLI_EXIT_FAIL;
+  json_decref(none);
+  printf("deleted memory namespace %s\n", name);
+  return CLI_EXIT_OK;
+}
+
+int cli_memory_prepare(struct cli_client *client, const char *name, bool fresh) {
+  char *esc = cli_escape(name);
+  char path[CLI_MAX_URL];
+  int n = esc ? snprintf(path, sizeof path, "/v1/memory/namespaces/%s", esc) : -1;
+  free(esc);
+  if (n < 0 || n >= (int)sizeof path) {
+    fprintf(stderr, "error: %s\n", n < 0 ? "out of memory" : "--memory: the name is too long");
+    return -1;
+  }
+  long status = 0;
+  json_t *reply = NULL;
+  if (cli_request(client, "GET", path, NULL, &status, &reply) != 0)
+    return -1;
+  if (status != 200 && status != 404)
+    cli_print_server_error(status, reply);
+  json_decref(reply);
+  reply = NULL;
+  if (status != 200 && status != 404)
+    return -1;
+  bool exists = status == 200, is_default = strcmp(name, "default") == 0;
+  if (exists && !fresh)
+    return 0;
+  if (exists && is_default) {  /* the default namespace cannot be deleted: reset it */
+    int rc = cli_call(client, "POST", "/v1/memory/reset?memory=default", NULL, &reply);
+    json_decref(reply);
+    return rc == 0 ? 0 : -1;
+  }
+  if (exists && cli_call(client, "DELETE", path, NULL, &reply) != 0)
+    return -1;
+  json_decref(reply);
+  reply = NULL;
+  json_t *body = json_pack("{s:s, s:s}", "name", name, "from", "seed");
+  int rc = body ? cli_call(client, "POST", "/v1/memory/namespaces", body, &reply) : -1;
+  json_decref(body);
+  json_decref(reply);
+  return rc == 0 ? 0 : -1;
+}
+
 int cli_memory_main(int argc, char **argv) {
   struct memory_opts o = {0};
   int ret = parse_args(argc, argv, &o);
@@ -361,7 +506,14 @@ int cli_memory_main(int argc, char **argv) {
   struct cli_client *client = NULL;
   if (cli_client_new(o.server, o.token_file, &client) != 0)
     return CLI_EXIT_USAGE;
-  if (strcmp(o.command, "export") == 0)
+  g_memory = o.memory;
+  if (strcmp(o.command, "namespaces") == 0)
+    ret = do_namespaces(client);
+  else if (strcmp(o.command, "create") == 0)
+    ret = do_create(client, o.arg, o.from);
+  else if (strcmp(o.command, "delete") == 0)
+    ret = do_delete(client, o.arg);
+  else if (strcmp(o.command, "export") == 0)
     ret = do_export(client, &o);
   else if (strcmp(o.command, "import") == 0)
     ret = do_import(client, o.arg);

@@ -12,6 +12,7 @@
 #include "engine/program.h"
 #include "proposers/family.h"
 #include "store/candidates.h"
+#include "store/memory.h"
 #include "store/tasks.h"
 #include "store/tree_rows.h"
 
@@ -171,7 +172,7 @@ static int restore_tree(struct task_run *run) {
     return -1;
   int rc = 0;
   if (json_array_size(rows) == 0) {
-    rc = tree_add_root(run->tree, run->env->cfg);
+    rc = tree_add_root(run->tree, &run->cfg);
   } else {
     size_t i;
     json_t *row;
@@ -188,6 +189,38 @@ static int restore_tree(struct task_run *run) {
   if (rc == 0 && run->correct)
     stored_region_times(run, run->best_candidate, run->best_region_ms);
   return rc;
+}
+
+/* The task's search settings and memory namespace (docs/architecture.md, "Search
+ * settings"): options.search, recorded whole at submission, over the server's; the
+ * namespace must still exist. Returns 0, or -1 with the task finished or unclaimed. */
+static int task_settings(struct task_run *run, enum loop_result *ret_result) {
+  run->cfg = *run->env->cfg;
+  json_t *search = json_object_get(run->options, "search");
+  struct search_config_error err;
+  if (search && search_config_apply(&run->cfg, search, &err) != 0) {
+    *ret_result = finish(run, "failed", "bad_search", err.message, NULL);
+    return -1;
+  }
+  const char *ns = json_string_value(json_object_get(run->options, "memory"));
+  run->memory = ns ? ns : MEMORY_DEFAULT_NAMESPACE;
+  json_t *found = NULL;
+  int rc = store_memory_namespace_get(run->env->store, run->memory, &found);
+  json_int_t directions = json_integer_value(json_object_get(found, "globals"));
+  json_decref(found);
+  if (rc == STORE_NOT_FOUND || (rc == STORE_OK && directions == 0)) {
+    *ret_result = finish(run, "failed", rc == STORE_OK ? "empty_memory" : "unknown_memory",
+                         rc == STORE_OK ? "the task's memory namespace holds no direction"
+                                        : "the task's memory namespace no longer exists",
+                         NULL);
+    return -1;
+  }
+  if (rc != STORE_OK) {
+    store_task_unclaim(run->env->store, run->id);
+    *ret_result = LOOP_STORE_ERROR;
+    return -1;
+  }
+  return 0;
 }
 
 /* Reads the options and the resumable counters of the task. */
@@ -219,6 +252,8 @@ static int load_task(struct task_run *run, enum loop_result *ret_result) {
     *ret_result = finish(run, "failed", "unknown_policy", "the task's policy is unknown", NULL);
     return -1;
   }
+  if (task_settings(run, ret_result) != 0)
+    return -1;
   struct proposer_config pcfg = {.fixtures_dir = run->env->fixtures_dir, .llm = run->env->llm};
   char why[256];
   if (proposer_open(proposer, &pcfg, &run->proposer, why, sizeof why) != 0) {

@@ -13,6 +13,7 @@
 #include "engine/partition.h"
 #include "engine/policy.h"
 #include "engine/skills.h"
+#include "engine/search_config.h"
 #include "engine/tree.h"
 #include "proposers/proposer.h"
 
@@ -24,6 +25,10 @@ struct task_run {
   json_t *profile;              /* owned */
   json_t *baselines;            /* owned */
   const struct policy_traits *traits;
+  struct search_config cfg;     /* the task's settings: the server's, then its own
+                                   options.search over them */
+  const char *memory;           /* the memory namespace it reads and writes (borrowed
+                                   from options) */
   struct proposer proposer;
   struct tree *tree;            /* owned */
   struct htam_state state;      /* strings are static or in last_failure_stage */

@@ -26,8 +26,8 @@ static json_t *load_candidates(struct task_run *run, const size_t *ids, size_t n
  * for a small one. */
 static json_t *proposal_context(struct task_run *run, size_t node, enum tree_step kind) {
   size_t ids[SEARCH_MAX_POOL], n = 0;
-  int rc = kind == TREE_STEP_LARGE ? tree_pool(run->tree, run->env->cfg, node, ids, &n)
-                                   : tree_recent(run->tree, run->env->cfg, node, ids, &n);
+  int rc = kind == TREE_STEP_LARGE ? tree_pool(run->tree, &run->cfg, node, ids, &n)
+                                   : tree_recent(run->tree, &run->cfg, node, ids, &n);
   return load_candidates(run, ids, rc == 0 ? n : 0);
 }
 

@@ -102,9 +102,9 @@ static int score_step(struct task_run *run, const struct policy_choice *choice,
   double t_parent = parent->result == TREE_CORRECT && parent->speedup > 0 && run->eager_ms > 0
                         ? run->eager_ms / parent->speedup
                         : run->eager_ms > 0 ? run->eager_ms : o->time_ms;
-  if (htam_reward(run->env->cfg, ho, t_parent, o->time_ms, ret_r) != 0)
-    *ret_r = run->env->cfg->penalty_incorrect;
-  return tree_record(run->tree, run->env->cfg, child, tree_result_of(o->eval.stage), o->speedup,
+  if (htam_reward(&run->cfg, ho, t_parent, o->time_ms, ret_r) != 0)
+    *ret_r = run->cfg.penalty_incorrect;
+  return tree_record(run->tree, &run->cfg, child, tree_result_of(o->eval.stage), o->speedup,
                      NULL);
 }
 
@@ -113,21 +113,25 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
                        const struct step_context *ctx, const struct outcome *o,
                        json_t *candidate, size_t child, double r,
                        const struct skill_update *skills) {
+  /* A patch that kept its node's direction chose no transition: it writes no edge
+   * (docs/architecture.md, "HTAM"). */
   const char *prefix[SEARCH_MAX_PREFIX];
   size_t prefix_n = 0;
-  tree_prefix(run->tree, run->env->cfg, choice->node, prefix, &prefix_n);
+  if (!choice->inherited)
+    tree_prefix(run->tree, &run->cfg, choice->node, prefix, &prefix_n);
   struct htam_update u;
-  htam_update(run->env->cfg, prefix, prefix_n, choice->direction,
+  htam_update(&run->cfg, prefix, prefix_n, choice->direction,
               choice->strategy[0] ? choice->strategy : NULL, htam_outcome_of(o->eval.stage), r,
               &u);
   char note[160];
   snprintf(note, sizeof note, "%s step %d: %s", step_name(choice->kind), run->step, o->label);
   struct memory_step_update m = {
-    .task_id = run->id, .candidate_id = json_string_value(json_object_get(candidate, "id")),
+    .ns = run->memory, .task_id = run->id,
+    .candidate_id = json_string_value(json_object_get(candidate, "id")),
     .global_id = choice->direction, .local_id = choice->strategy[0] ? choice->strategy : NULL,
     .reward = r, .correct = o->correct, .improved = o->correct && r > 0,
     .outcome = eval_stage_name(o->eval.stage), .note = note,
-    .ema_alpha = run->env->cfg->ema_alpha, .n_prefix = (int)u.n_edges,
+    .ema_alpha = run->cfg.ema_alpha, .n_prefix = (int)u.n_edges,
   };
   for (size_t i = 0; i < u.n_edges && i < 8; i++) {
     m.prefix[i] = u.edges[i].from;
@@ -150,6 +154,8 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
                                   (json_int_t)run->spent_now.prompt_tokens, "completion_tokens",
                                   (json_int_t)run->spent_now.completion_tokens, "cost_usd",
                                   run->spent_now.cost_usd));
+  if (event && choice->inherited)
+    json_object_set_new(event, "direction_kept", json_true());
   if (event && run->partition.n > 1) {
     const struct region *reg = &run->partition.regions[ctx->region];
     json_object_set_new(event, "region", ctx->first ? json_null() : json_integer((json_int_t)ctx->region));
@@ -215,7 +221,7 @@ static void count(struct task_run *run, const struct outcome *o, json_t *candida
 static int load_memory(struct task_run *run, struct memory_view *ret) {
   json_t *graph = NULL;
   *ret = (struct memory_view){0};
-  int rc = store_memory_load_graph(run->env->store, &graph) == STORE_OK &&
+  int rc = store_memory_load_graph(run->env->store, run->memory, &graph) == STORE_OK &&
                    memory_view_init(ret, graph) == 0
                ? 0
                : -1;
@@ -296,7 +302,7 @@ enum step_result loop_step(struct task_run *run, int attempt) {
   uint64_t stream = (uint64_t)run->step + 1 + (uint64_t)attempt * 1000003u;
   rng_seed_stream(&rng, (uint64_t)json_integer_value(json_object_get(run->options, "seed")),
                   stream);
-  struct policy_input in = {.cfg = run->env->cfg, .traits = run->traits, .tree = run->tree,
+  struct policy_input in = {.cfg = &run->cfg, .traits = run->traits, .tree = run->tree,
                             .memory = &memory, .state = &run->state, .rng = &rng,
                             .step = run->step + 1};
   struct policy_choice choice;
@@ -318,7 +324,9 @@ enum step_result loop_step(struct task_run *run, int attempt) {
   json_t *candidate = NULL, *region_candidate = NULL, *failure = NULL;
   if (crc == 0 && res != STEP_STORE_ERROR)
     res = loop_propose(run, &choice, &memory, &ctx, &candidate, &region_candidate, &failure);
-  if (res == STEP_NOTHING_NEW && crc >= 0)
+  /* best_of_n only ever expands the root: a direction whose moves all repeat there must
+   * not close the root to the others; the idle limit ends such a task instead. */
+  if (res == STEP_NOTHING_NEW && crc >= 0 && run->traits->node != NODE_ROOT)
     loop_mark_exhausted(run, choice.node, ctx.region);
   if (res == STEP_COMMITTED &&
       record_step(run, &choice, &memory, &ctx, candidate, region_candidate, failure,
@@ -359,13 +367,17 @@ int loop_reference(struct task_run *run) {
     note_best(run, candidate, result);
   }
   json_t *progress = loop_progress(run), *rows = changed_rows(run->tree, 0);
-  json_t *event = json_pack("{s:i, s:i, s:s, s:s, s:s?, s:o, s:o, s:s, s:i}", "step", 0,
-                            "budget_steps", run->budget_steps, "kind", "reference", "outcome",
-                            eval_stage_name(o.eval.stage), "class",
+  /* Step 0 names the settings the task runs under (docs/architecture.md, "Search
+   * settings"): its policy, memory namespace and every search setting. */
+  json_t *event = json_pack("{s:i, s:i, s:s, s:s, s:s?, s:o, s:o, s:s, s:i, s:s, s:s, s:o}",
+                            "step", 0, "budget_steps", run->budget_steps, "kind", "reference",
+                            "outcome", eval_stage_name(o.eval.stage), "class",
                             o.eval.cls[0] ? o.eval.cls : NULL, "time_ms",
                             o.time_ms > 0 ? json_real(o.time_ms) : json_null(), "speedup",
                             o.speedup > 0 ? json_real(o.speedup) : json_null(), "candidate",
-                            id, "library_steps", (int)program_library_steps(candidate));
+                            id, "library_steps", (int)program_library_steps(candidate),
+                            "policy", run->traits->name, "memory", run->memory, "search",
+                            search_config_to_json(&run->cfg));
   struct step_commit c = {.task_id = run->id, .step = 0, .candidate = candidate,
                           .tree_rows = rows, .memory = NULL, .progress = progress,
                           .event_data = event};

@@ -1,12 +1,15 @@
-/* Every tunable constant of the search (HTAM policy, AdaExplore tree), with defaults and
- * a JSON override parser. */
+/* Every tunable constant of the search (HTAM policy, AdaExplore tree) and the ablation
+ * switches, with defaults and a JSON override parser. */
 #include "engine/search_config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-enum key_kind { K_DOUBLE, K_UINT, K_BOOL };
+enum key_kind { K_DOUBLE, K_UINT, K_BOOL, K_ENUM };
+
+static const char *const retrieval_names[] = {"hierarchical", "flat", NULL};
 
 /* One configurable field: its key, where it lives, its default and inclusive range
  * (lo_open excludes lo, for constants that divide). */
@@ -16,12 +19,16 @@ struct key_spec {
   size_t offset;
   double def, lo, hi;
   bool lo_open;
+  const char *const *choices; /* K_ENUM: the names, NULL-terminated; def is an index */
 };
 
 #define D(name, def, lo, hi, open) \
-  {#name, K_DOUBLE, offsetof(struct search_config, name), def, lo, hi, open}
-#define U(name, def, lo, hi) {#name, K_UINT, offsetof(struct search_config, name), def, lo, hi, false}
-#define B(name, def) {#name, K_BOOL, offsetof(struct search_config, name), def, 0, 1, false}
+  {#name, K_DOUBLE, offsetof(struct search_config, name), def, lo, hi, open, NULL}
+#define U(name, def, lo, hi) \
+  {#name, K_UINT, offsetof(struct search_config, name), def, lo, hi, false, NULL}
+#define B(name, def) {#name, K_BOOL, offsetof(struct search_config, name), def, 0, 1, false, NULL}
+#define E(name, def, names) \
+  {#name, K_ENUM, offsetof(struct search_config, name), def, 0, 0, false, names}
 
 static const struct key_spec keys[] = {
   D(penalty_compile, -0.5, -10, 0, false),
@@ -33,12 +40,17 @@ static const struct key_spec keys[] = {
   B(prefix_collapse_repeats, 1),
   D(lambda, 0.7, 0, 100, false),
   D(beta, 0.2, 0, 100, false),
-  D(c, 0.3, 0, 100, false),
+  D(c, 0, 0, 100, false),
   D(tau, 0.1, 0, 100, true),
   D(ema_alpha, 0.3, 0, 1, true),
   B(deterministic, 0),
   D(local_c, 0.3, 0, 100, false),
+  B(local_memory, 1),
+  E(retrieval, SEARCH_RETRIEVAL_HIERARCHICAL, retrieval_names),
+  B(skills, 1),
   D(tree_c, 0.3, 0, 100, false),
+  D(expand_ratio, 1, 0, 100, false),
+  D(reward_alpha, 0, 0, 1, false),
   D(large_step_prob, 0.2, 0, 1, false),
   U(small_children_before_large, 2, 1, 1000),
   U(pool_size, 5, 1, SEARCH_MAX_POOL),
@@ -52,6 +64,7 @@ static const struct key_spec keys[] = {
 #undef D
 #undef U
 #undef B
+#undef E
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -62,12 +75,16 @@ void search_config_defaults(struct search_config *ret_cfg) {
     char *field = (char *)&cfg + keys[i].offset;
     if (keys[i].kind == K_DOUBLE)
       *(double *)(void *)field = keys[i].def;
-    else if (keys[i].kind == K_UINT)
+    else if (keys[i].kind == K_UINT || keys[i].kind == K_ENUM)
       *(unsigned *)(void *)field = (unsigned)keys[i].def;
     else
       *(bool *)(void *)field = keys[i].def != 0;
   }
   *ret_cfg = cfg;
+}
+
+const char *search_retrieval_name(enum search_retrieval r) {
+  return (unsigned)r < 2 ? retrieval_names[r] : "hierarchical";
 }
 
 static const struct key_spec *find_key(const char *key) {
@@ -77,33 +94,58 @@ static const struct key_spec *find_key(const char *key) {
   return NULL;
 }
 
+/* Fills *err (may be NULL) for key and returns -1. */
+__attribute__((format(printf, 4, 5))) static int refuse(struct search_config_error *err,
+                                                        bool unknown, const char *key,
+                                                        const char *fmt, ...) {
+  if (!err)
+    return -1;
+  err->unknown = unknown;
+  snprintf(err->key, sizeof err->key, "%s", key);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* Checks an enum value against spec's names and stores its index. */
+static int apply_enum(struct search_config *cfg, const struct key_spec *spec,
+                      const json_t *value, struct search_config_error *err) {
+  char names[128] = "";
+  size_t used = 0;
+  for (unsigned i = 0; spec->choices[i]; i++) {
+    if (json_is_string(value) && strcmp(spec->choices[i], json_string_value(value)) == 0) {
+      *(unsigned *)(void *)((char *)cfg + spec->offset) = i;
+      return 0;
+    }
+    used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                             spec->choices[i]);
+  }
+  return refuse(err, false, spec->key, "%s: must be one of: %s", spec->key, names);
+}
+
 /* Checks value against spec and stores it into cfg. Returns 0, or -1 with err filled. */
 static int apply_one(struct search_config *cfg, const struct key_spec *spec,
-                     const json_t *value, char *err, size_t errlen) {
+                     const json_t *value, struct search_config_error *err) {
   char *field = (char *)cfg + spec->offset;
+  if (spec->kind == K_ENUM)
+    return apply_enum(cfg, spec, value, err);
   if (spec->kind == K_BOOL) {
-    if (!json_is_boolean(value)) {
-      snprintf(err, errlen, "%s: must be a boolean", spec->key);
-      return -1;
-    }
+    if (!json_is_boolean(value))
+      return refuse(err, false, spec->key, "%s: must be a boolean", spec->key);
     *(bool *)(void *)field = json_is_true(value);
     return 0;
   }
-  if (spec->kind == K_UINT && !json_is_integer(value)) {
-    snprintf(err, errlen, "%s: must be an integer", spec->key);
-    return -1;
-  }
-  if (!json_is_number(value)) {
-    snprintf(err, errlen, "%s: must be a number", spec->key);
-    return -1;
-  }
+  if (spec->kind == K_UINT && !json_is_integer(value))
+    return refuse(err, false, spec->key, "%s: must be an integer", spec->key);
+  if (!json_is_number(value))
+    return refuse(err, false, spec->key, "%s: must be a number", spec->key);
   double v = json_number_value(value);
   bool below = spec->lo_open ? !(v > spec->lo) : !(v >= spec->lo);
-  if (!isfinite(v) || below || !(v <= spec->hi)) {
-    snprintf(err, errlen, "%s: must be in %s%g, %g]", spec->key, spec->lo_open ? "(" : "[",
-             spec->lo, spec->hi);
-    return -1;
-  }
+  if (!isfinite(v) || below || !(v <= spec->hi))
+    return refuse(err, false, spec->key, "%s: must be in %s%g, %g]", spec->key,
+                  spec->lo_open ? "(" : "[", spec->lo, spec->hi);
   if (spec->kind == K_UINT)
     *(unsigned *)(void *)field = (unsigned)json_integer_value(value);
   else
@@ -111,30 +153,34 @@ static int apply_one(struct search_config *cfg, const struct key_spec *spec,
   return 0;
 }
 
-int search_config_apply_json(struct search_config *cfg, const json_t *obj, char *err,
-                             size_t errlen) {
-  if (!json_is_object(obj)) {
-    snprintf(err, errlen, "search configuration: must be a JSON object");
-    return -1;
-  }
+int search_config_apply(struct search_config *cfg, const json_t *obj,
+                        struct search_config_error *ret_err) {
+  if (!json_is_object(obj))
+    return refuse(ret_err, false, "", "search configuration: must be a JSON object");
   struct search_config next = *cfg;
   const char *key;
   json_t *value;
   json_object_foreach((json_t *)obj, key, value) {
     const struct key_spec *spec = find_key(key);
-    if (!spec) {
-      snprintf(err, errlen, "%s: unknown search configuration key", key);
-      return -1;
-    }
-    if (apply_one(&next, spec, value, err, errlen) < 0)
+    if (!spec)
+      return refuse(ret_err, true, key, "%s: unknown search configuration key", key);
+    if (apply_one(&next, spec, value, ret_err) < 0)
       return -1;
   }
-  if (!(next.speedup_min < next.speedup_max)) {
-    snprintf(err, errlen, "speedup_min: must be below speedup_max (%g)", next.speedup_max);
-    return -1;
-  }
+  if (!(next.speedup_min < next.speedup_max))
+    return refuse(ret_err, false, "speedup_min", "speedup_min: must be below speedup_max (%g)",
+                  next.speedup_max);
   *cfg = next;
   return 0;
+}
+
+int search_config_apply_json(struct search_config *cfg, const json_t *obj, char *err,
+                             size_t errlen) {
+  struct search_config_error e;
+  int rc = search_config_apply(cfg, obj, &e);
+  if (rc != 0)
+    snprintf(err, errlen, "%s", e.message);
+  return rc;
 }
 
 json_t *search_config_to_json(const struct search_config *cfg) {
@@ -148,6 +194,8 @@ json_t *search_config_to_json(const struct search_config *cfg) {
       v = json_real(*(const double *)(const void *)field);
     else if (keys[i].kind == K_UINT)
       v = json_integer(*(const unsigned *)(const void *)field);
+    else if (keys[i].kind == K_ENUM)
+      v = json_string(keys[i].choices[*(const unsigned *)(const void *)field]);
     else
       v = json_boolean(*(const bool *)(const void *)field);
     if (json_object_set_new(obj, keys[i].key, v) < 0) {

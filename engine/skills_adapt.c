@@ -22,11 +22,13 @@ struct pass {
   json_t *added, *confirmed;    /* {"<id>": true} */
 };
 
-/* The knob the strategy (a local memory node id) moves, into out ("" when none). */
-static void moved_knob(struct store *s, const char *strategy, char *out, size_t len) {
+/* The knob the strategy (a local memory node id of namespace ns) moves, into out ("" when
+ * none). */
+static void moved_knob(struct store *s, const char *ns, const char *strategy, char *out,
+                       size_t len) {
   out[0] = '\0';
   json_t *node = NULL;
-  if (strategy && store_memory_local_get(s, strategy, &node) == STORE_OK) {
+  if (strategy && store_memory_local_get(s, ns, strategy, &node) == STORE_OK) {
     const char *knob = json_string_value(json_object_get(json_object_get(node, "knob_move"), "knob"));
     snprintf(out, len, "%s", knob ? knob : "");
   }
@@ -57,7 +59,9 @@ static void one(struct pass *p, json_t *task, json_t *profile, json_t *c) {
     return;
   }
   char moved[40];
-  moved_knob(p->s, json_string_value(json_object_get(c, "strategy")), moved, sizeof moved);
+  const char *ns = json_string_value(json_object_get(json_object_get(task, "options"), "memory"));
+  moved_knob(p->s, ns ? ns : MEMORY_DEFAULT_NAMESPACE, json_string_value(json_object_get(c, "strategy")), moved,
+             sizeof moved);
   struct skill_run sr = {.on = true};
   struct proposal_limit limit = {.tokens = 1LL << 62, .cost_usd = 1e300};
   const char *family = json_string_value(json_object_get(json_object_get(task, "baselines"), "family"));

@@ -173,29 +173,45 @@ static double mean(const struct tree_node *n) {
   return n->visits ? n->reward_sum / (double)n->visits : 0.0;
 }
 
+/* The blended value of a recorded node: reward_alpha*max + (1-reward_alpha)*mean
+ * (AdaExplore's _blended_reward). */
+static double blended(const struct search_config *cfg, const struct tree_node *n) {
+  return cfg->reward_alpha * n->reward_max + (1.0 - cfg->reward_alpha) * mean(n);
+}
+
 int tree_descend(const struct tree *t, const struct search_config *cfg,
                  struct tree_descent *ret) {
-  if (!t || !cfg || !ret || t->n == 0 || t->nodes[0].visits == 0)
+  if (!t || !cfg || !ret || t->n == 0)
     return -EINVAL;
+  double w_e = cfg->tree_c * cfg->expand_ratio;
   size_t v = 0, depth = 0;
   for (;;) {
     const struct tree_node *node = &t->nodes[v];
-    double lnN = log((double)node->visits);
+    double lnN = node->visits > 0 ? log((double)node->visits) : 0.0;
     size_t best = TREE_NONE, recorded = 0;
-    double best_score = 0.0;
+    double best_score = 0.0, q = 0.0;
     for (size_t ch = node->first_child; ch != TREE_NONE; ch = t->nodes[ch].next_sibling) {
       const struct tree_node *c = &t->nodes[ch];
       if (c->visits == 0)
         continue; /* pending: not a candidate yet */
+      double value = blended(cfg, c);
+      q = recorded == 0 || value > q ? value : q;
       recorded++;
-      double s = mean(c) + cfg->tree_c * sqrt(lnN / (double)c->visits);
+      double s = value + (node->visits > 0 ? cfg->tree_c * sqrt(lnN / (double)c->visits) : 0.0);
       if (best == TREE_NONE || s > best_score) {
         best = ch;
         best_score = s;
       }
     }
-    double expand = mean(node) + cfg->tree_c * sqrt(lnN / (double)(1 + recorded));
-    if (best == TREE_NONE || expand >= best_score) {
+    /* The public code's expand_ucb1: +inf at a leaf, -inf without exploration weight,
+     * else the best child's value plus w_e*sqrt(ln N / |C|^2). The division is written
+     * as it is there, so that a node with one child of one visit ties exactly. */
+    double expand = best == TREE_NONE ? INFINITY
+                    : !(w_e > 0.0)    ? -INFINITY
+                    : node->visits == 0
+                        ? q
+                        : q + w_e * sqrt(lnN / ((double)recorded * (double)recorded));
+    if (best == TREE_NONE || expand > best_score) {
       ret->node = v;
       ret->depth = depth;
       ret->best_child = best;

@@ -92,17 +92,19 @@ struct tree_descent {
   size_t depth;             /* its depth (root 0) */
   size_t best_child;        /* its best child by UCB1, TREE_NONE at a leaf */
   double best_child_score;  /* that child's UCB1 (0 at a leaf) */
-  double expand_score;      /* the expand pseudo-action's score at node */
+  double expand_score;      /* the expand pseudo-action's score at node (+inf at a leaf) */
 };
 
-/* Descends from the root. At node v with N = visits(v) and C its recorded children
- * (pending ones are skipped): if C is empty, stop at v. Otherwise
- *   UCB1(ch)  = Q(ch) + tree_c*sqrt(ln N / n(ch)),        Q = reward_sum/visits,
- *   expand(v) = Q(v)  + tree_c*sqrt(ln N / (1 + |C|)),
- * i.e. the expand pseudo-action is a virtual child whose value is v's own mean and whose
- * count is one more than v's recorded children, so its bonus shrinks as v widens. Stop at
- * v when expand(v) >= the best UCB1 (ties favour breadth); else move to the best child
- * (the first created on ties). Returns 0 and fills *ret, or -EINVAL (no recorded root). */
+/* Descends from the root by AdaExplore's rule (agent/mcts.py: select, should_expand,
+ * expand_ucb1). At node v with N = visits(v) and C its recorded children (pending ones are
+ * skipped), with the blended value V(x) = reward_alpha*max(x) + (1-reward_alpha)*mean(x):
+ *   UCB1(ch)  = V(ch) + tree_c*sqrt(ln N / n(ch))            (V(ch) alone when N = 0)
+ *   expand(v) = +inf when C is empty (the descent stops at a leaf);
+ *               -inf when w_e = tree_c*expand_ratio is 0;
+ *               max_{ch in C} V(ch) + w_e*sqrt(ln N / |C|^2)  otherwise.
+ * Stop at v when expand(v) > the best UCB1 (a real child wins ties); else move to the
+ * best child (the first created on ties). Returns 0 and fills *ret, or -EINVAL (no root).
+ * A root with no visits is accepted (the public code's empty root). */
 int tree_descend(const struct tree *t, const struct search_config *cfg,
                  struct tree_descent *ret);
 

@@ -35,11 +35,23 @@ enum MHD_Result handle_memory_export(struct request *req);
 enum MHD_Result handle_memory_import(struct request *req);
 enum MHD_Result handle_memory_reset(struct request *req);
 
+/* handlers/memory_namespaces.c: /v1/memory/namespaces[/{name}] */
+enum MHD_Result handle_memory_namespaces_list(struct request *req);
+enum MHD_Result handle_memory_namespace_create(struct request *req);
+enum MHD_Result handle_memory_namespace_get(struct request *req);
+enum MHD_Result handle_memory_namespace_delete(struct request *req);
+
 /* ---- handlers/memory_common.c ---- */
 
 /* A memory_check_* function. */
 typedef int (*memory_check_fn)(const json_t *obj, enum memory_mode mode, const char *prefix,
                                struct memory_invalid *ret_why);
+
+/* The namespace a /v1/memory request works on: ?memory=NAME, "default" when absent.
+ * Returns it (borrowed from the request), or queues 400 invalid_query (a malformed name)
+ * or 404 memory_namespace_not_found (no such namespace) and returns NULL (the caller
+ * returns *ret_result). */
+const char *memory_require_namespace(struct request *req, enum MHD_Result *ret_result);
 
 /* req->params[index] when it is a node id (^[a-z][a-z0-9_]{1,63}$); else queues 400
  * invalid_id naming the parameter and returns NULL (the caller returns *ret_result). */

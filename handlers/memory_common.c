@@ -4,6 +4,7 @@
 
 #include "handlers/handlers.h"
 #include "handlers/memory.h"
+#include "server/app.h"
 #include "server/body.h"
 #include "server/reply.h"
 
@@ -14,6 +15,27 @@ const char *memory_require_id(struct request *req, unsigned index, const char *n
     return id;
   *ret_result = reply_error(req, API_ERR_INVALID_ID, name,
                             "%s must match ^[a-z][a-z0-9_]{1,63}$", name);
+  return NULL;
+}
+
+const char *memory_require_namespace(struct request *req, enum MHD_Result *ret_result) {
+  const char *ns = request_query(req, "memory");
+  if (!ns)
+    ns = MEMORY_DEFAULT_NAMESPACE;
+  if (!store_memory_namespace_valid(ns)) {
+    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "memory",
+                              "memory must match ^[a-z0-9][a-z0-9_-]{0,63}$ (not seed or empty)");
+    return NULL;
+  }
+  json_t *found = NULL;
+  int rc = store_memory_namespace_get(req->app->store, ns, &found);
+  json_decref(found);
+  if (rc == STORE_OK)
+    return ns;
+  *ret_result = rc == STORE_NOT_FOUND
+                    ? reply_error(req, API_ERR_NAMESPACE_NOT_FOUND, "memory",
+                                  "no memory namespace is named '%s'", ns)
+                    : reply_store_failure(req, rc, API_ERR_NAMESPACE_NOT_FOUND);
   return NULL;
 }
 

@@ -7,8 +7,12 @@
 #include "server/reply.h"
 
 enum MHD_Result handle_memory_export(struct request *req) {
+  enum MHD_Result result;
+  const char *ns = memory_require_namespace(req, &result);
+  if (!ns)
+    return result;
   json_t *doc = NULL;
-  int rc = store_memory_export(req->app->store, &doc);
+  int rc = store_memory_export(req->app->store, ns, &doc);
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_MEMORY_NOT_FOUND);
   return reply_json(req, 200, doc);
@@ -18,19 +22,22 @@ enum MHD_Result handle_memory_export(struct request *req) {
  * invalid_import naming the first bad field ("locals[3].global"). */
 enum MHD_Result handle_memory_import(struct request *req) {
   enum MHD_Result result;
+  const char *ns = memory_require_namespace(req, &result);
+  if (!ns)
+    return result;
   json_t *doc = body_parse_object(req, &result);
   if (!doc)
     return result;
   struct memory_invalid why;
   json_t *counts = NULL;
-  int rc = store_memory_import(req->app->store, doc, &why, &counts);
+  int rc = store_memory_import(req->app->store, ns, doc, &why, &counts);
   json_decref(doc);
   if (rc == STORE_INVALID)
     return reply_error(req, API_ERR_INVALID_IMPORT, why.field[0] ? why.field : NULL, "%s",
                        why.message);
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_MEMORY_NOT_FOUND);
-  log_info("memory: imported %lld global, %lld local nodes, %lld edges",
+  log_info("memory %s: imported %lld global, %lld local nodes, %lld edges", ns,
            (long long)json_integer_value(json_object_get(counts, "globals")),
            (long long)json_integer_value(json_object_get(counts, "locals")),
            (long long)json_integer_value(json_object_get(counts, "edges")));
@@ -38,10 +45,14 @@ enum MHD_Result handle_memory_import(struct request *req) {
 }
 
 enum MHD_Result handle_memory_reset(struct request *req) {
+  enum MHD_Result result;
+  const char *ns = memory_require_namespace(req, &result);
+  if (!ns)
+    return result;
   json_t *counts = NULL;
-  int rc = store_memory_reset(req->app->store, &counts);
+  int rc = store_memory_reset(req->app->store, ns, &counts);
   if (rc != STORE_OK)
-    return reply_store_failure(req, rc, API_ERR_MEMORY_NOT_FOUND);
-  log_info("memory: reset to the seed");
+    return reply_store_failure(req, rc, API_ERR_NAMESPACE_NOT_FOUND);
+  log_info("memory %s: reset to the seed", ns);
   return reply_json(req, 200, counts);
 }

@@ -5,6 +5,7 @@
 #include "engine/htam.h"
 #include "engine/memory_view.h"
 #include "handlers/handlers.h"
+#include "handlers/memory.h"
 #include "handlers/memory_score.h"
 #include "server/app.h"
 #include "server/reply.h"
@@ -95,8 +96,11 @@ enum MHD_Result handle_memory_score(struct request *req) {
   struct htam_state st = {0};
   if (parse_state(req, &st, &result) != 0)
     return result;
+  const char *ns = memory_require_namespace(req, &result);
+  if (!ns)
+    return result;
   json_t *graph = NULL;
-  int rc = store_memory_load_graph(req->app->store, &graph);
+  int rc = store_memory_load_graph(req->app->store, ns, &graph);
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_NOT_FOUND);
   struct memory_view v;

@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/search_config.h"
+#include "store/memory.h"
+
 enum field_kind { F_NAME, F_SOURCE, F_ENUM, F_INT, F_NUMBER, F_OBJECT, F_STRING_OR_NULL,
-                  F_INT_OR_NULL, F_NUMBER_OR_NULL };
+                  F_INT_OR_NULL, F_NUMBER_OR_NULL, F_SEARCH, F_NAMESPACE };
 
 /* One key of the schema: kind, bounds, choices or children. */
 struct field_spec {
@@ -22,7 +25,7 @@ struct field_spec {
 
 static const char *const proposers[] = {"builtin", "llm", "test", NULL};
 static const char *const policies[] = {"single", "refine", "flat", "htam", "tree", "htam+tree",
-                                       NULL};
+                                       "best_of_n", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};
 
 static const struct field_spec budget_fields[] = {
@@ -57,6 +60,8 @@ static const struct field_spec submission_fields[] = {
   {"trials", F_INT, 1, 50, false, NULL, NULL},
   {"seed", F_INT, 0, 2147483647.0, false, NULL, NULL},
   {"llm", F_OBJECT, 0, 0, false, NULL, llm_fields},
+  {"search", F_SEARCH, 0, 0, false, NULL, NULL},
+  {"memory", F_NAMESPACE, 0, 0, false, NULL, NULL},
   {NULL, 0, 0, 0, false, NULL, NULL},
 };
 
@@ -132,6 +137,23 @@ static int check_number(const struct field_spec *f, json_t *v, const char *path,
 static int check_object(const struct field_spec *fields, json_t *obj, const char *prefix,
                         struct validation_error *err);
 
+/* Checks a search object against engine/search_config.c's table: an unknown key is
+ * unknown_field and a bad value invalid_field, both naming "search.<key>". */
+static int check_search(json_t *v, const char *path, struct validation_error *err) {
+  if (!json_is_object(v))
+    return fail(err, API_ERR_INVALID_FIELD, path, "%s must be an object%s", path, "");
+  struct search_config cfg;
+  struct search_config_error why;
+  search_config_defaults(&cfg);
+  if (search_config_apply(&cfg, v, &why) == 0)
+    return 0;
+  char field[64];
+  snprintf(field, sizeof field, "%s.%.*s", path, (int)(sizeof field - sizeof "search."),
+           why.key);
+  return fail(err, why.unknown ? API_ERR_UNKNOWN_FIELD : API_ERR_INVALID_FIELD, field,
+              "%s.%s", path, why.message);
+}
+
 /* Checks one value against its spec; path is its JSON path. */
 static int check_field(const struct field_spec *f, json_t *v, const char *path,
                        struct validation_error *err) {
@@ -151,6 +173,13 @@ static int check_field(const struct field_spec *f, json_t *v, const char *path,
     if (!json_is_object(v))
       return fail(err, API_ERR_INVALID_FIELD, path, "%s must be an object%s", path, "");
     return check_object(f->children, v, path, err);
+  case F_SEARCH:
+    return check_search(v, path, err);
+  case F_NAMESPACE:
+    if (!store_memory_namespace_valid(json_string_value(v)))
+      return fail(err, API_ERR_INVALID_FIELD, path,
+                  "%s must match ^[a-z0-9][a-z0-9_-]{0,63}$ (not seed or empty)%s", path, "");
+    return 0;
   case F_STRING_OR_NULL:
     if (json_is_null(v))
       return 0;
@@ -238,6 +267,33 @@ int submission_parse(json_t *body, struct submission *ret, struct validation_err
   ret->options = options;
   ret->reference = json_string_value(reference);
   ret->reference_bytes = json_string_length(reference);
+  return 0;
+}
+
+int submission_resolve(struct submission *s, struct store *store,
+                       const struct search_config *defaults, struct validation_error *err) {
+  const char *ns = json_string_value(json_object_get(s->options, "memory"));
+  if (!ns) {
+    ns = MEMORY_DEFAULT_NAMESPACE;
+    if (json_object_set_new(s->options, "memory", json_string(ns)) != 0)
+      return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
+  }
+  json_t *found = NULL;
+  int rc = store_memory_namespace_get(store, ns, &found);
+  json_decref(found);
+  if (rc == STORE_NOT_FOUND)
+    return fail(err, API_ERR_NAMESPACE_NOT_FOUND, "memory",
+                "no memory namespace is named '%s'%s", ns, "");
+  if (rc != STORE_OK)
+    return fail(err, rc == STORE_BUSY ? API_ERR_STORE_BUSY : API_ERR_INTERNAL, "",
+                "the store failed%s%s", "", "");
+  struct search_config cfg = *defaults;
+  json_t *given = json_object_get(s->options, "search");
+  if (given && search_config_apply(&cfg, given, NULL) != 0)
+    return fail(err, API_ERR_INVALID_FIELD, "search", "search is invalid%s%s", "", "");
+  json_t *effective = search_config_to_json(&cfg);
+  if (!effective || json_object_set_new(s->options, "search", effective) != 0)
+    return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
   return 0;
 }
 

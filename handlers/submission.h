@@ -7,6 +7,9 @@
 
 #include "base/errors.h"
 
+struct search_config;
+struct store;
+
 #define SUBMISSION_MAX_REFERENCE (256u * 1024u)
 
 /* A validated submission. options is owned (json_decref via submission_clear);
@@ -28,6 +31,14 @@ struct validation_error {
 /* Validates body (borrowed) and fills *ret with defaults applied. Returns 0, or -1 with
  * *err filled (ret untouched). */
 int submission_parse(json_t *body, struct submission *ret, struct validation_error *err);
+
+/* Completes a parsed submission with what needs the server: options.memory ("default"
+ * when absent) must name an existing namespace (else 404 memory_namespace_not_found,
+ * field "memory"), and options.search becomes the task's whole effective search
+ * configuration: defaults (the server's, borrowed) with the submitted keys over them.
+ * Returns 0, or -1 with *err filled (s keeps its options; clear it as usual). */
+int submission_resolve(struct submission *s, struct store *store,
+                       const struct search_config *defaults, struct validation_error *err);
 
 /* Releases what a submission owns. Accepts a zeroed struct. */
 void submission_clear(struct submission *s);

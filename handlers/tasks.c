@@ -25,10 +25,12 @@ enum MHD_Result handle_tasks_create(struct request *req) {
     return result;
   struct submission sub = {0};
   struct validation_error verr;
-  if (submission_parse(body, &sub, &verr) != 0) {
+  if (submission_parse(body, &sub, &verr) != 0 ||
+      submission_resolve(&sub, req->app->store, req->app->search, &verr) != 0) {
     if (verr.code == API_ERR_INVALID_REFERENCE && strstr(verr.message, "limit"))
       metrics_limit_tripped(req->app->metrics, LIMIT_REFERENCE);
     result = reply_error(req, verr.code, verr.field[0] ? verr.field : NULL, "%s", verr.message);
+    submission_clear(&sub);
     json_decref(body);
     return result;
   }

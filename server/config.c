@@ -2,6 +2,7 @@
 #include "server/config.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +167,32 @@ PATH_OPTION(parse_fixtures, fixtures, "--fixtures")
 PATH_OPTION(parse_python, python, "--python")
 PATH_OPTION(parse_evaluator, evaluator, "--evaluator")
 
+/* --search-config FILE: a JSON object of search settings (engine/search_config.c), each
+ * optional, applied over the defaults; read and checked once, here. */
+static int parse_search_config(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  if (copy_str(cfg->search_config, sizeof cfg->search_config, v) != 0) {
+    snprintf(err, n, "--search-config: expected a file path");
+    return -1;
+  }
+  json_error_t jerr;
+  json_t *doc = json_load_file(v, JSON_REJECT_DUPLICATES, &jerr);
+  if (!doc) {
+    snprintf(err, n, "--search-config: %s: %s (line %d)", v, jerr.text, jerr.line);
+    return -1;
+  }
+  struct search_config search;
+  struct search_config_error why;
+  search_config_defaults(&search);
+  int rc = search_config_apply(&search, doc, &why);
+  json_decref(doc);
+  if (rc != 0) {
+    snprintf(err, n, "--search-config: %s: %s", v, why.message);
+    return -1;
+  }
+  cfg->search = search;
+  return 0;
+}
+
 static const struct option_spec options[] = {
   {"--listen", "OPFORGE_LISTEN", "HOST:PORT to listen on (127.0.0.1:8080)", parse_listen},
   {"--data", "OPFORGE_DATA", "directory for the SQLite file and artifacts (./var)", parse_data},
@@ -197,6 +224,9 @@ static const struct option_spec options[] = {
   {"--profile-deadline", "OPFORGE_PROFILE_DEADLINE",
    "seconds for profiling a task, torch.compile included (600; times --workers-per-gpu)",
    parse_profile_deadline},
+  {"--search-config", "OPFORGE_SEARCH_CONFIG",
+   "JSON file of search settings for tasks that do not set them (the defaults)",
+   parse_search_config},
   {NULL, NULL, NULL, NULL},
 };
 
@@ -217,6 +247,7 @@ void config_defaults(struct opforge_config *cfg) {
   cfg->sse_keepalive_s = 15;
   cfg->evaluate_deadline_s = 60;
   cfg->profile_deadline_s = 600;
+  search_config_defaults(&cfg->search);
 }
 
 static const struct option_spec *find_option(const char *name, size_t len) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "proposers/llm/settings.h"
+#include "engine/search_config.h"
 
 #define CONFIG_MAX_TOKENS 16
 #define CONFIG_MAX_GPUS 64
@@ -42,6 +43,9 @@ struct opforge_config {
   unsigned profile_deadline_s;     /* profile, including torch.compile */
   struct llm_settings llm;         /* the LLM proposer's endpoint (--llm-* options); its
                                       key is a secret that nothing prints */
+  char search_config[PATH_MAX];    /* --search-config FILE; empty = the defaults */
+  struct search_config search;     /* the tasks' default search settings: FILE's keys
+                                      over search_config_defaults */
 };
 
 /* Sets every field to its default. */

@@ -52,7 +52,7 @@ static void wake_streams(void *bus, const char *task_id) {
 
 /* Starts the evaluators and one worker per slot (none with --gpus none). */
 static int start_workers(struct app *app, const struct opforge_config *cfg) {
-  search_config_defaults(&search_cfg);
+  search_cfg = cfg->search;  /* --search-config over the defaults */
   app->search = &search_cfg;
   app->supervisors = evaluators_start(cfg);
   if (!app->supervisors)

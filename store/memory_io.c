@@ -3,7 +3,9 @@
 #include "store/memory.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/embedded.h"
 #include "store/fault.h"
@@ -15,25 +17,31 @@
 extern const struct embedded_file opforge_seed_memory[];
 
 static const char SQL_GLOBALS[] =
-    "SELECT " MEMORY_GLOBAL_COLUMNS " FROM global_nodes g ORDER BY g.rowid";
+    "SELECT " MEMORY_GLOBAL_COLUMNS " FROM global_nodes g WHERE g.namespace = ?1"
+    " ORDER BY g.rowid";
 static const char SQL_LOCALS[] =
-    "SELECT " MEMORY_LOCAL_COLUMNS " FROM local_nodes ORDER BY rowid";
-static const char SQL_EDGES[] = "SELECT " MEMORY_EDGE_COLUMNS " FROM edges ORDER BY rowid";
+    "SELECT " MEMORY_LOCAL_COLUMNS " FROM local_nodes WHERE namespace = ?1 ORDER BY rowid";
+static const char SQL_EDGES[] =
+    "SELECT " MEMORY_EDGE_COLUMNS " FROM edges WHERE namespace = ?1 ORDER BY rowid";
 static const char SQL_EVIDENCE[] =
-    "SELECT " MEMORY_EVIDENCE_COLUMNS " FROM local_evidence WHERE local_id = ?1 ORDER BY id";
+    "SELECT " MEMORY_EVIDENCE_COLUMNS " FROM local_evidence WHERE namespace = ?1"
+    " AND local_id = ?2 ORDER BY id";
 static const char SQL_SEEDED[] = "SELECT 1 FROM memory_meta WHERE key = 'seeded'";
-static const char SQL_ANY_GLOBAL[] = "SELECT 1 FROM global_nodes LIMIT 1";
+static const char SQL_ANY_GLOBAL[] =
+    "SELECT 1 FROM global_nodes WHERE namespace = ?1 LIMIT 1";
 
 /* ---- reading ---- */
 
-/* The three lists in flags' shape: *ret_graph is {"globals","locals","edges"}. */
-static int read_graph(struct store *s, int flags, json_t **ret_graph) {
+/* The three lists of namespace ns in flags' shape: *ret_graph is
+ * {"globals","locals","edges"}. */
+static int read_graph(struct store *s, const char *ns, int flags, json_t **ret_graph) {
   json_t *globals = NULL, *locals = NULL, *edges = NULL;
-  int status = memory_collect(s, SQL_GLOBALS, NULL, 0, memory_global_from_row, flags, &globals);
+  const char *const texts[] = {ns};
+  int status = memory_collect(s, SQL_GLOBALS, texts, 1, memory_global_from_row, flags, &globals);
   if (status == STORE_OK)
-    status = memory_collect(s, SQL_LOCALS, NULL, 0, memory_local_from_row, flags, &locals);
+    status = memory_collect(s, SQL_LOCALS, texts, 1, memory_local_from_row, flags, &locals);
   if (status == STORE_OK)
-    status = memory_collect(s, SQL_EDGES, NULL, 0, memory_edge_from_row, flags, &edges);
+    status = memory_collect(s, SQL_EDGES, texts, 1, memory_edge_from_row, flags, &edges);
   if (status != STORE_OK) {
     json_decref(globals);
     json_decref(locals);
@@ -48,13 +56,13 @@ static int read_graph(struct store *s, int flags, json_t **ret_graph) {
 }
 
 /* Adds every local's "evidence" (oldest first) to the locals of graph. */
-static int add_evidence(struct store *s, json_t *graph) {
+static int add_evidence(struct store *s, const char *ns, json_t *graph) {
   size_t i;
   json_t *local;
   json_array_foreach(json_object_get(graph, "locals"), i, local) {
-    const char *const texts[] = {json_string_value(json_object_get(local, "id"))};
+    const char *const texts[] = {ns, json_string_value(json_object_get(local, "id"))};
     json_t *rows = NULL;
-    int status = memory_collect(s, SQL_EVIDENCE, texts, 1, memory_evidence_from_row,
+    int status = memory_collect(s, SQL_EVIDENCE, texts, 2, memory_evidence_from_row,
                                 MEMORY_ROW_EXPORT, &rows);
     if (status != STORE_OK)
       return status;
@@ -67,7 +75,9 @@ static int add_evidence(struct store *s, json_t *graph) {
 }
 
 struct read {
+  const char *ns;
   int flags;
+  bool missing;   /* the namespace does not exist */
   json_t *result; /* of the last attempt */
 };
 
@@ -77,9 +87,11 @@ static int export_tx(struct store *s, void *arg) {
   r->result = NULL;
   json_t *graph = NULL;
   char now[STORE_TIME_LEN];
-  int status = store_time_now(now) ? read_graph(s, MEMORY_ROW_EXPORT, &graph) : STORE_ERROR;
+  int status = store_time_now(now) ? memory_namespace_check(s, r->ns) : STORE_ERROR;
   if (status == STORE_OK)
-    status = add_evidence(s, graph);
+    status = read_graph(s, r->ns, MEMORY_ROW_EXPORT, &graph);
+  if (status == STORE_OK)
+    status = add_evidence(s, r->ns, graph);
   if (status == STORE_OK) {
     r->result = st_json_pack("{s:i, s:s, s:O, s:O, s:O}", "version", 1, "exported_at", now,
                              "globals", json_object_get(graph, "globals"), "locals",
@@ -95,14 +107,15 @@ static int graph_tx(struct store *s, void *arg) {
   struct read *r = arg;
   json_decref(r->result);
   r->result = NULL;
-  return read_graph(s, r->flags, &r->result);
+  int status = memory_namespace_check(s, r->ns);
+  return status == STORE_OK ? read_graph(s, r->ns, r->flags, &r->result) : status;
 }
 
 /* Runs a reading fn in one transaction, so its lists agree with each other. */
-static int run_read(struct store *s, store_tx_fn fn, int flags, json_t **ret) {
+static int run_read(struct store *s, const char *ns, store_tx_fn fn, int flags, json_t **ret) {
   if (!s || !ret)
     return STORE_INVALID;
-  struct read r = {.flags = flags};
+  struct read r = {.ns = memory_ns(ns), .flags = flags};
   int status = store_transaction(s, fn, &r);
   if (status == STORE_OK)
     *ret = r.result;
@@ -111,17 +124,18 @@ static int run_read(struct store *s, store_tx_fn fn, int flags, json_t **ret) {
   return status;
 }
 
-int store_memory_export(struct store *s, json_t **ret_doc) {
-  return run_read(s, export_tx, MEMORY_ROW_EXPORT, ret_doc);
+int store_memory_export(struct store *s, const char *ns, json_t **ret_doc) {
+  return run_read(s, ns, export_tx, MEMORY_ROW_EXPORT, ret_doc);
 }
 
-int store_memory_load_graph(struct store *s, json_t **ret_graph) {
-  return run_read(s, graph_tx, MEMORY_ROW_API, ret_graph);
+int store_memory_load_graph(struct store *s, const char *ns, json_t **ret_graph) {
+  return run_read(s, ns, graph_tx, MEMORY_ROW_API, ret_graph);
 }
 
 /* ---- replacing ---- */
 
 struct replace {
+  const char *ns;         /* the namespace replaced */
   const json_t *doc;      /* a document that passed memory_check_document */
   bool only_if_empty;     /* seeding at start: skip a memory seeded or holding nodes */
   bool loaded;            /* the last attempt replaced the memory */
@@ -130,27 +144,36 @@ struct replace {
 
 /* Inserts every record of the document. Its ids were checked, so a clash here is a bug
  * or a race the transaction already excludes: it fails as STORE_ERROR. */
+static int insert_all(struct store *s, struct replace *r);
+
+int memory_insert_document(struct store *s, const char *ns, const json_t *doc,
+                           const char *now) {
+  struct replace r = {.ns = ns, .doc = doc};
+  snprintf(r.now, sizeof r.now, "%s", now);
+  return insert_all(s, &r);
+}
+
 static int insert_all(struct store *s, struct replace *r) {
   size_t i, j;
   const json_t *rec, *ev;
   int status = STORE_OK;
   json_array_foreach(json_object_get(r->doc, "globals"), i, rec) {
     if (status == STORE_OK)
-      status = memory_insert_global(s, rec, json_string_value(json_object_get(rec, "id")),
+      status = memory_insert_global(s, r->ns, rec, json_string_value(json_object_get(rec, "id")),
                                     MEMORY_IMPORT, r->now);
   }
   json_array_foreach(json_object_get(r->doc, "locals"), i, rec) {
     const char *id = json_string_value(json_object_get(rec, "id"));
     if (status == STORE_OK)
-      status = memory_insert_local(s, rec, id, NULL, MEMORY_IMPORT, r->now);
+      status = memory_insert_local(s, r->ns, rec, id, NULL, MEMORY_IMPORT, r->now);
     json_array_foreach(json_object_get(rec, "evidence"), j, ev) {
       if (status == STORE_OK)
-        status = memory_insert_evidence(s, id, ev, r->now);
+        status = memory_insert_evidence(s, r->ns, id, ev, r->now);
     }
   }
   json_array_foreach(json_object_get(r->doc, "edges"), i, rec) {
     if (status == STORE_OK)
-      status = memory_insert_edge(s, rec, MEMORY_IMPORT, r->now);
+      status = memory_insert_edge(s, r->ns, rec, MEMORY_IMPORT, r->now);
   }
   return status == STORE_OK ? STORE_OK : status == STORE_BUSY ? STORE_BUSY : STORE_ERROR;
 }
@@ -158,21 +181,24 @@ static int insert_all(struct store *s, struct replace *r) {
 static int replace_tx(struct store *s, void *arg) {
   struct replace *r = arg;
   r->loaded = false;
-  int status = STORE_OK;
-  if (r->only_if_empty) {
+  int status = memory_namespace_check(s, r->ns);
+  bool is_default = strcmp(r->ns, MEMORY_DEFAULT_NAMESPACE) == 0;
+  if (status == STORE_OK && r->only_if_empty) {
     bool seeded = false, any = false;
+    const char *const texts[] = {r->ns};
     status = memory_exists(s, SQL_SEEDED, NULL, 0, &seeded);
     if (status == STORE_OK && !seeded)
-      status = memory_exists(s, SQL_ANY_GLOBAL, NULL, 0, &any);
+      status = memory_exists(s, SQL_ANY_GLOBAL, texts, 1, &any);
     if (status != STORE_OK || seeded)
       return status;
     if (any)
       return memory_mark_seeded(s, r->now);
   }
-  status = memory_delete_all(s);
+  if (status == STORE_OK)
+    status = memory_delete_all(s, r->ns);
   if (status == STORE_OK)
     status = insert_all(s, r);
-  if (status == STORE_OK)
+  if (status == STORE_OK && is_default)
     status = memory_mark_seeded(s, r->now);
   r->loaded = status == STORE_OK;
   return status;
@@ -213,8 +239,8 @@ static int check_status(int rc) {
   return rc == 0 ? STORE_OK : rc == -ENOMEM ? STORE_ERROR : STORE_INVALID;
 }
 
-int store_memory_import(struct store *s, const json_t *doc, struct memory_invalid *ret_why,
-                        json_t **ret_counts) {
+int store_memory_import(struct store *s, const char *ns, const json_t *doc,
+                        struct memory_invalid *ret_why, json_t **ret_counts) {
   if (!s || !doc)
     return STORE_INVALID;
   struct memory_invalid why;
@@ -223,13 +249,13 @@ int store_memory_import(struct store *s, const json_t *doc, struct memory_invali
     *ret_why = why;
   if (status != STORE_OK)
     return status;
-  struct replace r = {.doc = doc};
+  struct replace r = {.ns = memory_ns(ns), .doc = doc};
   return run_replace(s, &r, ret_counts);
 }
 
 /* Parses and checks the embedded seed; caller owns *ret_doc. A seed that fails its
  * checks is a build defect: logged with the field, STORE_ERROR. */
-static int load_seed(json_t **ret_doc) {
+int memory_load_seed(json_t **ret_doc) {
   if (store_fault()) {
     store_log("out of memory (seed)");
     return STORE_ERROR;
@@ -253,13 +279,13 @@ static int load_seed(json_t **ret_doc) {
 }
 
 /* Replaces the memory with the seed (only_if_empty: see struct replace). */
-static int replace_with_seed(struct store *s, bool only_if_empty, bool *ret_loaded,
-                             json_t **ret_counts) {
+static int replace_with_seed(struct store *s, const char *ns, bool only_if_empty,
+                             bool *ret_loaded, json_t **ret_counts) {
   json_t *doc = NULL;
-  int status = load_seed(&doc);
+  int status = memory_load_seed(&doc);
   if (status != STORE_OK)
     return status;
-  struct replace r = {.doc = doc, .only_if_empty = only_if_empty};
+  struct replace r = {.ns = ns, .doc = doc, .only_if_empty = only_if_empty};
   status = run_replace(s, &r, ret_counts);
   if (status == STORE_OK && ret_loaded)
     *ret_loaded = r.loaded;
@@ -267,14 +293,14 @@ static int replace_with_seed(struct store *s, bool only_if_empty, bool *ret_load
   return status;
 }
 
-int store_memory_reset(struct store *s, json_t **ret_counts) {
+int store_memory_reset(struct store *s, const char *ns, json_t **ret_counts) {
   if (!s)
     return STORE_INVALID;
-  return replace_with_seed(s, false, NULL, ret_counts);
+  return replace_with_seed(s, memory_ns(ns), false, NULL, ret_counts);
 }
 
 int store_memory_seed_if_empty(struct store *s, bool *ret_loaded) {
   if (!s)
     return STORE_INVALID;
-  return replace_with_seed(s, true, ret_loaded, NULL);
+  return replace_with_seed(s, MEMORY_DEFAULT_NAMESPACE, true, ret_loaded, NULL);
 }

@@ -6,29 +6,34 @@
 #include <string.h>
 
 #include "store/connection.h"
+#include "store/memory.h"
 #include "store/util.h"
 
 static const char SQL_INSERT_GLOBAL[] =
     "INSERT INTO global_nodes (id, name, intent, objectives, triggers, risks, prior, n,"
-    " successes, improvements, reward_sum, ema, created_at, updated_at)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    " successes, improvements, reward_sum, ema, created_at, updated_at, namespace)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 static const char SQL_INSERT_LOCAL[] =
     "INSERT INTO local_nodes (id, global_id, name, edit_pattern, knob_move, checks, families,"
-    " n, successes, reward_sum, created_at, updated_at)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+    " n, successes, reward_sum, created_at, updated_at, namespace)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 static const char SQL_INSERT_EDGE[] =
     "INSERT INTO edges (from_id, to_id, when_text, rationale, risks, n, reward_sum, created_at,"
-    " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+    " updated_at, namespace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 static const char SQL_INSERT_EVIDENCE[] =
     "INSERT INTO local_evidence (local_id, task_id, candidate_id, reward, outcome, note,"
-    " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-static const char SQL_DELETE_EVIDENCE[] = "DELETE FROM local_evidence";
-static const char SQL_DELETE_EDGES[] = "DELETE FROM edges";
-static const char SQL_DELETE_LOCALS[] = "DELETE FROM local_nodes";
-static const char SQL_DELETE_GLOBALS[] = "DELETE FROM global_nodes";
+    " created_at, namespace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+static const char SQL_DELETE_EVIDENCE[] = "DELETE FROM local_evidence WHERE namespace = ?1";
+static const char SQL_DELETE_EDGES[] = "DELETE FROM edges WHERE namespace = ?1";
+static const char SQL_DELETE_LOCALS[] = "DELETE FROM local_nodes WHERE namespace = ?1";
+static const char SQL_DELETE_GLOBALS[] = "DELETE FROM global_nodes WHERE namespace = ?1";
 static const char SQL_MARK_SEEDED[] =
     "INSERT INTO memory_meta (key, value) VALUES ('seeded', ?1)"
     " ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+
+const char *memory_ns(const char *ns) {
+  return ns ? ns : MEMORY_DEFAULT_NAMESPACE;
+}
 
 /* ---- columns ---- */
 
@@ -348,7 +353,7 @@ static int finish_insert(sqlite3_stmt *st, bool bound, struct owned *o) {
   return status;
 }
 
-int memory_insert_global(struct store *s, const json_t *g, const char *id,
+int memory_insert_global(struct store *s, const char *ns, const json_t *g, const char *id,
                          enum memory_mode mode, const char *now) {
   sqlite3_stmt *st = store_stmt(s, SQL_INSERT_GLOBAL);
   if (!st)
@@ -365,11 +370,12 @@ int memory_insert_global(struct store *s, const json_t *g, const char *id,
                bind_number(st, 9, stats, "successes", 0, false) &&
                bind_number(st, 10, stats, "improvements", 0, false) &&
                bind_number(st, 11, stats, "reward_sum", 0, false) &&
-               bind_number(st, 12, stats, "ema", 0, true) && bind_times(st, 13, g, mode, now);
+               bind_number(st, 12, stats, "ema", 0, true) && bind_times(st, 13, g, mode, now) &&
+               st_bind_text(st, 15, ns);
   return finish_insert(st, bound, &o);
 }
 
-int memory_insert_local(struct store *s, const json_t *l, const char *id,
+int memory_insert_local(struct store *s, const char *ns, const json_t *l, const char *id,
                         const char *global_id, enum memory_mode mode, const char *now) {
   sqlite3_stmt *st = store_stmt(s, SQL_INSERT_LOCAL);
   if (!st)
@@ -387,11 +393,11 @@ int memory_insert_local(struct store *s, const json_t *l, const char *id,
                bind_number(st, 8, stats, "n", 0, false) &&
                bind_number(st, 9, stats, "successes", 0, false) &&
                bind_number(st, 10, stats, "reward_sum", 0, false) &&
-               bind_times(st, 11, l, mode, now);
+               bind_times(st, 11, l, mode, now) && st_bind_text(st, 13, ns);
   return finish_insert(st, bound, &o);
 }
 
-int memory_insert_edge(struct store *s, const json_t *e, enum memory_mode mode,
+int memory_insert_edge(struct store *s, const char *ns, const json_t *e, enum memory_mode mode,
                        const char *now) {
   sqlite3_stmt *st = store_stmt(s, SQL_INSERT_EDGE);
   if (!st)
@@ -404,7 +410,7 @@ int memory_insert_edge(struct store *s, const json_t *e, enum memory_mode mode,
                bind_member(st, 5, e, "risks", "[]", &o) &&
                bind_number(st, 6, stats, "n", 0, false) &&
                bind_number(st, 7, stats, "reward_sum", 0, false) &&
-               bind_times(st, 8, e, mode, now);
+               bind_times(st, 8, e, mode, now) && st_bind_text(st, 10, ns);
   return finish_insert(st, bound, &o);
 }
 
@@ -417,14 +423,15 @@ int memory_insert_evidence_row(struct store *s, const struct memory_evidence_row
                st_bind_text(st, 3, row->candidate_id) &&
                sqlite3_bind_double(st, 4, row->reward) == SQLITE_OK &&
                st_bind_text(st, 5, row->outcome) && st_bind_text(st, 6, row->note) &&
-               st_bind_text(st, 7, row->created_at);
+               st_bind_text(st, 7, row->created_at) && st_bind_text(st, 8, row->ns);
   return finish_insert(st, bound, &o);
 }
 
-int memory_insert_evidence(struct store *s, const char *local_id, const json_t *ev,
-                           const char *now) {
+int memory_insert_evidence(struct store *s, const char *ns, const char *local_id,
+                           const json_t *ev, const char *now) {
   const char *created = json_string_value(json_object_get(ev, "created_at"));
   struct memory_evidence_row row = {
+      .ns = ns,
       .local_id = local_id,
       .task_id = json_string_value(json_object_get(ev, "task_id")),
       .candidate_id = json_string_value(json_object_get(ev, "candidate_id")),
@@ -437,12 +444,13 @@ int memory_insert_evidence(struct store *s, const char *local_id, const json_t *
 }
 
 /* Children first, so the delete does not depend on the foreign_keys pragma. */
-int memory_delete_all(struct store *s) {
+int memory_delete_all(struct store *s, const char *ns) {
   const char *const steps[] = {SQL_DELETE_EVIDENCE, SQL_DELETE_EDGES, SQL_DELETE_LOCALS,
                                SQL_DELETE_GLOBALS};
+  const char *const texts[] = {ns};
   int status = STORE_OK;
   for (size_t i = 0; i < sizeof steps / sizeof *steps && status == STORE_OK; i++)
-    status = memory_exec(s, steps[i], NULL, 0, NULL);
+    status = memory_exec(s, steps[i], texts, 1, NULL);
   return status;
 }
 

@@ -14,13 +14,17 @@
 #define MEMORY_GLOBAL_COLUMNS                                                              \
   "g.id, g.name, g.intent, g.objectives, g.triggers, g.risks, g.prior, g.n, g.successes," \
   " g.improvements, g.reward_sum, g.ema, g.created_at, g.updated_at,"                     \
-  " (SELECT COUNT(*) FROM local_nodes l WHERE l.global_id = g.id)"
+  " (SELECT COUNT(*) FROM local_nodes l WHERE l.namespace = g.namespace"           \
+  " AND l.global_id = g.id)"
 #define MEMORY_LOCAL_COLUMNS                                                                \
   "id, global_id, name, edit_pattern, knob_move, checks, families, n, successes,"         \
   " reward_sum, created_at, updated_at"
 #define MEMORY_EDGE_COLUMNS \
   "from_id, to_id, when_text, rationale, risks, n, reward_sum, created_at, updated_at"
 #define MEMORY_EVIDENCE_COLUMNS "task_id, candidate_id, reward, outcome, note, created_at"
+
+/* ns, or MEMORY_DEFAULT_NAMESPACE when ns is NULL. */
+const char *memory_ns(const char *ns);
 
 /* Flags of the row converters. */
 enum {
@@ -36,7 +40,9 @@ json_t *memory_local_from_row(sqlite3_stmt *st, int flags);
 json_t *memory_edge_from_row(sqlite3_stmt *st, int flags);
 json_t *memory_evidence_from_row(sqlite3_stmt *st, int flags);
 
-/* Runs sql with its ?1..?n bound to texts[0..n-1] (borrowed; NULL binds NULL) and
+/* Memory statements take the namespace as ?1 and the record's key after it.
+ *
+ * Runs sql with its ?1..?n bound to texts[0..n-1] (borrowed; NULL binds NULL) and
  * appends fn(row, flags) of every row to a new array, *ret_items (caller owns). */
 int memory_collect(struct store *s, const char *sql, const char *const *texts, int n,
                    memory_row_fn fn, int flags, json_t **ret_items);
@@ -50,30 +56,44 @@ int memory_exec(struct store *s, const char *sql, const char *const *texts, int 
 int memory_exists(struct store *s, const char *sql, const char *const *texts, int n,
                   bool *ret_exists);
 
-/* Inserts one record (a body that passed memory_check_* of mode). In MEMORY_IMPORT its
- * stats and timestamps are taken from the body when present; otherwise stats are zero
- * and both timestamps are now. global_id overrides the body's "global" when not NULL.
- * A primary key clash gives STORE_CONFLICT. Must run inside a transaction. */
-int memory_insert_global(struct store *s, const json_t *g, const char *id,
+/* Inserts one record into namespace ns (a body that passed memory_check_* of mode). In
+ * MEMORY_IMPORT its stats and timestamps are taken from the body when present;
+ * otherwise stats are zero and both timestamps are now. global_id overrides the body's
+ * "global" when not NULL. A primary key clash gives STORE_CONFLICT. Must run inside a
+ * transaction. */
+int memory_insert_global(struct store *s, const char *ns, const json_t *g, const char *id,
                          enum memory_mode mode, const char *now);
-int memory_insert_local(struct store *s, const json_t *l, const char *id,
+int memory_insert_local(struct store *s, const char *ns, const json_t *l, const char *id,
                         const char *global_id, enum memory_mode mode, const char *now);
-int memory_insert_edge(struct store *s, const json_t *e, enum memory_mode mode,
+int memory_insert_edge(struct store *s, const char *ns, const json_t *e, enum memory_mode mode,
                        const char *now);
 /* Inserts one evidence row of an export document (borrowed); created_at defaults to
  * now. */
-int memory_insert_evidence(struct store *s, const char *local_id, const json_t *ev,
-                           const char *now);
+int memory_insert_evidence(struct store *s, const char *ns, const char *local_id,
+                           const json_t *ev, const char *now);
 
 /* One evidence row from its values (borrowed; task_id, candidate_id, note may be NULL). */
 struct memory_evidence_row {
-  const char *local_id, *task_id, *candidate_id, *outcome, *note, *created_at;
+  const char *ns, *local_id, *task_id, *candidate_id, *outcome, *note, *created_at;
   double reward;
 };
 int memory_insert_evidence_row(struct store *s, const struct memory_evidence_row *row);
 
-/* Deletes every memory row (evidence, edges, locals, globals). Inside a transaction. */
-int memory_delete_all(struct store *s);
+/* Deletes every memory row of namespace ns (evidence, edges, locals, globals). Inside a
+ * transaction. */
+int memory_delete_all(struct store *s, const char *ns);
+
+/* STORE_OK when namespace ns exists, STORE_NOT_FOUND when not (store/memory_namespaces.c). */
+int memory_namespace_check(struct store *s, const char *ns);
+
+/* Inserts every record of a checked document into namespace ns (which must be empty of
+ * its ids). Inside a transaction. */
+int memory_insert_document(struct store *s, const char *ns, const json_t *doc,
+                           const char *now);
+
+/* Parses and checks the embedded seed (schema/seed_memory.json); caller owns *ret_doc.
+ * A seed that fails its checks is a build defect: logged, STORE_ERROR. */
+int memory_load_seed(json_t **ret_doc);
 
 /* Sets memory_meta 'seeded' to now. Inside a transaction. */
 int memory_mark_seeded(struct store *s, const char *now);

@@ -19,17 +19,19 @@ static const char SQL_GLOBAL_STEP[] =
     "UPDATE global_nodes SET n = n + 1, reward_sum = reward_sum + ?2,"
     " successes = successes + ?3, improvements = improvements + ?4,"
     " ema = CASE WHEN ema IS NULL THEN ?2 ELSE (1.0 - ?5) * ema + ?5 * ?2 END,"
-    " updated_at = ?6 WHERE id = ?1";
+    " updated_at = ?6 WHERE namespace = ?7 AND id = ?1";
 static const char SQL_LOCAL_STEP[] =
     "UPDATE local_nodes SET n = n + 1, reward_sum = reward_sum + ?2,"
-    " successes = successes + ?3, updated_at = ?4 WHERE id = ?1";
+    " successes = successes + ?3, updated_at = ?4 WHERE namespace = ?5 AND id = ?1";
 static const char SQL_TRIM_EVIDENCE[] =
-    "DELETE FROM local_evidence WHERE local_id = ?1 AND id <= (SELECT id FROM local_evidence"
-    " WHERE local_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET " STR(MEMORY_EVIDENCE_KEEP) ")";
-static const char SQL_GLOBAL_EXISTS[] = "SELECT 1 FROM global_nodes WHERE id = ?1";
+    "DELETE FROM local_evidence WHERE namespace = ?1 AND local_id = ?2 AND id <= (SELECT id"
+    " FROM local_evidence WHERE namespace = ?1 AND local_id = ?2 ORDER BY id DESC LIMIT 1"
+    " OFFSET " STR(MEMORY_EVIDENCE_KEEP) ")";
+static const char SQL_GLOBAL_EXISTS[] =
+    "SELECT 1 FROM global_nodes WHERE namespace = ?1 AND id = ?2";
 static const char SQL_EDGE_STEP[] =
-    "INSERT INTO edges (from_id, to_id, n, reward_sum, created_at, updated_at)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (from_id, to_id) DO UPDATE SET"
+    "INSERT INTO edges (from_id, to_id, n, reward_sum, created_at, updated_at, namespace)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6) ON CONFLICT (namespace, from_id, to_id) DO UPDATE SET"
     " n = n + excluded.n, reward_sum = reward_sum + excluded.reward_sum,"
     " updated_at = excluded.updated_at";
 
@@ -61,7 +63,7 @@ static int update_global(struct store *s, const struct step *p) {
                sqlite3_bind_int(st, 3, u->correct ? 1 : 0) == SQLITE_OK &&
                sqlite3_bind_int(st, 4, u->improved ? 1 : 0) == SQLITE_OK &&
                sqlite3_bind_double(st, 5, u->ema_alpha) == SQLITE_OK &&
-               st_bind_text(st, 6, p->now);
+               st_bind_text(st, 6, p->now) && st_bind_text(st, 7, memory_ns(u->ns));
   int changed = 0;
   int status = run(st, bound, &changed);
   return status == STORE_OK && changed == 0 ? STORE_NOT_FOUND : status;
@@ -76,25 +78,26 @@ static int update_local(struct store *s, const struct step *p) {
   bool bound = st_bind_text(st, 1, u->local_id) &&
                sqlite3_bind_double(st, 2, u->reward) == SQLITE_OK &&
                sqlite3_bind_int(st, 3, u->correct ? 1 : 0) == SQLITE_OK &&
-               st_bind_text(st, 4, p->now);
+               st_bind_text(st, 4, p->now) && st_bind_text(st, 5, memory_ns(u->ns));
   int changed = 0;
   int status = run(st, bound, &changed);
   if (status != STORE_OK || changed == 0)
     return status;
-  struct memory_evidence_row row = {.local_id = u->local_id, .task_id = u->task_id,
+  struct memory_evidence_row row = {.ns = memory_ns(u->ns), .local_id = u->local_id,
+                                    .task_id = u->task_id,
                                     .candidate_id = u->candidate_id, .outcome = u->outcome,
                                     .note = u->note, .created_at = p->now, .reward = u->reward};
   status = memory_insert_evidence_row(s, &row);
-  const char *const texts[] = {u->local_id};
-  return status == STORE_OK ? memory_exec(s, SQL_TRIM_EVIDENCE, texts, 1, NULL) : status;
+  const char *const texts[] = {memory_ns(u->ns), u->local_id};
+  return status == STORE_OK ? memory_exec(s, SQL_TRIM_EVIDENCE, texts, 2, NULL) : status;
 }
 
 /* Edge prefix[i] -> global: created when missing; a prefix id naming no node is skipped. */
 static int update_edge(struct store *s, const struct step *p, int i) {
   const struct memory_step_update *u = p->u;
-  const char *const texts[] = {u->prefix[i]};
+  const char *const texts[] = {memory_ns(u->ns), u->prefix[i]};
   bool found = false;
-  int status = memory_exists(s, SQL_GLOBAL_EXISTS, texts, 1, &found);
+  int status = memory_exists(s, SQL_GLOBAL_EXISTS, texts, 2, &found);
   if (status != STORE_OK || !found)
     return status;
   sqlite3_stmt *st = store_stmt(s, SQL_EDGE_STEP);
@@ -103,7 +106,7 @@ static int update_edge(struct store *s, const struct step *p, int i) {
   bool bound = st_bind_text(st, 1, u->prefix[i]) && st_bind_text(st, 2, u->global_id) &&
                sqlite3_bind_double(st, 3, u->alpha[i]) == SQLITE_OK &&
                sqlite3_bind_double(st, 4, u->alpha[i] * u->reward) == SQLITE_OK &&
-               st_bind_text(st, 5, p->now);
+               st_bind_text(st, 5, p->now) && st_bind_text(st, 6, memory_ns(u->ns));
   int changed = 0;
   return run(st, bound, &changed);
 }

@@ -10,7 +10,8 @@
 /* A slug taken this many times gives up (STORE_CONFLICT). */
 #define SLUG_TRIES 1000
 
-static const char SQL_GLOBAL_EXISTS[] = "SELECT 1 FROM global_nodes WHERE id = ?1";
+static const char SQL_GLOBAL_EXISTS[] =
+    "SELECT 1 FROM global_nodes WHERE namespace = ?1 AND id = ?2";
 
 /* Moves the first record of a list into *ret (STORE_NOT_FOUND when empty); consumes
  * items. */
@@ -30,16 +31,17 @@ int memory_load_one(struct store *s, const char *sql, const char *const *texts, 
   return status == STORE_OK ? first_of(items, ret) : status;
 }
 
-int memory_id_exists(struct store *s, const char *sql, const char *id, bool *ret) {
-  const char *const texts[] = {id};
-  return memory_exists(s, sql, texts, 1, ret);
+int memory_id_exists(struct store *s, const char *sql, const char *ns, const char *id,
+                     bool *ret) {
+  const char *const texts[] = {ns, id};
+  return memory_exists(s, sql, texts, 2, ret);
 }
 
-int memory_global_exists(struct store *s, const char *id, bool *ret) {
-  return memory_id_exists(s, SQL_GLOBAL_EXISTS, id, ret);
+int memory_global_exists(struct store *s, const char *ns, const char *id, bool *ret) {
+  return memory_id_exists(s, SQL_GLOBAL_EXISTS, ns, id, ret);
 }
 
-int memory_pick_id(struct store *s, const json_t *body, memory_taken_fn taken,
+int memory_pick_id(struct store *s, const char *ns, const json_t *body, memory_taken_fn taken,
                    char ret_id[MEMORY_ID_MAX + 1]) {
   const char *given = json_string_value(json_object_get(body, "id"));
   if (given) {
@@ -51,7 +53,7 @@ int memory_pick_id(struct store *s, const json_t *body, memory_taken_fn taken,
   snprintf(id, sizeof id, "%s", base);
   for (int i = 2; i <= SLUG_TRIES + 1; i++) {
     bool is_taken = false;
-    int status = taken(s, id, &is_taken);
+    int status = taken(s, ns, id, &is_taken);
     if (status != STORE_OK)
       return status;
     if (!is_taken) {
@@ -100,7 +102,8 @@ int memory_patch_row(struct store *s, const char *sql, const struct memory_write
   if (!st)
     return STORE_ERROR;
   char *owned[8] = {0};
-  bool ok = st_bind_text(st, 1, w->id) && (first < 3 || st_bind_text(st, 2, w->id2));
+  bool ok = st_bind_text(st, 1, w->ns) && st_bind_text(st, 2, w->id) &&
+            (first < 4 || st_bind_text(st, 3, w->id2));
   for (int i = 0; ok && i < n; i++)
     ok = bind_patch(st, first + i, w->body, keys[i], &owned[i]);
   ok = ok && st_bind_text(st, first + n, w->now);

@@ -1,5 +1,6 @@
 /* API tests of /v1/memory: every endpoint and error code against the real server, export
- * and import round trips, reset, auth on writes, and the `opforge memory` CLI. */
+ * and import round trips, reset, auth on writes, namespaces (and a submission's memory and
+ * search fields), and the `opforge memory` CLI. */
 #include "tests/api/test_memory_api.h"
 
 #include <curl/curl.h>
@@ -751,8 +752,198 @@ static void test_memory_cli(void **state) {
   assert_non_null(strstr(out, "reset to the seed: "));
   free(out);
   assert_is_seed(server);
+
+  /* Namespaces: create, list, work in one with --memory, delete. */
+  assert_int_equal(run_cli(server, &out, "create", "cli_ns", "--from", "empty"), 0);
+  assert_string_equal(out, "created memory namespace cli_ns from empty: 0 global nodes, 0 "
+                           "local nodes, 0 edges\n");
+  free(out);
+  assert_int_equal(run_cli(server, &out, "namespaces", NULL, NULL, NULL), 0);
+  assert_non_null(strstr(out, "\ncli_ns "));
+  assert_non_null(strstr(out, "\ndefault "));
+  free(out);
+  assert_int_equal(run_cli(server, &out, "show", "--memory", "cli_ns", NULL), 0);
+  assert_string_equal(out, "the memory is empty\n");
+  free(out);
+  assert_int_equal(run_cli(server, &out, "reset", "--memory", "cli_ns", NULL), 0);
+  free(out);
+  assert_int_equal(run_cli(server, &out, "show", "fusion", "--memory", "cli_ns"), 0);
+  assert_non_null(strstr(out, "global fusion: "));
+  free(out);
+  assert_int_equal(run_cli(server, &out, "export", "--memory", "nope", NULL), 1);
+  free(out);
+  assert_int_equal(run_cli(server, &out, "create", NULL, NULL, NULL), 2);
+  free(out);
+  assert_int_equal(run_cli(server, &out, "delete", "cli_ns", "--memory", "x"), 2);
+  free(out);
+  assert_int_equal(run_cli(server, &out, "delete", "cli_ns", NULL, NULL), 0);
+  assert_string_equal(out, "deleted memory namespace cli_ns\n");
+  free(out);
+  assert_int_equal(run_cli(server, &out, "delete", "cli_ns", NULL, NULL), 1);
+  free(out);
   unlink(file);
   json_decref(doc);
+}
+
+/* ---------------------------------------------------------------- namespaces */
+
+#define REF_BODY "\"reference\":\"class Model(x): pass\\ndef get_inputs(): pass\\n" \
+                 "def get_init_inputs(): pass\\n\""
+
+/* Namespaces: create from the seed, empty or a copy; ?memory= on the memory routes
+ * (writes stay in their namespace); unknown and malformed names; delete; and the
+ * submission's memory and search fields. */
+static void test_memory_namespaces(void **state) {
+  struct server *server = *state;
+  json_t *list = call(server, "GET", "/v1/memory/namespaces", NULL, 200);
+  json_t *one = json_array_get(json_object_get(list, "items"), 0);
+  assert_int_equal(json_array_size(json_object_get(list, "items")), 1);
+  assert_string_equal(str(one, "name"), "default");
+  assert_string_equal(str(one, "origin"), "seed");
+  json_t *seed = seed_file();
+  assert_int_equal(json_integer_value(json_object_get(one, "globals")),
+                   json_array_size(json_object_get(seed, "globals")));
+  assert_int_equal(json_integer_value(json_object_get(one, "locals")),
+                   json_array_size(json_object_get(seed, "locals")));
+  json_decref(list);
+  struct http_response *r =
+      http_send(server, "POST", "/v1/memory/namespaces", "{\"name\":\"arm_a\"}", NULL);
+  assert_int_equal(r->status, 201);
+  assert_string_equal(http_header(r, "Location"), "/v1/memory/namespaces/arm_a");
+  one = http_json(r);
+  assert_string_equal(str(one, "origin"), "seed");
+  assert_int_equal(json_integer_value(json_object_get(one, "edges")),
+                   json_array_size(json_object_get(seed, "edges")));
+  json_decref(one);
+  http_response_free(r);
+  json_decref(seed);
+  static const struct step steps[] = {
+    {"empty", "POST", "/v1/memory/namespaces", "{\"name\":\"arm_e\",\"from\":\"empty\"}", 201,
+     NULL, NULL},
+    {"copy", "POST", "/v1/memory/namespaces", "{\"name\":\"arm-c\",\"from\":\"arm_a\"}", 201,
+     NULL, NULL},
+    {"taken", "POST", "/v1/memory/namespaces", "{\"name\":\"arm_a\"}", 409, "already_exists",
+     "name"},
+    {"bad name", "POST", "/v1/memory/namespaces", "{\"name\":\"Arm\"}", 400, "invalid_field",
+     "name"},
+    {"reserved name", "POST", "/v1/memory/namespaces", "{\"name\":\"seed\"}", 400,
+     "invalid_field", "name"},
+    {"no name", "POST", "/v1/memory/namespaces", "{\"from\":\"seed\"}", 400, "missing_field",
+     "name"},
+    {"unknown key", "POST", "/v1/memory/namespaces", "{\"name\":\"x1\",\"copy\":true}", 400,
+     "unknown_field", "copy"},
+    {"from nothing", "POST", "/v1/memory/namespaces", "{\"name\":\"x1\",\"from\":\"nope\"}",
+     404, "memory_namespace_not_found", "from"},
+    {"from a number", "POST", "/v1/memory/namespaces", "{\"name\":\"x1\",\"from\":5}", 400,
+     "invalid_field", "from"},
+    {"not JSON", "POST", "/v1/memory/namespaces", "{", 400, "bad_json", FIELD_NULL},
+    {"get", "GET", "/v1/memory/namespaces/arm-c", NULL, 200, NULL, NULL},
+    {"get unknown", "GET", "/v1/memory/namespaces/nope", NULL, 404,
+     "memory_namespace_not_found", FIELD_NULL},
+    {"get bad", "GET", "/v1/memory/namespaces/Nope", NULL, 400, "invalid_id", "name"},
+    {"empty lists", "GET", "/v1/memory/global?memory=arm_e", NULL, 200, NULL, NULL},
+    {"unknown ns", "GET", "/v1/memory/global?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"bad ns", "GET", "/v1/memory/global?memory=No!", NULL, 400, "invalid_query", "memory"},
+    {"unknown ns, node", "GET", "/v1/memory/global/fusion?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"unknown ns, local", "GET", "/v1/memory/local/vector_float4?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"unknown ns, edges", "GET", "/v1/memory/edges?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"unknown ns, edge", "GET", "/v1/memory/edges/fusion/data_reuse?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"unknown ns, export", "GET", "/v1/memory/export?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"unknown ns, score", "GET", "/v1/memory/score?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"unknown ns, reset", "POST", "/v1/memory/reset?memory=nope", NULL, 404,
+     "memory_namespace_not_found", "memory"},
+    {"unknown ns, import", "POST", "/v1/memory/import?memory=nope", "{}", 404,
+     "memory_namespace_not_found", "memory"},
+    {"bad ns, export", "GET", "/v1/memory/export?memory=seed", NULL, 400, "invalid_query",
+     "memory"},
+    {"write in arm_e", "POST", "/v1/memory/global?memory=arm_e", "{\"name\":\"Only here\"}",
+     201, NULL, NULL},
+    {"not in default", "GET", "/v1/memory/global/only_here", NULL, 404, "memory_node_not_found",
+     FIELD_NULL},
+    {"not in arm_a", "GET", "/v1/memory/global/only_here?memory=arm_a", NULL, 404,
+     "memory_node_not_found", FIELD_NULL},
+    {"in arm_e", "GET", "/v1/memory/global/only_here?memory=arm_e", NULL, 200, NULL, NULL},
+    {"edit in arm_a", "PATCH", "/v1/memory/global/fusion?memory=arm_a", "{\"intent\":\"a\"}",
+     200, NULL, NULL},
+    {"local in arm_e", "POST", "/v1/memory/global/only_here/local?memory=arm_e",
+     "{\"name\":\"Mine\"}", 201, NULL, NULL},
+    {"edge in arm_a", "DELETE", "/v1/memory/edges/fusion/data_reuse?memory=arm_a", NULL, 204,
+     NULL, NULL},
+    {"score in arm_a", "GET", "/v1/memory/score?memory=arm_a&prefix=fusion", NULL, 200, NULL,
+     NULL},
+    {"reset arm-c", "POST", "/v1/memory/reset?memory=arm-c", NULL, 200, NULL, NULL},
+    {"delete default", "DELETE", "/v1/memory/namespaces/default", NULL, 409, "conflict", "name"},
+    {"delete bad", "DELETE", "/v1/memory/namespaces/A", NULL, 400, "invalid_id", "name"},
+    {"unknown search key", "POST", "/v1/tasks", "{" REF_BODY ",\"search\":{\"bogus\":1}}", 400,
+     "unknown_field", "search.bogus"},
+    {"search out of range", "POST", "/v1/tasks", "{" REF_BODY ",\"search\":{\"tau\":0}}", 400,
+     "invalid_field", "search.tau"},
+    {"search enum", "POST", "/v1/tasks", "{" REF_BODY ",\"search\":{\"retrieval\":\"tree\"}}",
+     400, "invalid_field", "search.retrieval"},
+    {"search not an object", "POST", "/v1/tasks", "{" REF_BODY ",\"search\":5}", 400,
+     "invalid_field", "search"},
+    {"memory malformed", "POST", "/v1/tasks", "{" REF_BODY ",\"memory\":\"No!\"}", 400,
+     "invalid_field", "memory"},
+    {"memory unknown", "POST", "/v1/tasks", "{" REF_BODY ",\"memory\":\"nope\"}", 404,
+     "memory_namespace_not_found", "memory"},
+    {"best_of_n", "POST", "/v1/tasks", "{" REF_BODY ",\"policy\":\"best_of_n\"}", 202, NULL,
+     NULL},
+  };
+  run_steps(server, steps, sizeof steps / sizeof *steps);
+  /* The edits stayed in their namespaces: the default is still the seed, arm-c too (it
+   * was reset), arm_a lost an edge and changed an intent, arm_e has one node. */
+  assert_is_seed(server);
+  json_t *a = call(server, "GET", "/v1/memory/global/fusion?memory=arm_a", NULL, 200);
+  assert_string_equal(str(a, "intent"), "a");
+  json_decref(a);
+  json_t *e = call(server, "GET", "/v1/memory/namespaces/arm_e", NULL, 200);
+  assert_int_equal(json_integer_value(json_object_get(e, "globals")), 1);
+  assert_int_equal(json_integer_value(json_object_get(e, "locals")), 1);
+  json_decref(e);
+  json_t *c = call(server, "GET", "/v1/memory/export?memory=arm-c", NULL, 200);
+  json_t *d = call(server, "GET", "/v1/memory/export", NULL, 200);
+  json_t *cg = descriptive(c, "globals"), *dg = descriptive(d, "globals");
+  assert_same_json(dg, cg, "arm-c reset to the seed");
+  json_decref(cg);
+  json_decref(dg);
+  /* Import into one namespace: arm_e becomes the default's export. */
+  json_object_del(d, "exported_at");
+  json_decref(call_json(server, "POST", "/v1/memory/import?memory=arm_e", d, 200));
+  json_t *imported = call(server, "GET", "/v1/memory/export?memory=arm_e", NULL, 200);
+  json_object_del(imported, "exported_at");
+  assert_same_json(d, imported, "import into arm_e");
+  json_decref(imported);
+  json_decref(c);
+  json_decref(d);
+  /* A task records its namespace and its whole search settings; the namespace of a
+   * queued task cannot be deleted. */
+  json_t *task = call(server, "POST", "/v1/tasks",
+                      "{" REF_BODY ",\"memory\":\"arm-c\",\"search\":{\"prefix_len\":0,"
+                      "\"retrieval\":\"flat\"}}", 202);
+  json_t *options = json_object_get(task, "options");
+  assert_string_equal(str(options, "memory"), "arm-c");
+  json_t *search = json_object_get(options, "search");
+  assert_int_equal(json_integer_value(json_object_get(search, "prefix_len")), 0);
+  assert_string_equal(str(search, "retrieval"), "flat");
+  assert_true(json_real_value(json_object_get(search, "tree_c")) == 0.3);
+  assert_true(json_is_true(json_object_get(search, "local_memory")));
+  json_decref(task);
+  static const struct step ends[] = {
+    {"in use", "DELETE", "/v1/memory/namespaces/arm-c", NULL, 409, "conflict", "name"},
+    {"delete", "DELETE", "/v1/memory/namespaces/arm_a", NULL, 204, NULL, NULL},
+    {"delete again", "DELETE", "/v1/memory/namespaces/arm_a", NULL, 404,
+     "memory_namespace_not_found", FIELD_NULL},
+    {"gone", "GET", "/v1/memory/global?memory=arm_a", NULL, 404, "memory_namespace_not_found",
+     "memory"},
+  };
+  run_steps(server, ends, sizeof ends / sizeof *ends);
 }
 
 #define WITH(server_setup, test) \
@@ -768,6 +959,7 @@ size_t memory_api_tests(const struct CMUnitTest **ret_tests) {
     WITH(setup_server, test_memory_export_import_reset),
     WITH(setup_auth_server, test_memory_auth),
     WITH(setup_server, test_memory_cli),
+    WITH(setup_server, test_memory_namespaces),
   };
   *ret_tests = tests;
   return sizeof tests / sizeof *tests;

@@ -264,7 +264,10 @@ static const struct usage_case usage_cases[] = {
     {{"bench", "@F", "--steps", "3", "--wait-limit", "0", "--out", "@O", NULL},
      "error: --wait-limit must be 1..2592000\n", false},
     {{"bench", "@F", "--steps", "3", "--policy", "greedy", "--out", "@O", NULL},
-     "error: --policy must be one of single, refine, flat, htam, tree, htam+tree\n", false},
+     "error: --policy must be one of single, refine, flat, htam, tree, htam+tree, best_of_n\n",
+     false},
+    {{"bench", "@F", "--steps", "3", "--fresh-memory", "--out", "@O", NULL},
+     "error: --fresh-memory needs --memory NAME\n", false},
     {{"bench", "@F", "--steps", "3", "--proposer", "human", "--out", "@O", NULL},
      "error: --proposer must be one of builtin, llm, test\n", false},
     {{"bench", "@F", "--steps", "3", "--bogus", "--out", "@O", NULL},
@@ -866,6 +869,21 @@ static void check_scripted_json(const char *out) {
   json_decref(doc);
 }
 
+/* The sum of the directions' tries in memory namespace ns of the server at base. */
+static long long directions_n(const char *base, const char *ns) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/memory/global?memory=%s", ns);
+  json_t *page = NULL;
+  assert_int_equal(child_http(base, "GET", path, &page), 200);
+  long long n = 0;
+  size_t i;
+  json_t *node;
+  json_array_foreach(json_object_get(page, "items"), i, node)
+    n += json_integer_value(json_object_get(json_object_get(node, "stats"), "n"));
+  json_decref(page);
+  return n;
+}
+
 /* Three programs run to their end on one scripted GPU: the table, the summary, the
  * progress lines and the results file carry the figures computed by hand. */
 static void test_scripted_run(void **state) {
@@ -885,8 +903,10 @@ static void test_scripted_run(void **state) {
                          "--evaluate-deadline", "30", NULL};
   pid_t pid = server_start(data, extra, base);
   assert_true(pid > 0);
+  /* In a namespace of its own, created from the seed: the default one stays untouched. */
   const char *args[] = {"bench", progs, "--steps", "4", "--proposer", "test", "--wait-limit",
-                        "60", "--out", out, "--server", base, NULL};
+                        "60", "--out", out, "--server", base, "--memory", "bench_arm",
+                        "--fresh-memory", NULL};
   struct proc p;
   int rc = run_cli(&p, args);
   if (rc != 0)
@@ -896,6 +916,9 @@ static void test_scripted_run(void **state) {
   check_scripted_lines(text_str(&p.err));
   proc_clear(&p);
   check_scripted_json(out);
+  /* 3 + 2 + 1 steps were recorded in bench_arm's directions, none in the default's. */
+  assert_int_equal(directions_n(base, "bench_arm"), 6);
+  assert_int_equal(directions_n(base, "default"), 0);
   assert_int_equal(server_stop(pid), 0);
 }
 

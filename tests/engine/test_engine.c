@@ -299,6 +299,27 @@ static char *submit(struct engine_server *s, const char *name, const char *polic
   return id;
 }
 
+/* Submits like submit(), with the members of extra (a JSON object text: "search",
+ * "memory", ...) added to the body; returns the id (caller frees). */
+static char *submit_with(struct engine_server *s, const char *name, const char *policy,
+                         int steps, const char *extra) {
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:i}, s:i}", "name", name,
+                          "reference", REFERENCE, "proposer", "test", "policy", policy,
+                          "budget", "steps", steps, "seconds", 600, "stop_at_floor", 0,
+                          "seed", 7);
+  json_t *more = json_loads(extra, 0, NULL);
+  assert_non_null(more);
+  assert_int_equal(json_object_update(req, more), 0);
+  json_decref(more);
+  char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  json_t *task = es_json(s, "POST", "/v1/tasks", text, 202);
+  free(text);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  json_decref(task);
+  return id;
+}
+
 /* GET /v1/tasks/{id} (caller owns the task). */
 static json_t *get_task(struct engine_server *s, const char *id) {
   char path[128];
@@ -791,8 +812,11 @@ static struct tally *tally_at(struct tallies *ts, const char *id) {
 
 /* Adds one step's edges: its prefix (the directions from the expanded node up, repeats
  * collapsed, at most 3, docs/architecture.md, "HTAM" and the search defaults), each weighted by
- * exp(-0.7 i) normalized. */
-static void tally_edges(struct tallies *edges, json_t *cands, size_t i, double r) {
+ * exp(-0.7 i) normalized. A tree patch that kept its node's direction (the step event's
+ * direction_kept) chose no transition and writes no edge. */
+static void tally_edges(struct tallies *edges, json_t *cands, size_t i, double r, bool kept) {
+  if (kept)
+    return;
   const char *prefix[3];
   size_t n = 0;
   json_t *cand = json_array_get(cands, i);
@@ -838,7 +862,8 @@ static void tally_runs(const struct run_record *runs, size_t n_runs, struct tall
         l->reward += r;
         l->successes += correct;
       }
-      tally_edges(edges, runs[k].candidates, i, r);
+      tally_edges(edges, runs[k].candidates, i, r,
+                  json_is_true(json_object_get(data, "direction_kept")));
     }
     json_decref(steps);
   }
@@ -849,10 +874,19 @@ static double stat_of(json_t *node, const char *key) {
   return json_number_value(json_object_get(json_object_get(node, "stats"), key));
 }
 
+/* path with "?memory=ns" (or "&memory=ns" when it has a query) appended when ns is not
+ * NULL, into out (256 bytes). */
+static const char *ns_path(const char *path, const char *ns, char *out) {
+  snprintf(out, 256, "%s%s%s", path, ns ? (strchr(path, '?') ? "&memory=" : "?memory=") : "",
+           ns ? ns : "");
+  return out;
+}
+
 /* GET /v1/memory/global: every direction's n, reward sum, successes and improvements
  * equal the tally (zero when no step took it). Returns the total n. */
-static double check_globals(struct engine_server *s, struct tallies *expect) {
-  json_t *doc = es_get(s, "/v1/memory/global");
+static double check_globals(struct engine_server *s, const char *ns, struct tallies *expect) {
+  char path[256];
+  json_t *doc = es_get(s, ns_path("/v1/memory/global", ns, path));
   double total = 0;
   size_t i, matched = 0;
   json_t *g;
@@ -876,15 +910,16 @@ static double check_globals(struct engine_server *s, struct tallies *expect) {
 }
 
 /* Every local node's n, reward sum and successes equal the tally. */
-static void check_locals(struct engine_server *s, struct tallies *expect) {
-  json_t *doc = es_get(s, "/v1/memory/global");
+static void check_locals(struct engine_server *s, const char *ns, struct tallies *expect) {
+  char buf[256];
+  json_t *doc = es_get(s, ns_path("/v1/memory/global", ns, buf));
   size_t i, j, matched = 0;
   json_t *g, *l;
   json_array_foreach(json_object_get(doc, "items"), i, g) {
     char path[160];
     snprintf(path, sizeof path, "/v1/memory/global/%s/local",
              json_string_value(json_object_get(g, "id")));
-    json_t *locals = es_get(s, path);
+    json_t *locals = es_get(s, ns_path(path, ns, buf));
     json_array_foreach(json_object_get(locals, "items"), j, l) {
       const char *id = json_string_value(json_object_get(l, "id"));
       struct tally none = {.n = 0}, *t = &none;
@@ -905,8 +940,9 @@ static void check_locals(struct engine_server *s, struct tallies *expect) {
 
 /* Every edge's weighted n and reward sum equal the tally; edges no step touched stay
  * at zero. */
-static void check_edges(struct engine_server *s, struct tallies *expect) {
-  json_t *doc = es_get(s, "/v1/memory/edges");
+static void check_edges(struct engine_server *s, const char *ns, struct tallies *expect) {
+  char buf[256];
+  json_t *doc = es_get(s, ns_path("/v1/memory/edges", ns, buf));
   size_t i, matched = 0;
   json_t *e;
   json_array_foreach(json_object_get(doc, "items"), i, e) {
@@ -929,7 +965,7 @@ static void check_edges(struct engine_server *s, struct tallies *expect) {
 
 /* The newest evidence rows of every strategy a step used name this task, the step's
  * candidate and its outcome. */
-static void check_evidence(struct engine_server *s, const struct run_record *r) {
+static void check_evidence(struct engine_server *s, const char *ns, const struct run_record *r) {
   json_t *steps = step_events(r->events);
   const char *task_id = json_string_value(json_object_get(r->task, "id"));
   for (size_t i = 0; i < json_array_size(steps); i++) {
@@ -937,9 +973,9 @@ static void check_evidence(struct engine_server *s, const struct run_record *r) 
     const char *strategy = json_string_value(json_object_get(data, "strategy"));
     if (!strategy)
       continue;
-    char path[160];
+    char path[160], buf[256];
     snprintf(path, sizeof path, "/v1/memory/local/%s", strategy);
-    json_t *local = es_get(s, path);
+    json_t *local = es_get(s, ns_path(path, ns, buf));
     const char *cand = json_string_value(json_object_get(data, "candidate"));
     size_t k;
     json_t *row, *found = NULL;
@@ -957,19 +993,25 @@ static void check_evidence(struct engine_server *s, const struct run_record *r) 
   json_decref(steps);
 }
 
-/* The memory counts each step of the runs exactly once: directions, strategies (with
- * evidence rows) and weighted edges; the total n over directions is total_steps. */
-static void check_memory(struct engine_server *s, const struct run_record *runs, size_t n_runs,
-                         int total_steps) {
+/* The memory of namespace ns (NULL: the default) counts each step of the runs exactly
+ * once: directions, strategies (with evidence rows) and weighted edges; the total n over
+ * directions is total_steps. */
+static void check_memory_in(struct engine_server *s, const char *ns,
+                            const struct run_record *runs, size_t n_runs, int total_steps) {
   struct tallies *t = calloc(3, sizeof *t);
   assert_non_null(t);
   tally_runs(runs, n_runs, &t[0], &t[1], &t[2]);
-  assert_near(check_globals(s, &t[0]), total_steps, "total n over the directions");
-  check_locals(s, &t[1]);
-  check_edges(s, &t[2]);
+  assert_near(check_globals(s, ns, &t[0]), total_steps, "total n over the directions");
+  check_locals(s, ns, &t[1]);
+  check_edges(s, ns, &t[2]);
   for (size_t k = 0; k < n_runs; k++)
-    check_evidence(s, &runs[k]);
+    check_evidence(s, ns, &runs[k]);
   free(t);
+}
+
+static void check_memory(struct engine_server *s, const struct run_record *runs, size_t n_runs,
+                         int total_steps) {
+  check_memory_in(s, NULL, runs, n_runs, total_steps);
 }
 
 /* The stop reason of a finished run's summary (borrowed). */
@@ -1481,6 +1523,216 @@ static void test_stop_at_floor(void **state) {
   es_stop(s);
 }
 
+/* ------------------------------------------------------------------ settings */
+
+/* The total weighted n of the default namespace's edges. */
+static double edge_weight(struct engine_server *s) {
+  json_t *doc = es_get(s, "/v1/memory/edges");
+  double sum = 0;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(doc, "items"), i, e)
+    sum += stat_of(e, "n");
+  json_decref(doc);
+  return sum;
+}
+
+/* The total n of the default namespace's directions. */
+static double direction_tries(struct engine_server *s) {
+  json_t *doc = es_get(s, "/v1/memory/global");
+  double sum = 0;
+  size_t i;
+  json_t *g;
+  json_array_foreach(json_object_get(doc, "items"), i, g)
+    sum += stat_of(g, "n");
+  json_decref(doc);
+  return sum;
+}
+
+/* Asserts the lineage of a tree run: parents[i] is the step whose candidate step i+1
+ * expanded (0: the reference), kinds[i] 'L' or 'S'. */
+static void expect_tree(const struct run_record *r, const int *parents, const char *kinds) {
+  for (size_t i = 0; i < json_array_size(r->candidates); i++) {
+    json_t *c = json_array_get(r->candidates, i);
+    long p = candidate_index(r->candidates, i,
+                             json_string_value(json_object_get(c, "parent_id")));
+    const char *kind = json_string_value(json_object_get(c, "step_kind"));
+    if (p + 1 != parents[i] || kind[0] != (kinds[i] == 'L' ? 'l' : 's'))
+      fail_msg("step %zu: parent step %ld, kind %s; want %d, %c", i + 1, p + 1, kind,
+               parents[i], kinds[i]);
+  }
+}
+
+/* Per-task search settings change the choices of a scripted run. softmax_a under
+ * htam+tree: the reference (2.0 ms, 1x: R0 = .509091), then 1.6 ms (1.25x: .539394),
+ * compile (0), 1.25 ms (1.6x: .581818), wrong (.05), 0.8 ms. AdaExplore's descent, by
+ * hand (w = .3, V the mean):
+ *  1. the root is a leaf -> 0, large (forced at the root);
+ *  2. root N=2, C={1 (n1 .539394)}: UCB = expand (one child of one visit), a tie -> 1;
+ *  3. root N=3, C={1 (n2 .269697)}: UCB .492043 < expand .269697 + .314444 = .584141 -> 0;
+ *  4. root N=4, C={1, 3 (n1 .581818)}: UCB(3) = .935041 > expand .581818 + .176611 -> 3;
+ *  5. root N=5: UCB(3) (n2 .315909) = .585027 > UCB(1) .538815 and expand .506204 -> 3;
+ *     at 3 N=2, C={4 (n1 .05)}: a tie -> 4.
+ * So the parents are 0,1,0,3,4 whatever the kinds: large_step_prob 1 makes every step
+ * large, 0 every free one small (the root's are forced large). expand_ratio 0 never
+ * widens a node that has a child: the descent follows the best child to a leaf, a chain
+ * 0,1,2,3,4. Each task's options and its step-0 event carry its whole settings. The
+ * policy best_of_n expands the reference every time: parents 0,0,0,0,0, all large. */
+static void test_search_settings_per_task(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  static const struct {
+    const char *extra;
+    int parents[5];
+    const char *kinds;
+  } plan[] = {
+    {"{\"search\": {\"large_step_prob\": 1}}", {0, 1, 0, 3, 4}, "LLLLL"},
+    {"{\"search\": {\"large_step_prob\": 0}}", {0, 1, 0, 3, 4}, "LSLSS"},
+    {"{\"search\": {\"expand_ratio\": 0, \"large_step_prob\": 0}}", {0, 1, 2, 3, 4},
+     "LSSSS"},
+  };
+  char *ids[3];
+  for (size_t i = 0; i < 3; i++)
+    ids[i] = submit_with(s, "softmax_a", "htam+tree", 5, plan[i].extra);
+  for (size_t i = 0; i < 3; i++) {
+    struct run_record r;
+    check_run(s, ids[i], "softmax_a", 5, 5, "succeeded", false, &r);
+    expect_tree(&r, plan[i].parents, plan[i].kinds);
+    json_t *options = json_object_get(r.task, "options");
+    json_t *search = json_object_get(options, "search");
+    json_t *extra = json_loads(plan[i].extra, 0, NULL);
+    const char *key;
+    json_t *value;
+    json_object_foreach(json_object_get(extra, "search"), key, value)
+      assert_near(json_number_value(json_object_get(search, key)), json_number_value(value),
+                  key);
+    json_decref(extra);
+    assert_near(json_number_value(json_object_get(search, "tree_c")), 0.3, "tree_c");
+    assert_string_equal(json_string_value(json_object_get(search, "retrieval")),
+                        "hierarchical");
+    assert_string_equal(json_string_value(json_object_get(options, "memory")), "default");
+    json_t *step0 = json_object_get(json_array_get(r.events, 3), "data");
+    assert_true(json_equal(json_object_get(step0, "search"), search));
+    assert_string_equal(json_string_value(json_object_get(step0, "memory")), "default");
+    assert_string_equal(json_string_value(json_object_get(step0, "policy")), "htam+tree");
+    run_record_clear(&r);
+    free(ids[i]);
+  }
+  /* best_of_n: every step a large step from the reference, so no prefix and no edge:
+   * the directions gain its 5 tries, the edges' total weight stays. */
+  double weight = edge_weight(s), tries = direction_tries(s);
+  char *bon = submit_with(s, "softmax_a", "best_of_n", 5, "{}");
+  struct run_record r;
+  check_run(s, bon, "softmax_a", 5, 5, "succeeded", false, &r);
+  expect_tree(&r, (const int[]){0, 0, 0, 0, 0}, "LLLLL");
+  assert_near(edge_weight(s), weight, "edge weight after best_of_n");
+  assert_near(direction_tries(s), tries + 5, "direction tries after best_of_n");
+  run_record_clear(&r);
+  free(bon);
+  es_stop(s);
+}
+/* The export of namespace ns without what a step may change: exported_at, every
+ * record's stats, evidence and updated_at, and the edges (steps add edges). Caller owns. */
+static json_t *export_shape(struct engine_server *s, const char *ns) {
+  char path[256];
+  json_t *doc = es_get(s, ns_path("/v1/memory/export", ns, path));
+  json_object_del(doc, "exported_at");
+  json_object_del(doc, "edges");
+  static const char *const lists[] = {"globals", "locals"};
+  for (size_t k = 0; k < 2; k++) {
+    size_t i;
+    json_t *rec;
+    json_array_foreach(json_object_get(doc, lists[k]), i, rec) {
+      json_object_del(rec, "stats");
+      json_object_del(rec, "evidence");
+      json_object_del(rec, "updated_at");
+    }
+  }
+  return doc;
+}
+
+/* True when an evidence row of the export of ns names task_id. */
+static bool evidence_names(struct engine_server *s, const char *ns, const char *task_id) {
+  char path[256];
+  json_t *doc = es_get(s, ns_path("/v1/memory/export", ns, path));
+  bool found = false;
+  size_t i, j;
+  json_t *local, *row;
+  json_array_foreach(json_object_get(doc, "locals"), i, local)
+    json_array_foreach(json_object_get(local, "evidence"), j, row)
+      found = found || strcmp(json_string_value(json_object_get(row, "task_id")), task_id) == 0;
+  json_decref(doc);
+  return found;
+}
+
+/* Two tasks in two memory namespaces at once, on two slots: arm_a (from the seed) and
+ * arm_b (a copy of the default). Each namespace ends with exactly its own task's steps
+ * (directions, strategies, evidence, edges), the other's task leaves no trace in it, and
+ * the default namespace's export is the same before and after. A namespace a task uses
+ * cannot be deleted while it runs; an unknown namespace is refused at submission. */
+static void test_memory_namespaces_isolate_tasks(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0,1", 25);
+  json_decref(es_json(s, "POST", "/v1/memory/namespaces", "{\"name\":\"arm_a\"}", 201));
+  json_decref(es_json(s, "POST", "/v1/memory/namespaces",
+                      "{\"name\":\"arm_b\",\"from\":\"default\"}", 201));
+  json_t *before_default = es_get(s, "/v1/memory/export");
+  json_object_del(before_default, "exported_at");
+  json_t *before_a = export_shape(s, "arm_a"), *before_b = export_shape(s, "arm_b");
+  char *a = submit_with(s, "mixed", "htam+tree", 6, "{\"memory\": \"arm_a\"}");
+  char *b = submit_with(s, "softmax_a", "refine", 5, "{\"memory\": \"arm_b\"}");
+  json_t *busy = es_json(s, "DELETE", "/v1/memory/namespaces/arm_a", NULL, 409);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(busy, "error"), "code")),
+                      "conflict");
+  json_decref(busy);
+  json_t *unknown = es_json(s, "POST", "/v1/tasks",
+                            "{\"reference\": \"class Model(x): pass\\ndef get_inputs(): "
+                            "pass\\ndef get_init_inputs(): pass\\n\", \"memory\": \"arm_z\"}",
+                            404);
+  json_t *err = json_object_get(unknown, "error");
+  assert_string_equal(json_string_value(json_object_get(err, "code")),
+                      "memory_namespace_not_found");
+  assert_string_equal(json_string_value(json_object_get(err, "field")), "memory");
+  json_decref(unknown);
+  struct run_record ra, rb;
+  check_run(s, a, "mixed", 6, 6, "succeeded", false, &ra);
+  check_run(s, b, "softmax_a", 5, 5, "succeeded", true, &rb);
+  const char *a0, *a1, *b0, *b1;
+  step_span(ra.events, &a0, &a1);
+  step_span(rb.events, &b0, &b1);
+  if (!(strcmp(a0, b1) < 0 && strcmp(b0, a1) < 0))
+    fail_msg("the tasks did not run at the same time: %s..%s and %s..%s", a0, a1, b0, b1);
+  check_memory_in(s, "arm_a", &ra, 1, 6);
+  check_memory_in(s, "arm_b", &rb, 1, 5);
+  assert_false(evidence_names(s, "arm_a", b));
+  assert_false(evidence_names(s, "arm_b", a));
+  json_t *after_default = es_get(s, "/v1/memory/export");
+  json_object_del(after_default, "exported_at");
+  assert_true(json_equal(before_default, after_default));
+  json_t *after_a = export_shape(s, "arm_a"), *after_b = export_shape(s, "arm_b");
+  assert_true(json_equal(before_a, after_a));
+  assert_true(json_equal(before_b, after_b));
+  json_t *events_a = json_object_get(json_array_get(ra.events, 3), "data");
+  assert_string_equal(json_string_value(json_object_get(events_a, "memory")), "arm_a");
+  json_t *list = es_get(s, "/v1/memory/namespaces");
+  assert_int_equal(json_array_size(json_object_get(list, "items")), 3);
+  json_decref(list);
+  struct http_response *r = es_request(s, "DELETE", "/v1/memory/namespaces/arm_a", NULL);
+  assert_int_equal(r->status, 204);
+  http_response_free(r);
+  json_decref(before_default);
+  json_decref(after_default);
+  json_decref(before_a);
+  json_decref(after_a);
+  json_decref(before_b);
+  json_decref(after_b);
+  run_record_clear(&ra);
+  run_record_clear(&rb);
+  free(a);
+  free(b);
+  es_stop(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_policy_single, teardown),
@@ -1501,6 +1753,8 @@ int main(void) {
     cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
+    cmocka_unit_test_teardown(test_search_settings_per_task, teardown),
+    cmocka_unit_test_teardown(test_memory_namespaces_isolate_tasks, teardown),
     cmocka_unit_test(test_no_deferred_spec_violations),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

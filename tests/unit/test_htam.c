@@ -28,7 +28,8 @@ static void near_or_fail(double a, double b, double tol, const char *what, const
 #define TOL 1e-9
 
 /* The fixed graph, with the default constants k0 = k = 2, lambda = 0.7, beta = 0.2,
- * c = 0.3, tau = 0.1, K = 3.
+ * tau = 0.1, K = 3, and the exploration weight c = 0.3 (the default is 0; see
+ * test_scores_default_no_bonus and docs/architecture.md, "HTAM").
  *
  *   global  prior  n  reward_sum  triggers
  *   A       0.2    4   1.0        bound:memory, family:norm
@@ -85,6 +86,7 @@ static void test_scores_by_hand(void **state) {
   (void)state;
   struct search_config cfg;
   search_config_defaults(&cfg);
+  cfg.c = 0.3;
   struct htam_score s[3];
   assert_int_equal(htam_score(&cfg, graph, 3, edges, 4, prefix_ba, 2, &full_state, s), 0);
   static const double mu[3] = {0.2333333333333333, 0.0, 0.3};
@@ -121,6 +123,31 @@ static void test_scores_by_hand(void **state) {
     assert_near(s[b].score, score[b], TOL);
     assert_near(s[b].pi, pi[b], TOL);
   }
+}
+
+/* The same graph with the default c = 0: no exploration bonus, so the score is the
+ * transition and trigger terms alone and the softmax at tau = 0.1 does the exploring:
+ *   s_A = 0.114544 + 0.133333 = 0.247877729392, s_B = 0.049772 + 0.066667 =
+ *   0.116438500841, s_C = 0.293364 + 0.066667 = 0.360030422110;
+ *   exp((s - s_C)/0.1) = 0.325785877..., 0.087517..., 1 => pi = 0.230511672149,
+ *   0.061924085911, 0.707564241940.
+ * With c = 0.3 the bonus of C (0.418488, n = 0) exceeded its transition term (0.293364)
+ * and pushed pi_C from 0.708 to 0.955. */
+static void test_scores_default_no_bonus(void **state) {
+  (void)state;
+  struct search_config cfg;
+  search_config_defaults(&cfg);
+  assert_near(cfg.c, 0.0, 0.0);
+  struct htam_score s[3];
+  assert_int_equal(htam_score(&cfg, graph, 3, edges, 4, prefix_ba, 2, &full_state, s), 0);
+  static const double score[3] = {0.24787772939232602, 0.11643850084144175, 0.36003042211003};
+  static const double pi[3] = {0.2305116721493202, 0.061924085910903454, 0.7075642419397764};
+  for (size_t b = 0; b < 3; b++) {
+    assert_near(s[b].explore, 0.0, 0.0);
+    assert_near(s[b].score, score[b], TOL);
+    assert_near(s[b].pi, pi[b], TOL);
+  }
+  assert_true(0.4184876502538375 > s[2].transition); /* the bonus it had at c = 0.3 */
 }
 
 /* Empty prefix: the transition term is mu_b. No state facets: trigger 0. No tries at
@@ -487,12 +514,17 @@ static void test_config_defaults(void **state) {
   assert_true(c.prefix_collapse_repeats);
   assert_near(c.lambda, 0.7, 0.0);
   assert_near(c.beta, 0.2, 0.0);
-  assert_near(c.c, 0.3, 0.0);
+  assert_near(c.c, 0.0, 0.0);
   assert_near(c.tau, 0.1, 0.0);
   assert_near(c.ema_alpha, 0.3, 0.0);
   assert_false(c.deterministic);
   assert_near(c.local_c, 0.3, 0.0);
+  assert_true(c.local_memory);
+  assert_int_equal(c.retrieval, SEARCH_RETRIEVAL_HIERARCHICAL);
+  assert_true(c.skills);
   assert_near(c.tree_c, 0.3, 0.0);
+  assert_near(c.expand_ratio, 1.0, 0.0);
+  assert_near(c.reward_alpha, 0.0, 0.0);
   assert_near(c.large_step_prob, 0.2, 0.0);
   assert_int_equal(c.small_children_before_large, 2);
   assert_int_equal(c.pool_size, 5);
@@ -537,6 +569,10 @@ static void test_config_overrides(void **state) {
     {"{\"beta\": \"high\"}", "beta: must be a number"},
     {"{\"large_step_prob\": 1.5}", "large_step_prob: must be in [0, 1]"},
     {"{\"speedup_min\": 20}", "speedup_min: must be below speedup_max"},
+    {"{\"retrieval\": \"tree\"}", "retrieval: must be one of: hierarchical, flat"},
+    {"{\"local_memory\": \"no\"}", "local_memory: must be a boolean"},
+    {"{\"reward_alpha\": 1.5}", "reward_alpha: must be in [0, 1]"},
+    {"{\"expand_ratio\": -1}", "expand_ratio: must be in [0, 100]"},
     {"[1]", "must be a JSON object"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -546,6 +582,26 @@ static void test_config_overrides(void **state) {
       fail_msg("%s: message '%s' lacks '%s'", bad[i].text, err, bad[i].want);
     assert_memory_equal(&c, &before, sizeof c); /* a refused override changes nothing */
   }
+  /* The structured error names the key and says whether it is unknown. */
+  struct search_config_error why;
+  json_t *obj = json_loads("{\"retrieval\": \"flat\", \"skills\": false, \"bogus\": 1}", 0,
+                           NULL);
+  before = c;
+  assert_int_equal(search_config_apply(&c, obj, &why), -1);
+  assert_true(why.unknown);
+  assert_string_equal(why.key, "bogus");
+  assert_memory_equal(&c, &before, sizeof c);
+  json_object_del(obj, "bogus");
+  json_object_set_new(obj, "tau", json_real(-1));
+  assert_int_equal(search_config_apply(&c, obj, &why), -1);
+  assert_false(why.unknown);
+  assert_string_equal(why.key, "tau");
+  json_object_del(obj, "tau");
+  assert_int_equal(search_config_apply(&c, obj, &why), 0);
+  assert_int_equal(c.retrieval, SEARCH_RETRIEVAL_FLAT);
+  assert_false(c.skills);
+  assert_string_equal(search_retrieval_name(c.retrieval), "flat");
+  json_decref(obj);
   /* to_json and back is the identity. */
   json_t *j = search_config_to_json(&c);
   assert_non_null(j);
@@ -559,6 +615,7 @@ static void test_config_overrides(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_scores_by_hand),
+    cmocka_unit_test(test_scores_default_no_bonus),
     cmocka_unit_test(test_empty_prefix_and_state),
     cmocka_unit_test(test_prefix_truncated_to_k),
     cmocka_unit_test(test_trigger_facets),

@@ -88,7 +88,7 @@ static json_t *seed_file(void) {
 /* The export without exported_at, for comparing two states. Caller owns it. */
 static json_t *snapshot(struct store *s) {
   json_t *doc = NULL;
-  assert_int_equal(store_memory_export(s, &doc), STORE_OK);
+  assert_int_equal(store_memory_export(s, NULL, &doc), STORE_OK);
   assert_int_equal(json_object_del(doc, "exported_at"), 0);
   return doc;
 }
@@ -133,19 +133,19 @@ static double num(const json_t *obj, const char *key, const char *sub) {
 
 static json_t *get_global(struct store *s, const char *id) {
   json_t *g = NULL;
-  assert_int_equal(store_memory_global_get(s, id, &g), STORE_OK);
+  assert_int_equal(store_memory_global_get(s, NULL, id, &g), STORE_OK);
   return g;
 }
 
 static json_t *get_local(struct store *s, const char *id) {
   json_t *l = NULL;
-  assert_int_equal(store_memory_local_get(s, id, &l), STORE_OK);
+  assert_int_equal(store_memory_local_get(s, NULL, id, &l), STORE_OK);
   return l;
 }
 
 static json_t *get_edge(struct store *s, const char *from, const char *to) {
   json_t *e = NULL;
-  assert_int_equal(store_memory_edge_get(s, from, to, &e), STORE_OK);
+  assert_int_equal(store_memory_edge_get(s, NULL, from, to, &e), STORE_OK);
   return e;
 }
 
@@ -194,7 +194,7 @@ static void test_seed_loaded_once(void **state) {
   size_t i;
   json_t *g;
   json_array_foreach(json_object_get(doc, "globals"), i, g)
-    assert_int_equal(store_memory_global_delete(f->s, json_string_value(json_object_get(g, "id")),
+    assert_int_equal(store_memory_global_delete(f->s, NULL, json_string_value(json_object_get(g, "id")),
                                                 true), STORE_OK);
   assert_int_equal(store_memory_seed_if_empty(f->s, &loaded), STORE_OK);
   assert_false(loaded);
@@ -215,12 +215,12 @@ static void test_seed_skips_nonempty(void **state) {
   assert_non_null(mkdtemp(dir));
   struct store *s = open_store(dir);
   json_t *body = J("{\"id\":\"mine\",\"name\":\"Mine\"}");
-  assert_int_equal(store_memory_global_create(s, body, NULL, NULL), STORE_OK);
+  assert_int_equal(store_memory_global_create(s, NULL, body, NULL, NULL), STORE_OK);
   bool loaded = true;
   assert_int_equal(store_memory_seed_if_empty(s, &loaded), STORE_OK);
   assert_false(loaded);
   json_t *items = NULL;
-  assert_int_equal(store_memory_global_list(s, &items), STORE_OK);
+  assert_int_equal(store_memory_global_list(s, NULL, &items), STORE_OK);
   assert_int_equal(json_array_size(items), 1);
   json_decref(items);
   json_decref(body);
@@ -236,7 +236,7 @@ static void test_global_crud(void **state) {
                    "\"objectives\":[\"wgmma\"],\"triggers\":[\"bound:compute\",\"family:gemm\"],"
                    "\"risks\":[\"precision\"],\"prior\":0.125}");
   json_t *g = NULL;
-  assert_int_equal(store_memory_global_create(f->s, body, NULL, &g), STORE_OK);
+  assert_int_equal(store_memory_global_create(f->s, NULL, body, NULL, &g), STORE_OK);
   assert_string_equal(json_string_value(json_object_get(g, "id")), "tensor_cores");
   assert_double_equal(num(g, "prior", NULL), 0.125);
   assert_json_is("{\"n\":0,\"successes\":0,\"improvements\":0,\"reward_sum\":0.0,"
@@ -245,7 +245,7 @@ static void test_global_crud(void **state) {
   assert_int_equal(json_integer_value(json_object_get(g, "local_count")), 0);
   json_decref(g);
   struct memory_invalid why = {0};
-  assert_int_equal(store_memory_global_create(f->s, body, &why, NULL), STORE_CONFLICT);
+  assert_int_equal(store_memory_global_create(f->s, NULL, body, &why, NULL), STORE_CONFLICT);
   assert_int_equal(why.problem, MEMORY_PROBLEM_DUPLICATE);
   assert_string_equal(why.field, "id");
   json_decref(body);
@@ -258,13 +258,13 @@ static void test_global_crud(void **state) {
                                          {"***", "node"}};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     json_t *b = json_pack("{s:s}", "name", names[i][0]);
-    assert_int_equal(store_memory_global_create(f->s, b, NULL, &g), STORE_OK);
+    assert_int_equal(store_memory_global_create(f->s, NULL, b, NULL, &g), STORE_OK);
     assert_string_equal(json_string_value(json_object_get(g, "id")), names[i][1]);
     json_decref(g);
     json_decref(b);
   }
   json_t *items = NULL;
-  assert_int_equal(store_memory_global_list(f->s, &items), STORE_OK);
+  assert_int_equal(store_memory_global_list(f->s, NULL, &items), STORE_OK);
   size_t n = json_array_size(items);
   assert_string_equal(json_string_value(json_object_get(json_array_get(items, n - 1), "id")),
                       "node");
@@ -272,19 +272,19 @@ static void test_global_crud(void **state) {
 
   /* PATCH changes only what it names. */
   json_t *patch = J("{\"name\":\"TC\",\"prior\":-1,\"triggers\":[]}");
-  assert_int_equal(store_memory_global_update(f->s, "tensor_cores", patch, &g), STORE_OK);
+  assert_int_equal(store_memory_global_update(f->s, NULL, "tensor_cores", patch, &g), STORE_OK);
   assert_string_equal(json_string_value(json_object_get(g, "name")), "TC");
   assert_string_equal(json_string_value(json_object_get(g, "intent")), "use MMA");
   assert_double_equal(num(g, "prior", NULL), -1.0);
   assert_int_equal(json_array_size(json_object_get(g, "triggers")), 0);
   assert_int_equal(json_array_size(json_object_get(g, "objectives")), 1);
   json_decref(g);
-  assert_int_equal(store_memory_global_update(f->s, "no_such", patch, &g), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_global_update(f->s, NULL, "no_such", patch, &g), STORE_NOT_FOUND);
   json_decref(patch);
-  assert_int_equal(store_memory_global_get(f->s, "no_such", &g), STORE_NOT_FOUND);
-  assert_int_equal(store_memory_global_delete(f->s, "tensor_cores", false), STORE_OK);
-  assert_int_equal(store_memory_global_get(f->s, "tensor_cores", &g), STORE_NOT_FOUND);
-  assert_int_equal(store_memory_global_delete(f->s, "tensor_cores", false), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_global_get(f->s, NULL, "no_such", &g), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_global_delete(f->s, NULL, "tensor_cores", false), STORE_OK);
+  assert_int_equal(store_memory_global_get(f->s, NULL, "tensor_cores", &g), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_global_delete(f->s, NULL, "tensor_cores", false), STORE_NOT_FOUND);
 }
 
 static void test_local_crud(void **state) {
@@ -293,8 +293,8 @@ static void test_local_crud(void **state) {
                    "\"knob_move\":{\"knob\":\"ROWS\",\"op\":\"set\",\"value\":1},"
                    "\"checks\":[\"rows >= 32\"],\"families\":[\"norm\",\"softmax\"]}");
   json_t *l = NULL;
-  assert_int_equal(store_memory_local_create(f->s, "no_such", body, NULL, &l), STORE_NOT_FOUND);
-  assert_int_equal(store_memory_local_create(f->s, "parallel_mapping", body, NULL, &l),
+  assert_int_equal(store_memory_local_create(f->s, NULL, "no_such", body, NULL, &l), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_local_create(f->s, NULL, "parallel_mapping", body, NULL, &l),
                    STORE_OK);
   assert_string_equal(json_string_value(json_object_get(l, "id")), "lane_per_row");
   assert_string_equal(json_string_value(json_object_get(l, "global")), "parallel_mapping");
@@ -307,40 +307,40 @@ static void test_local_crud(void **state) {
   json_decref(g);
 
   json_t *items = NULL;
-  assert_int_equal(store_memory_local_list(f->s, "parallel_mapping", &items), STORE_OK);
+  assert_int_equal(store_memory_local_list(f->s, NULL, "parallel_mapping", &items), STORE_OK);
   assert_int_equal((json_int_t)json_array_size(items), before);
   assert_string_equal(
       json_string_value(json_object_get(json_array_get(items, json_array_size(items) - 1), "id")),
       "lane_per_row");
   json_decref(items);
-  assert_int_equal(store_memory_local_list(f->s, "no_such", &items), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_local_list(f->s, NULL, "no_such", &items), STORE_NOT_FOUND);
 
   /* Move it, clear its knob move; a move to nowhere is refused with the field. */
   struct memory_invalid why = {0};
   json_t *bad = J("{\"global\":\"no_such\"}");
-  assert_int_equal(store_memory_local_update(f->s, "lane_per_row", bad, &why, &l),
+  assert_int_equal(store_memory_local_update(f->s, NULL, "lane_per_row", bad, &why, &l),
                    STORE_INVALID);
   assert_string_equal(why.field, "global");
   assert_int_equal(why.problem, MEMORY_PROBLEM_REFERENCE);
   json_decref(bad);
   json_t *patch = J("{\"global\":\"fusion\",\"knob_move\":null,\"families\":[\"norm\"]}");
-  assert_int_equal(store_memory_local_update(f->s, "lane_per_row", patch, NULL, &l), STORE_OK);
+  assert_int_equal(store_memory_local_update(f->s, NULL, "lane_per_row", patch, NULL, &l), STORE_OK);
   assert_string_equal(json_string_value(json_object_get(l, "global")), "fusion");
   assert_true(json_is_null(json_object_get(l, "knob_move")));
   assert_string_equal(json_string_value(json_object_get(l, "name")), "Lane per row");
   assert_json_is("[\"norm\"]", json_object_get(l, "families"));
   json_decref(l);
-  assert_int_equal(store_memory_local_update(f->s, "no_such", patch, NULL, &l), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_local_update(f->s, NULL, "no_such", patch, NULL, &l), STORE_NOT_FOUND);
   json_decref(patch);
-  assert_int_equal(store_memory_local_create(f->s, "fusion", body, &why, NULL), STORE_OK);
+  assert_int_equal(store_memory_local_create(f->s, NULL, "fusion", body, &why, NULL), STORE_OK);
   json_t *dup = J("{\"id\":\"lane_per_row\",\"name\":\"again\"}");
-  assert_int_equal(store_memory_local_create(f->s, "fusion", dup, &why, NULL), STORE_CONFLICT);
+  assert_int_equal(store_memory_local_create(f->s, NULL, "fusion", dup, &why, NULL), STORE_CONFLICT);
   assert_string_equal(why.field, "id");
   json_decref(dup);
   json_decref(body);
-  assert_int_equal(store_memory_local_delete(f->s, "lane_per_row"), STORE_OK);
-  assert_int_equal(store_memory_local_get(f->s, "lane_per_row", &l), STORE_NOT_FOUND);
-  assert_int_equal(store_memory_local_delete(f->s, "lane_per_row"), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_local_delete(f->s, NULL, "lane_per_row"), STORE_OK);
+  assert_int_equal(store_memory_local_get(f->s, NULL, "lane_per_row", &l), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_local_delete(f->s, NULL, "lane_per_row"), STORE_NOT_FOUND);
   l = get_local(f->s, "lane_per_row_2");
   json_decref(l);
 }
@@ -351,27 +351,27 @@ static void test_edge_crud(void **state) {
   json_t *e = NULL;
   json_t *body = J("{\"from\":\"fusion\",\"to\":\"memory_access\",\"when\":\"after fusing\","
                    "\"rationale\":\"fused kernels move more bytes\",\"risks\":[\"regs\"]}");
-  assert_int_equal(store_memory_edge_create(f->s, body, &why, &e), STORE_OK);
+  assert_int_equal(store_memory_edge_create(f->s, NULL, body, &why, &e), STORE_OK);
   assert_json_is("{\"n\":0.0,\"reward_sum\":0.0,\"mean\":null}", json_object_get(e, "stats"));
   json_decref(e);
-  assert_int_equal(store_memory_edge_create(f->s, body, &why, NULL), STORE_CONFLICT);
+  assert_int_equal(store_memory_edge_create(f->s, NULL, body, &why, NULL), STORE_CONFLICT);
   assert_int_equal(why.problem, MEMORY_PROBLEM_DUPLICATE);
   json_decref(body);
   body = J("{\"from\":\"fusion\",\"to\":\"nowhere\"}");
-  assert_int_equal(store_memory_edge_create(f->s, body, &why, NULL), STORE_INVALID);
+  assert_int_equal(store_memory_edge_create(f->s, NULL, body, &why, NULL), STORE_INVALID);
   assert_string_equal(why.field, "to");
   json_decref(body);
   body = J("{\"from\":\"nowhere\",\"to\":\"fusion\"}");
-  assert_int_equal(store_memory_edge_create(f->s, body, &why, NULL), STORE_INVALID);
+  assert_int_equal(store_memory_edge_create(f->s, NULL, body, &why, NULL), STORE_INVALID);
   assert_string_equal(why.field, "from");
   json_decref(body);
 
   /* Filters: from, to, both. */
   json_t *all = NULL, *from = NULL, *to = NULL, *both = NULL;
-  assert_int_equal(store_memory_edge_list(f->s, NULL, NULL, &all), STORE_OK);
-  assert_int_equal(store_memory_edge_list(f->s, "fusion", NULL, &from), STORE_OK);
-  assert_int_equal(store_memory_edge_list(f->s, NULL, "memory_access", &to), STORE_OK);
-  assert_int_equal(store_memory_edge_list(f->s, "fusion", "memory_access", &both), STORE_OK);
+  assert_int_equal(store_memory_edge_list(f->s, NULL, NULL, NULL, &all), STORE_OK);
+  assert_int_equal(store_memory_edge_list(f->s, NULL, "fusion", NULL, &from), STORE_OK);
+  assert_int_equal(store_memory_edge_list(f->s, NULL, NULL, "memory_access", &to), STORE_OK);
+  assert_int_equal(store_memory_edge_list(f->s, NULL, "fusion", "memory_access", &both), STORE_OK);
   size_t n_from = 0, n_to = 0, i;
   json_t *x;
   json_array_foreach(all, i, x) {
@@ -388,15 +388,15 @@ static void test_edge_crud(void **state) {
   json_decref(both);
 
   json_t *patch = J("{\"rationale\":\"changed\"}");
-  assert_int_equal(store_memory_edge_update(f->s, "fusion", "memory_access", patch, &e), STORE_OK);
+  assert_int_equal(store_memory_edge_update(f->s, NULL, "fusion", "memory_access", patch, &e), STORE_OK);
   assert_string_equal(json_string_value(json_object_get(e, "rationale")), "changed");
   assert_string_equal(json_string_value(json_object_get(e, "when")), "after fusing");
   json_decref(e);
-  assert_int_equal(store_memory_edge_update(f->s, "fusion", "fusion", patch, &e), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_edge_update(f->s, NULL, "fusion", "fusion", patch, &e), STORE_NOT_FOUND);
   json_decref(patch);
-  assert_int_equal(store_memory_edge_delete(f->s, "fusion", "memory_access"), STORE_OK);
-  assert_int_equal(store_memory_edge_get(f->s, "fusion", "memory_access", &e), STORE_NOT_FOUND);
-  assert_int_equal(store_memory_edge_delete(f->s, "fusion", "memory_access"), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_edge_delete(f->s, NULL, "fusion", "memory_access"), STORE_OK);
+  assert_int_equal(store_memory_edge_get(f->s, NULL, "fusion", "memory_access", &e), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_edge_delete(f->s, NULL, "fusion", "memory_access"), STORE_NOT_FOUND);
 }
 
 /* Records one step on global g / local l with reward r (no prefix). */
@@ -415,9 +415,9 @@ static void test_cascade_delete(void **state) {
   json_decref(g);
   json_t *before = snapshot(f->s);
   step(f->s, "memory_access", "vector_float4", 0.5);
-  assert_int_equal(store_memory_global_delete(f->s, "memory_access", false), STORE_CONFLICT);
+  assert_int_equal(store_memory_global_delete(f->s, NULL, "memory_access", false), STORE_CONFLICT);
   json_t *mid = snapshot(f->s);
-  assert_int_equal(store_memory_global_delete(f->s, "memory_access", true), STORE_OK);
+  assert_int_equal(store_memory_global_delete(f->s, NULL, "memory_access", true), STORE_OK);
   json_t *after = snapshot(f->s);
   /* Gone: the node, its locals with their evidence, and every edge from or to it. */
   size_t i;
@@ -438,7 +438,7 @@ static void test_cascade_delete(void **state) {
   assert_int_equal(json_array_size(json_object_get(after, "globals")),
                    json_array_size(json_object_get(before, "globals")) - 1);
   json_t *l = NULL;
-  assert_int_equal(store_memory_local_get(f->s, "vector_float4", &l), STORE_NOT_FOUND);
+  assert_int_equal(store_memory_local_get(f->s, NULL, "vector_float4", &l), STORE_NOT_FOUND);
   json_decref(before);
   json_decref(mid);
   json_decref(after);
@@ -627,7 +627,7 @@ static void test_import_validation(void **state) {
                         : cases[i].apply == b_dup_edge ? dup_edge : family;
     struct memory_invalid why = {0};
     json_t *counts = NULL;
-    int rc = store_memory_import(f->s, doc, &why, &counts);
+    int rc = store_memory_import(f->s, NULL, doc, &why, &counts);
     if (rc != STORE_INVALID || why.problem != cases[i].problem || strcmp(why.field, field) != 0) {
       print_error("%s: rc %d problem %d field '%s' (%s), want field '%s'\n", cases[i].what, rc,
                   (int)why.problem, why.field, why.message, field);
@@ -659,7 +659,7 @@ static void test_import_round_trip_and_reset(void **state) {
   json_object_set_new(doc, "exported_at", json_string("2026-01-02T03:04:05.678Z"));
   json_t *counts = NULL;
   struct memory_invalid why = {0};
-  int rc = store_memory_import(f->s, doc, &why, &counts);
+  int rc = store_memory_import(f->s, NULL, doc, &why, &counts);
   if (rc != STORE_OK)
     fail_msg("import: %d %s", rc, why.message);
   json_t *want_counts = json_pack("{s:I, s:I, s:I, s:I}", "globals",
@@ -680,7 +680,7 @@ static void test_import_round_trip_and_reset(void **state) {
   assert_double_equal(num(g, "stats", "ema"), 0.5);
   json_decref(g);
 
-  assert_int_equal(store_memory_reset(f->s, &counts), STORE_OK);
+  assert_int_equal(store_memory_reset(f->s, NULL, &counts), STORE_OK);
   assert_int_equal(json_integer_value(json_object_get(counts, "evidence")), 0);
   json_decref(counts);
   json_t *reset = snapshot(f->s);
@@ -763,7 +763,7 @@ static void test_record_step_arithmetic(void **state) {
   assert_int_equal(json_array_size(json_object_get(e, "risks")), 0);
   json_decref(e);
   json_t *none = NULL;
-  assert_int_equal(store_memory_edge_list(f->s, "nowhere", NULL, &none), STORE_OK);
+  assert_int_equal(store_memory_edge_list(f->s, NULL, "nowhere", NULL, &none), STORE_OK);
   assert_int_equal(json_array_size(none), 0);
   json_decref(none);
 }
@@ -937,7 +937,7 @@ static json_t *g_import_doc;
 
 static int import_op(struct fixture *f) {
   json_t *counts = NULL;
-  int rc = store_memory_import(f->s, g_import_doc, NULL, &counts);
+  int rc = store_memory_import(f->s, NULL, g_import_doc, NULL, &counts);
   assert_true(rc == STORE_OK ? counts != NULL : counts == NULL);
   json_decref(counts);
   return rc;
@@ -953,7 +953,7 @@ static int step_op(struct fixture *f) {
 
 static int reset_op(struct fixture *f) {
   json_t *counts = NULL;
-  int rc = store_memory_reset(f->s, &counts);
+  int rc = store_memory_reset(f->s, NULL, &counts);
   json_decref(counts);
   return rc;
 }
@@ -977,7 +977,7 @@ static void test_faults_import(void **state) {
 static void test_faults_record_step_and_reset(void **state) {
   struct fixture *f = *state;
   json_t *l = NULL;
-  if (store_memory_local_get(f->s, "epilogue_fusion", &l) != STORE_OK)
+  if (store_memory_local_get(f->s, NULL, "epilogue_fusion", &l) != STORE_OK)
     fail_msg("the seed has no local 'epilogue_fusion' under fusion; update this test");
   json_decref(l);
   json_t *before = snapshot(f->s);

@@ -1,5 +1,5 @@
-/* Unit tests of the AdaExplore tree (engine/tree.c): a scripted search checked node by
- * node against a hand computation, step kinds, backpropagation, the representative pool,
+/* Unit tests of the AdaExplore tree (engine/tree.c): AdaExplore's descent replayed on a
+ * scripted run and checked step by step against a hand computation, step kinds, backpropagation, the representative pool,
  * the recent-work window, the HTAM prefix, and JSON rows. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,81 +30,56 @@ static void near_or_fail(double a, double b, double tol, const char *what, const
 #define TOL 1e-9
 #define R0 0.50909090909090909 /* root: correct at speed-up 1: 0.4 + 1.2*0.9/9.9 */
 
-/* The scripted search, tree_c = 0.3. Speed-ups 0.1 + 0.99k give rewards 0.4 + 0.12k.
- * Q = sum/visits; UCB1(ch) = Q + 0.3 sqrt(ln N/n); expand(v) = Q(v) + 0.3 sqrt(ln N/(1+|C|)).
- *  1. root is a leaf                                                      -> expand 0
- *  2. root N=2 Q=0.254545: expand 0.254545+0.176611=0.431157 vs child1 0+0.249766
- *                                                                         -> expand 0
- *  3. root N=3 Q=0.383030: expand 0.383030+0.181544=0.564575 vs child2 0.64+0.314444
- *     =0.954444 (child1 0.314444) -> 2; 2 is a leaf                       -> expand 2
- *  4. root N=4 Q=0.417273: expand 0.621206 vs child2 (n2 Q0.58) 0.829766 -> 2;
- *     at 2 N=2: expand 0.58+0.176611=0.756612 vs child3 0.52+0.249766=0.769766 -> 3, leaf
- *                                                                         -> expand 3
- *  5. root N=5 Q=0.343818: expand 0.563552 vs child2 (n3 Q0.403333) 0.623068 -> 2;
- *     at 2 N=3: expand 0.403333+0.222346=0.625679 vs child3 (n2 Q0.285) 0.507346
- *                                                                         -> expand 2
- *  6. root N=6 Q=0.433182: expand 0.665028 vs child2 (n4 Q0.5225) 0.723285 -> 2;
- *     at 2 N=4: expand 0.726433 vs child5 0.88+0.353223=1.233223 -> 5, leaf -> expand 5
- *  7. root N=7 Q=0.371299: expand 0.371299+0.241614=0.612913 vs child2 (n5 Q0.418)
- *     0.605153, child1 0.418488, so the failed subtree loses to breadth  -> expand 0
- *  8. root N=8 Q=0.374886: expand 0.591190 vs child7 0.4+0.432608=0.832608 -> 7, leaf
- *                                                                         -> expand 7
- *  9. root N=9: expand 0.640022 vs child7 (n2 Q0.58) 0.894444 -> 7; at 7 N=2: expand
- *     0.756612 vs child8 0.76+0.249766=1.009766 -> 8, leaf                -> expand 8
- * 10. root N=10: expand 0.763523 vs child7 (n3 Q0.92) 1.182826 -> 7; at 7 N=3: expand
- *     1.142346 vs child8 (n2 Q1.18) 1.402346 -> 8; at 8 N=2: expand 1.356612 vs child9
- *     1.6+0.249766=1.849766 -> 9, leaf                                    -> expand 9
- * 11. root N=11: expand 0.724013 vs child7 (n4 Q0.7025) 0.934777 -> 7; at 7 N=4: expand
- *     0.952266 vs child8 (n3 Q0.803333) 1.007267 -> 8; at 8 N=3: expand 1.025679 vs
- *     child9 (n2 Q0.825) 1.047346 -> 9; at 9 N=2: expand 0.825+0.176611=1.001612 vs
- *     child10 0.05+0.249766=0.299766                                     -> expand 9 */
+/* The scripted tree: ten recorded steps, each under a fixed parent (the nodes expanded
+ * by the rule opforge had before issue 11, kept so that the pool, window and prefix
+ * tests below keep their hand-computed trees). Speed-ups 0.1 + 0.99k give rewards
+ * 0.4 + 0.12k. The descent itself is pinned by the tests after test_backprop_exact. */
 struct script_step {
-  size_t expand;         /* node the descent must stop at */
+  size_t parent;         /* node the step expands */
   enum tree_step step;
   const char *direction;
   enum tree_result result;
   double speedup;
-  double expand_score;   /* the expand pseudo-action's score there */
-  double child_score;    /* its best child's UCB1 (0 at a leaf) */
 };
 
 static const struct script_step script[] = {
-  {0, TREE_STEP_LARGE, "memory_access", TREE_NOT_COMPILED, 0.0, R0, 0.0},
-  {0, TREE_STEP_LARGE, "parallel_mapping", TREE_CORRECT, 2.08, 0.4311569579, 0.2497663833},
-  {2, TREE_STEP_SMALL, "parallel_mapping", TREE_CORRECT, 1.09, 0.64, 0.0},
-  {3, TREE_STEP_SMALL, "parallel_mapping", TREE_INCORRECT, 0.0, 0.52, 0.0},
-  {2, TREE_STEP_SMALL, "parallel_mapping", TREE_CORRECT, 4.06, 0.6256789044, 0.5073455711},
-  {5, TREE_STEP_LARGE, "fusion", TREE_NOT_COMPILED, 0.0, 0.88, 0.0},
-  {0, TREE_STEP_LARGE, "reduction_strategy", TREE_CORRECT, 0.1, 0.6129126588, 0.6051533667},
-  {7, TREE_STEP_SMALL, "reduction_strategy", TREE_CORRECT, 3.07, 0.4, 0.0},
-  {8, TREE_STEP_LARGE, "memory_access", TREE_CORRECT, 10.0, 0.76, 0.0},
-  {9, TREE_STEP_SMALL, "memory_access", TREE_INCORRECT, 0.0, 1.6, 0.0},
+  {0, TREE_STEP_LARGE, "memory_access", TREE_NOT_COMPILED, 0.0},
+  {0, TREE_STEP_LARGE, "parallel_mapping", TREE_CORRECT, 2.08},
+  {2, TREE_STEP_SMALL, "parallel_mapping", TREE_CORRECT, 1.09},
+  {3, TREE_STEP_SMALL, "parallel_mapping", TREE_INCORRECT, 0.0},
+  {2, TREE_STEP_SMALL, "parallel_mapping", TREE_CORRECT, 4.06},
+  {5, TREE_STEP_LARGE, "fusion", TREE_NOT_COMPILED, 0.0},
+  {0, TREE_STEP_LARGE, "reduction_strategy", TREE_CORRECT, 0.1},
+  {7, TREE_STEP_SMALL, "reduction_strategy", TREE_CORRECT, 3.07},
+  {8, TREE_STEP_LARGE, "memory_access", TREE_CORRECT, 10.0},
+  {9, TREE_STEP_SMALL, "memory_access", TREE_INCORRECT, 0.0},
 };
 #define N_SCRIPT (sizeof script / sizeof script[0])
 
-/* Runs the script on a new tree, checking every descent; the caller frees the tree. */
+/* Builds the scripted tree on a new tree; the caller frees it. */
 static struct tree *run_script(const struct search_config *cfg) {
   struct tree *t = tree_new();
   assert_non_null(t);
   assert_int_equal(tree_add_root(t, cfg), 0);
   for (size_t k = 0; k < N_SCRIPT; k++) {
-    struct tree_descent d;
-    assert_int_equal(tree_descend(t, cfg, &d), 0);
-    if (d.node != script[k].expand)
-      fail_msg("step %zu: expanded node %zu, expected %zu", k + 1, d.node, script[k].expand);
-    assert_near(d.expand_score, script[k].expand_score, 1e-9);
-    assert_near(d.best_child_score, script[k].child_score, 1e-9);
     char candidate[16];
     snprintf(candidate, sizeof candidate, "cand-%zu", k + 1);
     size_t id;
-    assert_int_equal(tree_add_child(t, d.node, script[k].step, script[k].direction, "strat",
-                                    candidate, &id), 0);
+    assert_int_equal(tree_add_child(t, script[k].parent, script[k].step, script[k].direction,
+                                    "strat", candidate, &id), 0);
     assert_int_equal(id, k + 1);
     assert_int_equal(tree_record(t, cfg, id, script[k].result, script[k].speedup, NULL), 0);
   }
   return t;
 }
 
+/* The descent from the scripted tree's root, by AdaExplore's rule (tree_c = 0.3,
+ * expand_ratio 1, reward_alpha 0: V is the mean):
+ *   root N=11, children 1 (n1 V0), 2 (n5 V.418), 7 (n4 V.7025):
+ *     UCB(7) = .7025 + .3*sqrt(ln 11/4) = .934777; expand = .7025 + .3*sqrt(ln 11)/3
+ *     = .857351 < .934777 -> 7;
+ *   at 7 N=4, child 8 (n3 V.803333): UCB = .803333 + .3*sqrt(ln 4/3) = 1.007267;
+ *     expand = .803333 + .3*sqrt(ln 4)/1 = 1.156556 > -> expand 7, depth 1. */
 static void test_scripted_descent(void **state) {
   (void)state;
   struct search_config cfg;
@@ -112,11 +87,11 @@ static void test_scripted_descent(void **state) {
   struct tree *t = run_script(&cfg);
   struct tree_descent d;
   assert_int_equal(tree_descend(t, &cfg, &d), 0);
-  assert_int_equal(d.node, 9); /* step 11 of the comment */
-  assert_int_equal(d.depth, 3);
-  assert_int_equal(d.best_child, 10);
-  assert_near(d.expand_score, 1.0016115033773212, TOL);
-  assert_near(d.best_child_score, 0.2997663833473093, TOL);
+  assert_int_equal(d.node, 7);
+  assert_int_equal(d.depth, 1);
+  assert_int_equal(d.best_child, 8);
+  assert_near(d.expand_score, 1.156556340088, 1e-11);
+  assert_near(d.best_child_score, 1.007266731367, 1e-11);
   tree_free(t);
 }
 
@@ -163,6 +138,162 @@ static void test_backprop_exact(void **state) {
   tree_free(t);
 }
 
+/* ---- the descent of AdaExplore (agent/mcts.py) on the ten outcomes of the script ----
+ *
+ * The outcomes of steps 1..10, in order, with their rewards r: not compiled (0), 2.08x
+ * (.64), 1.09x (.52), incorrect (.05), 4.06x (.88), not compiled (0), 0.1x (.4), 3.07x
+ * (.76), 10x (1.6), incorrect (.05). Each step records its outcome under the node the
+ * descent stops at. The public configs use exploration_weight 0.3, reward_alpha 0 (V is
+ * the mean) and, below whole models, expand_exploration_ratio 1 (w_e = 0.3).
+ *
+ * Reference as root (opforge: the root is the reference, correct at 1x: R0 = 0.509091,
+ * visits 1). UCB(ch) = V(ch) + .3 sqrt(ln N/n), expand = max V(ch) + .3 sqrt(ln N)/|C|,
+ * a leaf expands, a real child wins ties:
+ *  1. root is a leaf                                                       -> expand 0
+ *  2. root N=2, C={1 (n1 V0)}: UCB(1) = .3 sqrt(ln 2) = .249766; expand = 0 + .249766:
+ *     a tie, so the child: 1 is a leaf                                     -> expand 1
+ *  3. root N=3, C={1 (n2 V.32)}: UCB(1) = .32 + .3 sqrt(ln 3/2) = .542346; expand =
+ *     .32 + .3 sqrt(ln 3) = .634444 >                                      -> expand 0
+ *  4. root N=4, C={1 (n2 .32), 3 (n1 .52)}: UCB(1) = .569766, UCB(3) = .52 + .353223
+ *     = .873223; expand = .52 + .3 sqrt(ln 4)/2 = .696612 < -> 3, a leaf  -> expand 3
+ *  5. root N=5, C={1 (n2 .32), 3 (n2 .285)}: UCB(1) = .32 + .269118 = .589118 (3:
+ *     .554118); expand = .32 + .3 sqrt(ln 5)/2 = .510295 < -> 1; at 1 N=2, C={2 (n1
+ *     .64)}: UCB(2) = .64 + .249766 = .889766 = expand: a tie -> 2, a leaf -> expand 2
+ *  6. root N=6: UCB(1) (n3 V.506667) = .506667 + .3 sqrt(ln 6/3) = .738513 (3: .568954);
+ *     expand = .506667 + .3 sqrt(ln 6)/2 = .707451 < -> 1; at 1 N=3, C={2 (n2 .76)}:
+ *     UCB(2) = .76 + .3 sqrt(ln 3/2) = .982346; expand = .76 + .314444 = 1.074444 >
+ *                                                                          -> expand 1
+ *  7. root N=7: UCB(1) (n4 V.38) = .38 + .3 sqrt(ln 7/4) = .589244; expand = .38 +
+ *     .3 sqrt(ln 7/2^2) = .589244: a tie -> 1; at 1 N=4, C={2 (n2 .76), 6 (n1 0)}:
+ *     UCB(2) = .76 + .249766 = 1.009766; expand = .76 + .3 sqrt(ln 4)/2 = .936612 < -> 2;
+ *     at 2 N=2, C={5 (n1 .88)}: UCB(5) = .88 + .249766 = expand: a tie -> 5, a leaf
+ *                                                                          -> expand 5
+ *  8. root N=8: UCB(1) (n5 V.384) = .384 + .3 sqrt(ln 8/5) = .577468, UCB(3) (n2 .285)
+ *     = .285 + .3 sqrt(ln 8/2) = .590900; expand = .384 + .3 sqrt(ln 8)/2 = .600304 >
+ *                                                                          -> expand 0
+ *  9. root N=9, C={1, 3, 8 (n1 .76)}: UCB(8) = .76 + .3 sqrt(ln 9) = 1.204691; expand
+ *     = .76 + .3 sqrt(ln 9)/3 = .908230 < -> 8, a leaf                     -> expand 8
+ * 10. root N=10: UCB(8) (n2 1.18) = 1.18 + .3 sqrt(ln 10/2) = 1.501895; expand = 1.18 +
+ *     .3 sqrt(ln 10)/3 = 1.331743 < -> 8; at 8 N=2, C={9 (n1 1.6)}: UCB(9) = 1.6 +
+ *     .249766 = expand: a tie -> 9, a leaf                                 -> expand 9
+ * So [0,1,0,3,2,1,5,0,8,9], the same as from the public code's empty root; the rule
+ * opforge had (expand = the node's own mean + c sqrt(ln N/(1+|C|)), ties to expand)
+ * gave [0,0,2,3,2,5,0,7,8,9], parting at step 2. */
+static const struct {
+  enum tree_result result;
+  double speedup;
+} outcomes[10] = {
+  {TREE_NOT_COMPILED, 0.0}, {TREE_CORRECT, 2.08}, {TREE_CORRECT, 1.09},
+  {TREE_INCORRECT, 0.0},    {TREE_CORRECT, 4.06}, {TREE_NOT_COMPILED, 0.0},
+  {TREE_CORRECT, 0.1},      {TREE_CORRECT, 3.07}, {TREE_CORRECT, 10.0},
+  {TREE_INCORRECT, 0.0},
+};
+
+/* Where a replayed descent stopped at each step. */
+struct stop {
+  size_t node, depth;
+  double expand, child; /* expand_score (+inf at a leaf) and best_child_score */
+};
+
+/* Replays the ten outcomes under cfg, each recorded under the node the descent stops at,
+ * from the reference root or (empty_root) a root with no visits, like the public code's
+ * dummy root; checks each stop against want (NULL: only the nodes in order). */
+static void replay(const struct search_config *cfg, bool empty_root, const int *order,
+                   const struct stop *want) {
+  struct tree *t = tree_new();
+  assert_int_equal(tree_add_root(t, cfg), 0);
+  if (empty_root) {
+    t->nodes[0].visits = 0;
+    t->nodes[0].reward_sum = t->nodes[0].reward_max = 0.0;
+  }
+  for (size_t k = 0; k < 10; k++) {
+    struct tree_descent d;
+    assert_int_equal(tree_descend(t, cfg, &d), 0);
+    if (d.node != (size_t)order[k])
+      fail_msg("step %zu: expanded node %zu, expected %d", k + 1, d.node, order[k]);
+    if (want) {
+      assert_int_equal(d.depth, want[k].depth);
+      if (isinf(want[k].expand)) {
+        assert_true(isinf(d.expand_score) && d.expand_score > 0);
+        assert_int_equal(d.best_child, TREE_NONE);
+      } else {
+        assert_near(d.expand_score, want[k].expand, 1e-12);
+      }
+      assert_near(d.best_child_score, want[k].child, 1e-12);
+    }
+    size_t id;
+    assert_int_equal(tree_add_child(t, d.node, d.node ? TREE_STEP_SMALL : TREE_STEP_LARGE, "d",
+                                    NULL, NULL, &id), 0);
+    assert_int_equal(tree_record(t, cfg, id, outcomes[k].result, outcomes[k].speedup, NULL), 0);
+  }
+  tree_free(t);
+}
+
+static void test_public_descent_reference_root(void **state) {
+  (void)state;
+  struct search_config cfg;
+  search_config_defaults(&cfg);
+  static const int order[10] = {0, 1, 0, 3, 2, 1, 5, 0, 8, 9};
+  static const struct stop want[10] = {
+    {0, 0, INFINITY, 0.0},
+    {1, 1, INFINITY, 0.0},
+    {0, 0, 0.6344441221904615, 0.5423455711051267},
+    {3, 1, INFINITY, 0.0},
+    {2, 2, INFINITY, 0.0},
+    {1, 1, 1.0744441221904615, 0.9823455711051267},
+    {5, 3, INFINITY, 0.0},
+    {0, 0, 0.6003040329901325, 0.5909000970506426},
+    {8, 1, INFINITY, 0.0},
+    {9, 2, INFINITY, 0.0},
+  };
+  replay(&cfg, false, order, want);
+}
+
+/* The public code's empty root (no visits): the same order. Step 2 there is root N=1,
+ * ln 1 = 0: UCB(1) = 0 = expand, a tie, so the child. Step 3: root N=2, C={1 (n2 .32)}:
+ * UCB(1) = .32 + .3 sqrt(ln 2/2) = .496612; expand = .32 + .249766 = .569766 > -> 0. */
+static void test_public_descent_empty_root(void **state) {
+  (void)state;
+  struct search_config cfg;
+  search_config_defaults(&cfg);
+  static const int order[10] = {0, 1, 0, 3, 2, 1, 5, 0, 8, 9};
+  static const struct stop want[10] = {
+    {0, 0, INFINITY, 0.0},
+    {1, 1, INFINITY, 0.0},
+    {0, 0, 0.5697663833473093, 0.4966115033773212},
+    {3, 1, INFINITY, 0.0},
+    {2, 2, INFINITY, 0.0},
+    {1, 1, 1.0744441221904615, 0.9823455711051267},
+    {5, 3, INFINITY, 0.0},
+    {0, 0, 0.5932438251269188, 0.5809154553373127},
+    {8, 1, INFINITY, 0.0},
+    {9, 2, INFINITY, 0.0},
+  };
+  replay(&cfg, true, order, want);
+}
+
+/* The settings move the descent (orders from the same rule, public code replayed):
+ * expand_ratio 0.5 (the paper's level 3): w_e = .15 widens less -> [0,1,2,3,4,0,5,1,8,9];
+ * reward_alpha 1 (V is the max) -> [0,1,0,2,3,5,3,6,0,9]; expand_ratio 0 or tree_c 0:
+ * expand is -inf wherever a child exists, so the descent only deepens -> a chain. */
+static void test_descent_settings(void **state) {
+  (void)state;
+  struct search_config cfg;
+  search_config_defaults(&cfg);
+  cfg.expand_ratio = 0.5;
+  replay(&cfg, false, (const int[]){0, 1, 2, 3, 4, 0, 5, 1, 8, 9}, NULL);
+  replay(&cfg, true, (const int[]){0, 1, 2, 3, 4, 0, 5, 1, 8, 9}, NULL);
+  search_config_defaults(&cfg);
+  cfg.reward_alpha = 1.0;
+  replay(&cfg, false, (const int[]){0, 1, 0, 2, 3, 5, 3, 6, 0, 9}, NULL);
+  search_config_defaults(&cfg);
+  cfg.expand_ratio = 0.0;
+  replay(&cfg, false, (const int[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, NULL);
+  search_config_defaults(&cfg);
+  cfg.tree_c = 0.0;
+  replay(&cfg, false, (const int[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, NULL);
+}
+
 static void test_reward_values(void **state) {
   (void)state;
   struct search_config cfg;
@@ -183,8 +314,9 @@ static void test_reward_values(void **state) {
   assert_int_equal(tree_result_of(EVAL_CHECK), TREE_INCORRECT);
 }
 
-/* tree_c = 0: expand = Q(v), UCB1 = Q(child). A child equal to the root's mean ties and
- * the tie goes to expansion; a better child wins. Pending children are ignored. */
+/* Ties and pending children. With tree_c = 0, w_e = 0: expand is -inf at a node with a
+ * child, so the descent goes down to the best child (V alone, the first created on ties)
+ * and stops at a leaf (+inf). Pending children are skipped. */
 static void test_ties_and_pending(void **state) {
   (void)state;
   struct search_config cfg;
@@ -194,21 +326,32 @@ static void test_ties_and_pending(void **state) {
   assert_int_equal(tree_add_root(t, &cfg), 0);
   assert_int_equal(tree_add_root(t, &cfg), -EEXIST);
   size_t a, b, p;
-  assert_int_equal(tree_add_child(t, 0, TREE_STEP_LARGE, "x", NULL, NULL, &a), 0);
-  assert_int_equal(tree_record(t, &cfg, a, TREE_CORRECT, 1.0, NULL), 0); /* reward R0 */
   struct tree_descent d;
   assert_int_equal(tree_descend(t, &cfg, &d), 0);
   assert_int_equal(d.node, 0);
-  assert_near(d.expand_score, R0, 1e-15);
-  assert_near(d.best_child_score, R0, 1e-15);
+  assert_true(isinf(d.expand_score) && d.expand_score > 0);
+  assert_int_equal(tree_add_child(t, 0, TREE_STEP_LARGE, "x", NULL, NULL, &a), 0);
+  assert_int_equal(tree_record(t, &cfg, a, TREE_CORRECT, 1.0, NULL), 0); /* reward R0 */
   assert_int_equal(tree_add_child(t, 0, TREE_STEP_LARGE, "y", NULL, NULL, &b), 0);
-  assert_int_equal(tree_record(t, &cfg, b, TREE_CORRECT, 1.09, NULL), 0); /* 0.52 */
+  assert_int_equal(tree_record(t, &cfg, b, TREE_CORRECT, 1.0, NULL), 0); /* R0 too */
   assert_int_equal(tree_descend(t, &cfg, &d), 0);
-  assert_int_equal(d.node, b); /* Q(root) = (2*R0 + 0.52)/3 = 0.512727 < 0.52 */
-  assert_int_equal(tree_add_child(t, b, TREE_STEP_SMALL, "y", NULL, NULL, &p), 0);
+  assert_int_equal(d.node, a); /* a tie between a and b: the first created, a leaf */
+  assert_int_equal(d.depth, 1);
+  assert_int_equal(tree_add_child(t, a, TREE_STEP_SMALL, "x", NULL, NULL, &p), 0);
   assert_int_equal(tree_descend(t, &cfg, &d), 0);
-  assert_int_equal(d.node, b); /* p is pending: b is still a leaf */
+  assert_int_equal(d.node, a); /* p is pending: a is still a leaf */
   assert_int_equal(d.best_child, TREE_NONE);
+  /* With exploration, a real child still wins an exact tie with expand: one child of one
+   * visit gives UCB = V + c sqrt(ln N) = expand. */
+  search_config_defaults(&cfg);
+  struct tree *u = tree_new();
+  assert_int_equal(tree_add_root(u, &cfg), 0);
+  assert_int_equal(tree_add_child(u, 0, TREE_STEP_LARGE, "x", NULL, NULL, &a), 0);
+  assert_int_equal(tree_record(u, &cfg, a, TREE_CORRECT, 2.08, NULL), 0);
+  assert_int_equal(tree_descend(u, &cfg, &d), 0);
+  assert_int_equal(d.node, a); /* root N = 2: UCB(a) = .64 + .3 sqrt(ln 2) = expand */
+  assert_int_equal(d.depth, 1);
+  tree_free(u);
   char long_id[TREE_ID_MAX + 1];
   memset(long_id, 'a', TREE_ID_MAX);
   long_id[TREE_ID_MAX] = '\0';
@@ -536,6 +679,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_scripted_descent),
     cmocka_unit_test(test_backprop_exact),
+    cmocka_unit_test(test_public_descent_reference_root),
+    cmocka_unit_test(test_public_descent_empty_root),
+    cmocka_unit_test(test_descent_settings),
     cmocka_unit_test(test_reward_values),
     cmocka_unit_test(test_ties_and_pending),
     cmocka_unit_test(test_step_kinds),
