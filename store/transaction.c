@@ -35,7 +35,7 @@ static void rollback(struct store_conn *c) {
 static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, void *arg) {
   int rc = st_exec(c->db, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK)
-    return st_is_busy(rc) ? STORE_BUSY : STORE_ERROR;
+    return st_status(rc);
   c->in_tx = true;
   int status = fn(s, arg);
   c->in_tx = false;
@@ -43,7 +43,7 @@ static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, voi
     rc = st_exec(c->db, "COMMIT");
     if (rc == SQLITE_OK)
       return STORE_OK;
-    status = st_is_busy(rc) ? STORE_BUSY : STORE_ERROR;
+    status = st_status(rc); /* a deferred constraint fails at COMMIT */
   }
   rollback(c);
   return status;

@@ -1,6 +1,9 @@
-/* Unit tests of the SQLite store: migrations, tasks, paging, events, threads, busy retry. */
+/* Unit tests of the SQLite store: migrations, tasks, paging, events, threads, busy retry,
+ * persistent failures. */
 #include "store/connection.h"
 #include "store/events.h"
+#include "store/fault.h"
+#include "store/steps.h"
 #include "store/store.h"
 #include "store/tasks.h"
 #include "store/transaction.h"
@@ -879,6 +882,67 @@ static void test_transaction_reruns_fn_on_busy(void **state) {
   assert_events(f->s, id, types, 2);
 }
 
+
+/* ---- persistent failures (issue 12, item 7) ---- */
+
+/* Commits step 1 of task id with an empty tree and no memory update; returns the status
+ * and the milliseconds it took. */
+static int commit_step(struct store *s, const char *id, double *ret_ms) {
+  json_t *candidate = json_pack("{s:s, s:s, s:n, s:n, s:n}", "id",
+                                "11111111-1111-4111-8111-111111111111", "source", "k",
+                                "options", "plan", "result");
+  json_t *rows = json_array(), *progress = json_pack("{s:i}", "step", 1);
+  json_t *event = json_pack("{s:i}", "step", 1);
+  assert_true(candidate && rows && progress && event);
+  struct step_commit c = {.task_id = id, .step = 1, .candidate = candidate,
+                          .tree_rows = rows, .progress = progress, .event_data = event};
+  double t0 = now_ms();
+  int rc = store_step_commit(s, &c);
+  *ret_ms = now_ms() - t0;
+  json_decref(candidate);
+  json_decref(rows);
+  json_decref(progress);
+  json_decref(event);
+  return rc;
+}
+
+/* A statement that SQLite refuses every time (a CHECK constraint, a trigger's RAISE)
+ * gives STORE_CONSTRAINT at once, with no busy retries and nothing committed, on every
+ * call; a busy one gives STORE_BUSY after the bounded retries. The engine tells them
+ * apart: a refused step can never commit, so retrying it forever is a bug. */
+static void test_persistent_failure_is_not_busy(void **state) {
+  struct fixture *f = *state;
+  insert_n(f->s, 1);
+  char id[40], claimed[40];
+  task_id(id, 1);
+  assert_int_equal(store_task_claim(f->s, "worker-0", claimed), STORE_OK);
+  double ms = 0;
+
+  store_fail_statement("INSERT INTO candidates", SQLITE_CONSTRAINT_CHECK);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(commit_step(f->s, id, &ms), STORE_CONSTRAINT);
+    assert_true(ms < 400); /* no backoff: the busy retries alone sleep 565 ms */
+  }
+  store_fail_statement("INSERT INTO candidates", SQLITE_BUSY);
+  assert_int_equal(commit_step(f->s, id, &ms), STORE_BUSY);
+  assert_true(ms >= 500);
+  store_fail_statement(NULL, 0);
+  const char *before[] = {"queued", "running"};
+  assert_events(f->s, id, before, 2);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM candidates"), 0);
+
+  /* A real refusal from SQLite, not an injected one. */
+  raw_exec(f->dir, "CREATE TRIGGER refuse BEFORE INSERT ON candidates"
+                   " BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
+  assert_int_equal(commit_step(f->s, id, &ms), STORE_CONSTRAINT);
+  assert_true(ms < 400);
+  assert_int_equal(commit_step(f->s, id, &ms), STORE_CONSTRAINT);
+  raw_exec(f->dir, "DROP TRIGGER refuse");
+  assert_int_equal(commit_step(f->s, id, &ms), STORE_OK);
+  const char *after[] = {"queued", "running", "step"};
+  assert_events(f->s, id, after, 3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_migrations_applied_and_recorded, setup, teardown),
@@ -900,6 +964,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_transaction_retries_busy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_transaction_busy_is_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_transaction_reruns_fn_on_busy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_persistent_failure_is_not_busy, setup, teardown),
   };
   return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
