@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/ids.h"
 #include "store/fault.h"
 #include "store/util.h"
 
@@ -153,6 +155,18 @@ struct store *store_handle_new(const char *data_dir) {
     return NULL;
   }
   snprintf(s->path, len, "%s/opforge.db", data_dir);
+  /* The instance id: the host (claims of this host are stale once this process holds the
+   * data directory's lock), the pid (for people reading the table) and a random part
+   * (pids are reused). */
+  char host[65] = "", uuid[ID_LEN + 1];
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0])
+    snprintf(host, sizeof host, "localhost");
+  for (char *c = host; *c; c++)
+    if (*c == ':')
+      *c = '_';
+  id_new(uuid);
+  snprintf(s->instance, sizeof s->instance, "%s:%ld:%.8s", host, (long)getpid(), uuid);
+  s->lease_s = STORE_CLAIM_LEASE_S;
   pthread_mutex_init(&s->lock, NULL);
   s->generation = atomic_fetch_add(&next_generation, 1);
   return s;

@@ -1,6 +1,8 @@
 /* API tests: the real server on port 0, scenario tables, spec check, coverage check. */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <sys/wait.h>
 #include <setjmp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -1602,6 +1604,68 @@ static void test_concurrent_requests(void **state) {
   free(quoted);
 }
 
+/* ---------------------------------------------------------------- data directory */
+
+/* The text of a small file (caller frees); "" when it cannot be read. */
+static char *read_small_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  char *text = calloc(1, 65536);
+  assert_non_null(text);
+  if (f) {
+    size_t n = fread(text, 1, 65535, f);
+    text[n] = '\0';
+    fclose(f);
+  }
+  return text;
+}
+
+/* A second `opforge serve` on a data directory that a running server owns refuses to
+ * start (exit status 2) with a message naming the owner's pid, before it touches the
+ * store; the first server goes on working. */
+static void test_data_dir_has_one_owner(void **state) {
+  struct server *server = *state;
+  char *before = create_task(server, "owned");
+  char log[PATH_MAX + 32];
+  snprintf(log, sizeof log, "%s/second-server.log", server_data_dir(server));
+  const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
+                        server_data_dir(server), "--gpus", "none", NULL};
+  pid_t pid = -1;
+  int out = -1;
+  assert_int_equal(harness_spawn(argv, NULL, log, &pid, &out), 0);
+  int status = harness_wait_exit(pid, 10000);
+  if (status == -1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
+  char line[256] = "";
+  ssize_t n = read(out, line, sizeof line - 1);
+  close(out);
+  line[n > 0 ? n : 0] = '\0';
+  char *text = read_small_file(log);
+  char *want = fmt("another opforge server (pid %ld)", (long)server_pid(server));
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 2 || !strstr(text, want))
+    print_error("second server: wait status %d, stdout '%s', log:\n%s\n", status, line, text);
+  assert_true(status != -1 && WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 2);
+  assert_non_null(strstr(text, want));
+  assert_null(strstr(line, "listening"));
+  free(want);
+  free(text);
+  /* The owner is untouched: it answers, its task is still queued, it takes new ones. */
+  struct http_response *r = http_get(server, "/readyz");
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+  char *path = fmt("/v1/tasks/%s", before);
+  r = http_get(server, path);
+  json_t *task = http_json(r);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "queued");
+  json_decref(task);
+  http_response_free(r);
+  free(path);
+  free(before);
+  free(create_task(server, "after"));
+}
+
 /* ---------------------------------------------------------------- metrics */
 
 /* The value of the sample whose series text (name and labels) is exactly series; fails
@@ -1737,6 +1801,7 @@ int main(void) {
     WITH(setup_server, test_slow_client),
     WITH(setup_server, test_concurrent_requests),
     WITH(setup_server, test_metrics),
+    WITH(setup_server, test_data_dir_has_one_owner),
     WITH(setup_server, test_media_types),
     cmocka_unit_test(test_spec_coverage),
   };

@@ -883,6 +883,98 @@ static void test_transaction_reruns_fn_on_busy(void **state) {
 }
 
 
+/* ---- claims: owners and leases (issue 12, item 1) ---- */
+
+/* The claim_instance of task n (raw), or "" for NULL. */
+static void claim_owner(const char *dir, int n, char buf[128]) {
+  char id[40], *sql;
+  task_id(id, n);
+  assert_true(asprintf(&sql, "SELECT COALESCE(claim_instance, '') || '|' ||"
+                             " COALESCE(claimed_by, '') FROM tasks WHERE id = '%s'", id) > 0);
+  raw_text(dir, sql, buf, 128);
+  free(sql);
+}
+
+/* Two stores on one file stand for two servers (hostA and hostB). A server releases at
+ * start-up only its own host's claims, claims from before leases, and expired leases; it
+ * never takes or releases a live claim of another instance. */
+static void test_claims_have_owners_and_leases(void **state) {
+  struct fixture *f = *state;
+  struct store *a = f->s, *b = open_store(f->dir);
+  assert_int_equal(store_claims_configure(a, "hostA:1:aaaa", 60), STORE_OK);
+  assert_int_equal(store_claims_configure(b, "hostB:2:bbbb", 60), STORE_OK);
+  assert_string_equal(store_claims_instance(b), "hostB:2:bbbb");
+  insert_n(a, 1);
+  insert_n(a, 2);
+  char got[40], id1[40], id2[40], owner[128];
+  task_id(id1, 1);
+  task_id(id2, 2);
+  int released = -1;
+
+  assert_int_equal(store_task_claim(a, "worker-0", got), STORE_OK);
+  assert_string_equal(got, id1);
+  claim_owner(f->dir, 1, owner);
+  assert_string_equal(owner, "hostA:1:aaaa|worker-0");
+  /* B starts: A's live claim stays; B takes the next task, then finds nothing. */
+  assert_int_equal(store_claims_release_stale(b, &released), STORE_OK);
+  assert_int_equal(released, 0);
+  assert_int_equal(store_task_claim(b, "worker-0", got), STORE_OK);
+  assert_string_equal(got, id2);
+  assert_int_equal(store_task_claim(b, "worker-1", got), STORE_NOT_FOUND);
+  /* Neither releases the other's claim, one by one or all at once. */
+  assert_int_equal(store_task_unclaim(a, id2), STORE_OK);
+  claim_owner(f->dir, 2, owner);
+  assert_string_equal(owner, "hostB:2:bbbb|worker-0");
+  assert_int_equal(store_task_unclaim(b, id1), STORE_OK);
+  assert_int_equal(store_task_unclaim(b, NULL), STORE_OK);
+  claim_owner(f->dir, 1, owner);
+  assert_string_equal(owner, "hostA:1:aaaa|worker-0");
+  claim_owner(f->dir, 2, owner);
+  assert_string_equal(owner, "|");
+  assert_int_equal(store_task_claim(b, "worker-0", got), STORE_OK); /* resumes task 2 */
+  assert_string_equal(got, id2);
+  assert_int_equal(store_task_unclaim(a, NULL), STORE_OK);
+  claim_owner(f->dir, 1, owner);
+  assert_string_equal(owner, "|");
+  claim_owner(f->dir, 2, owner);
+  assert_string_equal(owner, "hostB:2:bbbb|worker-0");
+
+  /* A lease that runs out frees the task for anyone. */
+  assert_int_equal(store_task_claim(a, "worker-0", got), STORE_OK);
+  assert_string_equal(got, id1);
+  assert_int_equal(store_claims_configure(a, NULL, 0), STORE_OK);
+  int renewed = 0;
+  assert_int_equal(store_claims_renew(a, &renewed), STORE_OK);
+  assert_int_equal(renewed, 1);
+  sleep_ms(5);
+  assert_int_equal(store_task_claim(b, "worker-1", got), STORE_OK);
+  assert_string_equal(got, id1);
+  claim_owner(f->dir, 1, owner);
+  assert_string_equal(owner, "hostB:2:bbbb|worker-1");
+
+  /* B "crashes"; the next server of host B takes its claims back at start-up, while a
+   * live claim of host A survives. */
+  assert_int_equal(store_claims_configure(a, NULL, 60), STORE_OK);
+  insert_n(a, 3);
+  char id3[40];
+  task_id(id3, 3);
+  assert_int_equal(store_task_claim(a, "worker-0", got), STORE_OK);
+  assert_string_equal(got, id3);
+  store_close(b);
+  b = open_store(f->dir);
+  assert_int_equal(store_claims_configure(b, "hostB:3:cccc", 60), STORE_OK);
+  assert_int_equal(store_claims_release_stale(b, &released), STORE_OK);
+  assert_int_equal(released, 2);
+  claim_owner(f->dir, 3, owner);
+  assert_string_equal(owner, "hostA:1:aaaa|worker-0");
+  /* A claim from a server older than leases has no owner: released too. */
+  raw_exec(f->dir, "UPDATE tasks SET claimed_by = 'worker-9', claim_instance = NULL,"
+                   " claim_expires_ms = NULL WHERE seq = 1");
+  assert_int_equal(store_claims_release_stale(b, &released), STORE_OK);
+  assert_int_equal(released, 1);
+  store_close(b);
+}
+
 /* ---- persistent failures (issue 12, item 7) ---- */
 
 /* Commits step 1 of task id with an empty tree and no memory update; returns the status
@@ -965,6 +1057,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_transaction_busy_is_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_transaction_reruns_fn_on_busy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_persistent_failure_is_not_busy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_claims_have_owners_and_leases, setup, teardown),
   };
   return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
