@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/durable.h"
 #include "store/status.h"
 
 struct stmt_slot {
@@ -38,6 +39,7 @@ struct store {
   unsigned lease_s;                  /* a claim's lease, renewed by store_claims_renew */
   uint64_t generation; /* unique per store_open; keys the thread-local cache */
   pthread_mutex_t lock; /* guards conns */
+  struct store_durable durable; /* group commit (store/durable.c) */
   struct store_conn *conns;
   int schema_version;
 };

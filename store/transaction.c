@@ -50,7 +50,8 @@ static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, voi
 }
 
 /* A call made while this thread's connection is already inside a transaction joins it:
- * fn runs directly and the outer runner commits, rolls back or retries the whole. */
+ * fn runs directly and the outer runner commits, rolls back or retries the whole. A
+ * committed transaction is durable (synced to disk, store/durable.c) when this returns. */
 int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
   struct store_conn *c = store_conn_get(s);
   if (!c)
@@ -60,6 +61,8 @@ int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
   long delay = TX_BACKOFF_FIRST_MS;
   for (int attempt = 1;; attempt++) {
     int status = tx_attempt(s, c, fn, arg);
+    if (status == STORE_OK)
+      return store_durable_wait(&s->durable, s->path); /* durable before it returns */
     if (status != STORE_BUSY)
       return status;
     if (attempt == TX_ATTEMPTS)

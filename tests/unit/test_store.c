@@ -883,6 +883,71 @@ static void test_transaction_reruns_fn_on_busy(void **state) {
 }
 
 
+/* ---- durability (issue 12, item 5) ---- */
+
+/* Fsyncs done so far for committed transactions. */
+static uint64_t syncs(struct store *s) {
+  pthread_mutex_lock(&s->durable.lock);
+  uint64_t n = s->durable.syncs;
+  pthread_mutex_unlock(&s->durable.lock);
+  return n;
+}
+
+struct committer {
+  struct store *s;
+  int first, count;
+  atomic_int failures;
+};
+
+static void *commit_thread(void *arg) {
+  struct committer *c = arg;
+  for (int i = 0; i < c->count; i++) {
+    char id[40], name[32];
+    task_id(id, c->first + i);
+    snprintf(name, sizeof name, "durable_%d", c->first + i);
+    json_t *options = options_with_steps(5);
+    if (store_task_insert(c->s, id, name, options, REFERENCE, NULL) != STORE_OK)
+      atomic_fetch_add(&c->failures, 1);
+    json_decref(options);
+  }
+  return NULL;
+}
+
+/* A transaction that returns STORE_OK was synced to disk first (an accepted task
+ * survives a power loss, not only a crash of the server); transactions committing at
+ * the same time share a sync (group commit), so there are fewer syncs than commits. */
+static void test_commits_are_durable(void **state) {
+  struct fixture *f = *state;
+  uint64_t before = syncs(f->s);
+  for (int i = 1; i <= 5; i++) {
+    insert_n(f->s, i);
+    assert_int_equal(syncs(f->s), before + (uint64_t)i); /* alone: one sync each */
+  }
+  json_t *task = NULL;
+  assert_int_equal(store_task_get(f->s, "00000000-0000-4000-8000-000000000001", false, &task),
+                   STORE_OK); /* reads sync nothing */
+  json_decref(task);
+  assert_int_equal(syncs(f->s), before + 5);
+
+  enum { COMMITTERS = 8, EACH = 25 };
+  struct committer c[COMMITTERS];
+  pthread_t t[COMMITTERS];
+  before = syncs(f->s);
+  for (int i = 0; i < COMMITTERS; i++) {
+    c[i] = (struct committer){.s = f->s, .first = 100 + i * EACH, .count = EACH};
+    assert_int_equal(pthread_create(&t[i], NULL, commit_thread, &c[i]), 0);
+  }
+  for (int i = 0; i < COMMITTERS; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(atomic_load(&c[i].failures), 0);
+  }
+  uint64_t used = syncs(f->s) - before;
+  print_message("%d concurrent commits took %llu syncs\n", COMMITTERS * EACH,
+                (unsigned long long)used);
+  assert_true(used >= 1 && used <= COMMITTERS * EACH);
+  assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM tasks"), 5 + COMMITTERS * EACH);
+}
+
 /* ---- claims: owners and leases (issue 12, item 1) ---- */
 
 /* The claim_instance of task n (raw), or "" for NULL. */
@@ -1058,6 +1123,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_transaction_reruns_fn_on_busy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_persistent_failure_is_not_busy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_claims_have_owners_and_leases, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_commits_are_durable, setup, teardown),
   };
   return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
