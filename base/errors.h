@@ -36,6 +36,9 @@ enum api_error {
   API_ERR_ALREADY_EXISTS,      /* 409 a memory node or edge with this id exists */
   API_ERR_INVALID_IMPORT,      /* 400 a memory import document is refused */
   API_ERR_NO_CORRECT_CANDIDATE, /* 409 the task has no correct candidate to export */
+  API_ERR_CROSS_SITE_REFUSED,  /* 403 a write from an origin that is not allowed */
+  API_ERR_HOST_NOT_ALLOWED,    /* 421 the Host header names no address of this server */
+  API_ERR_INVALID_HEADER,      /* 400 a header is malformed (NUL byte, missing Host) */
   API_ERR__COUNT
 };
 

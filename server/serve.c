@@ -171,7 +171,9 @@ int serve_main(int argc, char **argv) {
     sigwait(&signals, &sig);
     log_info("signal %d: stopping", sig);
     atomic_store(&app.shutting_down, true);
-    daemon_quiesce(d);
+    /* MHD_stop_daemon closes the listening socket itself. MHD_quiesce_daemon is not
+     * used: in 0.9.75 it races a pool thread over the listening socket's epoll entry
+     * and can abort the process ("Failed to remove listen FD from epoll set"). */
     daemon_stop(d);
     code = 0;
   }

@@ -713,10 +713,13 @@ static int lint_components(struct spec *spec, char *err, size_t errlen) {
     if (lint_response(spec, obj, where, err, errlen) != 0)
       return -1;
   }
-  json_object_foreach(json_object_get(spec->doc, "x-opforge-unrouted-responses"), name, obj) {
-    if (lint_response(spec, obj, "x-opforge-unrouted-responses", err, errlen) != 0)
-      return -1;
-  }
+  static const char *const globals[] = {"x-opforge-unrouted-responses",
+                                        "x-opforge-common-responses"};
+  for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+    json_object_foreach(json_object_get(spec->doc, globals[i]), name, obj) {
+      if (lint_response(spec, obj, globals[i], err, errlen) != 0)
+        return -1;
+    }
   return 0;
 }
 
@@ -1078,6 +1081,25 @@ static int check_response_object(struct spec *spec, const json_t *resp,
   if (check_headers(spec, resp, ex, err, errlen) != 0)
     return -1;
   const json_t *content = json_object_get(resp, "content");
+  if (strcasecmp(ex->method, "HEAD") == 0) {
+    /* The GET response's headers, without its body. */
+    if (ex->body_len != 0) {
+      set_err(err, errlen, "a HEAD response has a body of %zu bytes", ex->body_len);
+      return -1;
+    }
+    const char *ctype = find_header(ex, "Content-Type");
+    const char *media;
+    json_t *media_obj;
+    if (!content || json_object_size(content) == 0)
+      return 0;
+    json_object_foreach((json_t *)content, media, media_obj) {
+      if (ctype && media_type_matches(media, ctype))
+        return 0;
+    }
+    set_err(err, errlen, "Content-Type '%s' is not documented for this response",
+            ctype ? ctype : "(none)");
+    return -1;
+  }
   if (!content || json_object_size(content) == 0) {
     if (ex->body_len != 0) {
       set_err(err, errlen, "response is documented without a body, got %zu bytes",
@@ -1087,6 +1109,17 @@ static int check_response_object(struct spec *spec, const json_t *resp,
     return 0;
   }
   const char *ctype = find_header(ex, "Content-Type");
+  if (!ctype && json_is_true(json_object_get(resp, "x-opforge-untyped-body"))) {
+    /* Documented as sent without a Content-Type (the HTTP library's own answers): the
+     * body must match one of the media types the response lists. */
+    const char *media;
+    json_t *media_obj;
+    json_object_foreach((json_t *)content, media, media_obj) {
+      if (check_body(spec, media, media_obj, ex, err, errlen) == 0)
+        return 0;
+    }
+    return -1;
+  }
   if (!ctype) {
     set_err(err, errlen, "Content-Type header is missing");
     return -1;
@@ -1107,7 +1140,9 @@ int spec_check_response(struct spec *spec, const struct spec_exchange *ex, char 
   char *msg = err && errlen ? err : local;
   size_t msglen = err && errlen ? errlen : sizeof local;
   bool path_known = false;
-  struct op_cov *op = find_op(spec, ex->method, ex->target, &path_known);
+  /* HEAD is answered wherever GET is, with the GET operation's headers. */
+  const char *method = strcasecmp(ex->method, "HEAD") == 0 ? "GET" : ex->method;
+  struct op_cov *op = find_op(spec, method, ex->target, &path_known);
   const json_t *responses =
       op ? json_object_get(op->op, "responses")
          : json_object_get(spec->doc, "x-opforge-unrouted-responses");
@@ -1124,6 +1159,13 @@ int spec_check_response(struct spec *spec, const struct spec_exchange *ex, char 
   } else {
     rc = check_response_object(spec, resp, ex, inner, sizeof inner);
   }
+  /* Responses any request may get (a malformed header, a Host of another server, a
+   * cross-site write, the HTTP library's own answers) are documented once. */
+  const json_t *common = find_response(
+      spec->doc, json_object_get(spec->doc, "x-opforge-common-responses"), ex->status);
+  char ignored[1024];
+  if (rc != 0 && common && check_response_object(spec, common, ex, ignored, sizeof ignored) == 0)
+    rc = 0;
   if (rc != 0)
     set_err(msg, msglen, "%s %.120s%s -> %ld: %s", ex->method, ex->target,
             strlen(ex->target) > 120 ? "..." : "", ex->status, inner);

@@ -119,15 +119,40 @@ static void test_not_found(void **state) {
 static void test_method_not_allowed(void **state) {
   (void)state;
   expect_miss(opforge_routes, "PUT", "/v1/tasks/abc", ROUTE_METHOD_NOT_ALLOWED,
-              "GET, DELETE");
+              "GET, DELETE, HEAD, OPTIONS");
   expect_miss(opforge_routes, "POST", "/v1/tasks/abc", ROUTE_METHOD_NOT_ALLOWED,
-              "GET, DELETE");
-  expect_miss(opforge_routes, "DELETE", "/v1/tasks", ROUTE_METHOD_NOT_ALLOWED, "POST, GET");
+              "GET, DELETE, HEAD, OPTIONS");
+  expect_miss(opforge_routes, "DELETE", "/v1/tasks", ROUTE_METHOD_NOT_ALLOWED,
+              "POST, GET, HEAD, OPTIONS");
   expect_miss(opforge_routes, "GET", "/v1/tasks/abc/cancel", ROUTE_METHOD_NOT_ALLOWED,
-              "POST");
-  expect_miss(opforge_routes, "POST", "/healthz", ROUTE_METHOD_NOT_ALLOWED, "GET");
+              "POST, OPTIONS");
+  expect_miss(opforge_routes, "POST", "/healthz", ROUTE_METHOD_NOT_ALLOWED,
+              "GET, HEAD, OPTIONS");
+  expect_miss(opforge_routes, "HEAD", "/v1/tasks/abc/cancel", ROUTE_METHOD_NOT_ALLOWED,
+              "POST, OPTIONS");
   /* Methods are case-sensitive (RFC 9110). */
-  expect_miss(opforge_routes, "get", "/healthz", ROUTE_METHOD_NOT_ALLOWED, "GET");
+  expect_miss(opforge_routes, "get", "/healthz", ROUTE_METHOD_NOT_ALLOWED,
+              "GET, HEAD, OPTIONS");
+}
+
+/* HEAD is answered by the GET route; OPTIONS on a known path lists its methods. */
+static void test_head_and_options(void **state) {
+  (void)state;
+  struct request req;
+  memset(&req, 0, sizeof req);
+  const struct route *r = NULL;
+  char allow[64];
+  assert_int_equal(router_match(opforge_routes, "HEAD", "/v1/tasks/abc/events", &req, &r,
+                                allow, sizeof allow),
+                   ROUTE_FOUND);
+  assert_string_equal(r->method, "GET");
+  assert_true(r->handler == handle_task_events);
+  assert_string_equal(req.params[0], "abc");
+  release_params(&req);
+  expect_miss(opforge_routes, "OPTIONS", "/v1/tasks/abc", ROUTE_OPTIONS,
+              "GET, DELETE, HEAD, OPTIONS");
+  expect_miss(opforge_routes, "OPTIONS", "/v1/memory/reset", ROUTE_OPTIONS, "POST, OPTIONS");
+  expect_miss(opforge_routes, "OPTIONS", "/nothing", ROUTE_NOT_FOUND, "");
 }
 
 static enum MHD_Result dummy_handler(struct request *req) {
@@ -164,7 +189,8 @@ static void test_param_limits(void **state) {
   expect_miss(test_routes, "GET", "/b/1/2/3/4", ROUTE_NOT_FOUND, "");
   expect_miss(test_routes, "GET", "/a/1//3", ROUTE_NOT_FOUND, "");
   /* A method listed twice for one path appears once in Allow. */
-  expect_miss(test_routes, "PUT", "/c", ROUTE_METHOD_NOT_ALLOWED, "GET, PATCH");
+  expect_miss(test_routes, "PUT", "/c", ROUTE_METHOD_NOT_ALLOWED,
+              "GET, PATCH, HEAD, OPTIONS");
 }
 
 static void test_allow_truncation(void **state) {
@@ -302,6 +328,7 @@ int main(void) {
     cmocka_unit_test(test_params),
     cmocka_unit_test(test_not_found),
     cmocka_unit_test(test_method_not_allowed),
+    cmocka_unit_test(test_head_and_options),
     cmocka_unit_test(test_param_limits),
     cmocka_unit_test(test_allow_truncation),
     cmocka_unit_test(test_auth_check),
