@@ -37,8 +37,9 @@ bool store_status_is_final(const char *status);
 
 /* ---- state changes (store/tasks_state.c) ---- */
 
-/* Cancels a task: a queued one becomes "cancelled" at once (event "cancelled"); a running
- * one gets cancel_requested=true (event "cancel_requested") and its worker ends it.
+/* Cancels a task: a queued one becomes "cancelled" at once (events "cancelled", then
+ * "finished" with {"status","steps","correct"}, as every task's log ends); a running one
+ * gets cancel_requested=true (event "cancel_requested") and its worker ends it.
  * STORE_CONFLICT for a task already succeeded, failed or cancelled. On STORE_OK
  * *ret_task (caller owns) is the task after the change. */
 int store_task_cancel(struct store *s, const char *id, json_t **ret_task);

@@ -355,7 +355,7 @@ static const char SELFTEST_DOC[] =
     "     \"schema\":{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}}},"
     " \"/x/lit\":{\"get\":{\"responses\":{\"204\":{\"description\":\"\"}}}},"
     " \"/s\":{\"get\":{\"responses\":{\"200\":{\"description\":\"\",\"content\":{"
-    "   \"text/event-stream\":{\"schema\":{\"type\":\"string\"},"
+    "   \"text/event-stream\":{\"schema\":{\"type\":\"object\",\"required\":[\"id\"]},"
     "   \"x-opforge-event-data\":{\"type\":\"object\",\"required\":[\"seq\",\"type\"]}}}}}}},"
     " \"/p\":{\"x-opforge-pending\":true,\"get\":{\"responses\":{\"200\":{\"description\":\"\"}}}},"
     " \"/m\":{\"get\":{\"responses\":{\"200\":{\"description\":\"\",\"content\":{"
@@ -534,6 +534,10 @@ static void test_spec_responses(void **state) {
                   "does not increase");
   expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL, "foo: 1\n\n",
                   "unknown event-stream field 'foo'");
+  /* The media type's schema describes one frame ({"id","event","data"} as strings). */
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL,
+                  "event: a\ndata: {\"seq\":1,\"type\":\"a\"}\n\n",
+                  "event frame: $: required property 'id' is missing");
   /* /p is pending, so only it may stay unexercised. */
   FILE *devnull = fopen("/dev/null", "w");
   assert_non_null(devnull);
@@ -556,7 +560,7 @@ static void test_spec_lint(void **state) {
     {"{\"$ref\":\"#/components/schemas/Nope\"}", "does not resolve"},
     {"{\"type\":\"string\",\"pattern\":\"([\"}", "does not compile"},
     {"{\"type\":\"strin\"}", "bad 'type'"},
-    {"{\"properties\":{\"a\":{\"items\":{\"uniqueItems\":true}}}}", "'uniqueItems'"},
+    {"{\"properties\":{\"a\":{\"items\":{\"propertyNames\":true}}}}", "'propertyNames'"},
     {"{\"oneOf\":[]}", "non-empty array"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1177,13 +1181,35 @@ static void test_events_replay(void **state) {
   cancel_task(server, id);
   char *path = fmt("/v1/tasks/%s/events", id);
   /* The task is final, so each stream ends by itself once drained. */
-  expect_events(server, path, NULL, "1:queued 2:cancelled");
-  expect_events(server, path, "Last-Event-ID: 0", "1:queued 2:cancelled");
-  expect_events(server, path, "Last-Event-ID: 1", "2:cancelled");
-  expect_events(server, path, "Last-Event-ID: 2", "");
+  /* A task cancelled while queued ends with "finished", as every task does. */
+  expect_events(server, path, NULL, "1:queued 2:cancelled 3:finished");
+  expect_events(server, path, "Last-Event-ID: 0", "1:queued 2:cancelled 3:finished");
+  expect_events(server, path, "Last-Event-ID: 1", "2:cancelled 3:finished");
+  expect_events(server, path, "Last-Event-ID: 2", "3:finished");
+  expect_events(server, path, "Last-Event-ID: 3", "");
+  expect_events(server, path, "Last-Event-ID: 9223372036854775807", "");
   char *after = fmt("%s?after=1", path);
-  expect_events(server, after, NULL, "2:cancelled");
+  expect_events(server, after, NULL, "2:cancelled 3:finished");
+  /* Last-Event-ID wins over after, but a malformed after is not ignored. */
+  expect_events(server, after, "Last-Event-ID: 2", "3:finished");
   free(after);
+  after = fmt("%s?after=x", path);
+  const char *wins[] = {"Last-Event-ID: 1", NULL};
+  struct http_request both = {.method = "GET", .path = after, .headers = wins};
+  struct http_response *rb = http_do(server, &both);
+  assert_error(rb, 400, "invalid_query", "after");
+  http_response_free(rb);
+  free(after);
+  static const char *const bad_ids[] = {"Last-Event-ID: 9223372036854775808",
+                                        "Last-Event-ID: +1", "Last-Event-ID: 01",
+                                        "Last-Event-ID: 1.0"};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+    const char *h[] = {bad_ids[i], NULL};
+    struct http_request req = {.method = "GET", .path = path, .headers = h};
+    struct http_response *r = http_do(server, &req);
+    assert_error(r, 400, "invalid_query", "Last-Event-ID");
+    http_response_free(r);
+  }
   static const struct step bad[] = {
     {"after not a number", "GET", "/v1/tasks/{id}/events?after=abc", NULL, 400,
      "invalid_query", NULL},
@@ -1214,11 +1240,13 @@ static void test_events_live_cancel(void **state) {
   assert_int_equal(r->status, 200);
   struct sse_event events[8];
   size_t n = parse_events(r->body, events, 8);
-  assert_int_equal(n, 2);
+  assert_int_equal(n, 3);
   assert_int_equal(events[0].id, 1);
   assert_string_equal(events[0].type, "queued");
   assert_int_equal(events[1].id, 2);
   assert_string_equal(events[1].type, "cancelled");
+  assert_int_equal(events[2].id, 3);
+  assert_string_equal(events[2].type, "finished");
   http_response_free(r);
   free(path);
   free(id);
@@ -1239,8 +1267,9 @@ static void test_events_keepalive(void **state) {
   cancel_task(server, id);
   struct http_response *r = http_stream_finish(stream, 10000);
   struct sse_event events[8];
-  assert_int_equal(parse_events(r->body, events, 8), 2);
+  assert_int_equal(parse_events(r->body, events, 8), 3);
   assert_string_equal(events[1].type, "cancelled");
+  assert_string_equal(events[2].type, "finished");
   http_response_free(r);
   free(path);
   free(id);

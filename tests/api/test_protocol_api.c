@@ -554,6 +554,92 @@ static void test_library_answers(void **state) {
   assert_healthy(server);
 }
 
+
+/* ---------------------------------------------------------------- spec agreement */
+
+/* What schemathesis found valid by the spec but refused (issue 12, item 4), each now
+ * agreeing with the spec one way or the other: well-formed cursors are pages, integers
+ * beyond 64 bits are numbers, a NUL is refused with a clear message, ranges print as
+ * integers, and an unknown direction in a prefix is a missing node. */
+static void test_spec_agreement(void **state) {
+  struct server *server = *state;
+  char *id = new_task(server);
+  struct http_response *r = http_get(server, "/v1/tasks?cursor=c1");
+  assert_int_equal(r->status, 200);
+  json_t *page = http_json(r);
+  assert_int_equal(json_array_size(json_object_get(page, "items")), 0);
+  json_decref(page);
+  http_response_free(r);
+  static const char *const bad_cursors[] = {"/v1/tasks?cursor=0", "/v1/tasks?cursor=c0",
+                                            "/v1/tasks?cursor=c8000000000000000"};
+  for (size_t i = 0; i < 3; i++) {
+    r = http_get(server, bad_cursors[i]);
+    assert_error(r, 400, "invalid_cursor", "cursor");
+    http_response_free(r);
+  }
+  char *cands = fmt("/v1/tasks/%s/candidates?cursor=0", id);
+  r = http_get(server, cands);
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+  free(cands);
+  static const char *const bad_cands[] = {"abc", "%C2%8C", "-1", "+1", "01",
+                                          "1000000000000000000"};
+  for (size_t i = 0; i < sizeof bad_cands / sizeof *bad_cands; i++) {
+    cands = fmt("/v1/tasks/%s/candidates?cursor=%s", id, bad_cands[i]);
+    r = http_get(server, cands);
+    assert_error(r, 400, "invalid_query", "cursor");
+    http_response_free(r);
+    free(cands);
+  }
+  r = http_send(server, "POST", "/v1/tasks",
+                "{\"name\":\"a\\u0000b\",\"reference\":\"x\"}", NULL);
+  assert_error(r, 400, "bad_json", NULL);
+  assert_non_null(strstr(r->body, "U+0000"));
+  http_response_free(r);
+  r = http_send(server, "POST", "/v1/tasks", "{\"seed\": -1, \"reference\": \"x\"}", NULL);
+  assert_error(r, 400, "invalid_field", "seed");
+  assert_non_null(strstr(r->body, "[0, 2147483647]"));
+  http_response_free(r);
+  r = http_get(server, "/v1/memory/score?prefix=fusion,no_such_direction");
+  assert_error(r, 404, "memory_node_not_found", "prefix");
+  http_response_free(r);
+  /* A number below -2^63 is a number: taken where a number is, refused where an integer
+   * is (the import's own 400). */
+  r = http_get(server, "/v1/memory/export");
+  json_t *doc = http_json(r);
+  http_response_free(r);
+  json_t *g = json_array_get(json_object_get(doc, "globals"), 0);
+  json_object_set_new(g, "stats", json_pack("{s:i, s:i, s:i, s:f, s:f}", "n", 1, "successes",
+                                            0, "improvements", 0, "reward_sum", 0.5, "ema",
+                                            0.0));
+  char *text = json_dumps(doc, JSON_COMPACT);
+  char *wide = strstr(text, "\"reward_sum\":0.5");
+  assert_non_null(wide);
+  char *body = fmt("%.*s\"reward_sum\":-100000000000000000000%s", (int)(wide - text), text,
+                   wide + strlen("\"reward_sum\":0.5"));
+  r = http_send(server, "POST", "/v1/memory/import", body, NULL);
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+  r = http_get(server, "/v1/memory/export");
+  json_t *after = http_json(r);
+  double sum = json_number_value(json_object_get(
+      json_object_get(json_array_get(json_object_get(after, "globals"), 0), "stats"),
+      "reward_sum"));
+  assert_true(sum == -1e20);
+  json_decref(after);
+  http_response_free(r);
+  free(body);
+  char *n_wide = fmt("%.*s\"n\":-100000000000000000000%s", (int)(strstr(text, "\"n\":1") - text),
+                     text, strstr(text, "\"n\":1") + strlen("\"n\":1"));
+  r = http_send(server, "POST", "/v1/memory/import", n_wide, NULL);
+  assert_error(r, 400, "invalid_import", "globals[0].stats.n");
+  http_response_free(r);
+  free(n_wide);
+  free(text);
+  json_decref(doc);
+  free(id);
+}
+
 static const struct CMUnitTest tests[] = {
   cmocka_unit_test_setup_teardown(test_host_header, start_cors, stop),
   cmocka_unit_test_setup_teardown(test_malformed_headers, start_plain, stop),
@@ -562,6 +648,7 @@ static const struct CMUnitTest tests[] = {
   cmocka_unit_test_setup_teardown(test_head, start_plain, stop),
   cmocka_unit_test_setup_teardown(test_write_media_types, start_plain, stop),
   cmocka_unit_test_setup_teardown(test_library_answers, start_plain, stop),
+  cmocka_unit_test_setup_teardown(test_spec_agreement, start_plain, stop),
 };
 
 size_t protocol_api_tests(const struct CMUnitTest **ret_tests) {
