@@ -14,8 +14,8 @@ static bool host_part(const char *value, char *buf, size_t len) {
   if (value[0] == '[') {
     start = value + 1;
     end = strchr(start, ']');
-    if (!end || (end[1] != '\0' && end[1] != ':'))
-      return false;
+    if (!end || (end[1] != '\0' && end[1] != ':') || !memchr(start, ':', (size_t)(end - start)))
+      return false; /* brackets hold an IPv6 literal only */
   } else {
     end = strchr(value, ':');
     if (!end)
@@ -84,6 +84,9 @@ bool origin_host_allowed(const struct opforge_config *cfg, const char *host) {
     return loopback || any;
   if (strcmp(name, listen) == 0 || same_ip(name, listen))
     return true;
+  /* --listen localhost binds 127.0.0.1: its loopback literals name it too. */
+  if (strcmp(listen, "localhost") == 0)
+    return ip_literal(name, &name_loop, &name_any) != 0 && name_loop;
   /* Listening everywhere: any address of the host may be used, and an IP literal cannot
    * be rebound by someone else's DNS. */
   return any && ip_literal(name, &name_loop, &name_any) != 0;

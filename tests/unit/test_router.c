@@ -12,6 +12,7 @@
 #include "handlers/handlers.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/origin.h"
 #include "base/ids.h"
 #include "server/router.h"
 
@@ -322,6 +323,56 @@ static void test_id_new(void **state) {
   }
 }
 
+
+/* The Host rule against DNS rebinding, per listen address, and the Origin rules. */
+static void test_host_and_origin_rules(void **state) {
+  (void)state;
+  struct opforge_config cfg;
+  config_defaults(&cfg); /* 127.0.0.1 */
+  static const char *const ok_local[] = {"127.0.0.1", "127.0.0.1:8080", "localhost",
+                                         "LocalHost:1"};
+  for (size_t i = 0; i < sizeof ok_local / sizeof *ok_local; i++)
+    if (!origin_host_allowed(&cfg, ok_local[i]))
+      fail_msg("listen 127.0.0.1: Host %s refused", ok_local[i]);
+  static const char *const bad_local[] = {"evil.example", "127.0.0.2", "[::1]", "10.0.0.1",
+                                          "127.0.0.1:80x", "", ":80", "[127.0.0.1]",
+                                          "localhost.evil.example", "127.000.0.1"};
+  for (size_t i = 0; i < sizeof bad_local / sizeof *bad_local; i++)
+    if (origin_host_allowed(&cfg, bad_local[i]))
+      fail_msg("listen 127.0.0.1: Host '%s' allowed", bad_local[i]);
+  snprintf(cfg.listen_host, sizeof cfg.listen_host, "localhost");
+  assert_true(origin_host_allowed(&cfg, "localhost:8080"));
+  assert_true(origin_host_allowed(&cfg, "127.0.0.1:8080"));
+  assert_true(origin_host_allowed(&cfg, "[::1]:8080"));
+  assert_false(origin_host_allowed(&cfg, "192.168.1.2"));
+  snprintf(cfg.listen_host, sizeof cfg.listen_host, "0.0.0.0");
+  assert_true(origin_host_allowed(&cfg, "192.168.1.2:8080"));
+  assert_true(origin_host_allowed(&cfg, "[fe80::1]"));
+  assert_true(origin_host_allowed(&cfg, "localhost"));
+  assert_false(origin_host_allowed(&cfg, "evil.example"));
+  snprintf(cfg.listen_host, sizeof cfg.listen_host, "[::1]");
+  assert_true(origin_host_allowed(&cfg, "[::1]:9"));
+  assert_true(origin_host_allowed(&cfg, "[0:0::1]"));
+  assert_true(origin_host_allowed(&cfg, "localhost"));
+  assert_false(origin_host_allowed(&cfg, "127.0.0.1"));
+  snprintf(cfg.allow_hosts[cfg.n_allow_hosts++], sizeof cfg.allow_hosts[0], "opforge.internal");
+  assert_true(origin_host_allowed(&cfg, "OPFORGE.internal:443"));
+  assert_false(origin_host_allowed(&cfg, "opforge.internal.evil"));
+
+  snprintf(cfg.cors_origins[cfg.n_cors_origins++], sizeof cfg.cors_origins[0],
+           "https://app.example:8443");
+  assert_true(origin_cors_listed(&cfg, "https://app.example:8443"));
+  assert_true(origin_cors_listed(&cfg, "HTTPS://APP.example:8443"));
+  assert_false(origin_cors_listed(&cfg, "https://app.example"));
+  assert_false(origin_cors_listed(&cfg, NULL));
+  assert_true(origin_is_own("http://127.0.0.1:8080", "127.0.0.1:8080"));
+  assert_true(origin_is_own("https://Opforge.internal", "opforge.internal"));
+  assert_false(origin_is_own("http://127.0.0.1:8081", "127.0.0.1:8080"));
+  assert_false(origin_is_own("null", "127.0.0.1:8080"));
+  assert_false(origin_is_own("http://127.0.0.1:8080", NULL));
+  assert_false(origin_is_own("ftp://127.0.0.1:8080", "127.0.0.1:8080"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_exact_routes),
@@ -329,6 +380,7 @@ int main(void) {
     cmocka_unit_test(test_not_found),
     cmocka_unit_test(test_method_not_allowed),
     cmocka_unit_test(test_head_and_options),
+    cmocka_unit_test(test_host_and_origin_rules),
     cmocka_unit_test(test_param_limits),
     cmocka_unit_test(test_allow_truncation),
     cmocka_unit_test(test_auth_check),
