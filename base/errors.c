@@ -39,6 +39,9 @@ static const struct api_error_info error_table[API_ERR__COUNT] = {
   [API_ERR_SKILL_NOT_FOUND] = {"skill_not_found", 404},
   [API_ERR_TASK_NOT_FINISHED] = {"task_not_finished", 409},
   [API_ERR_NAMESPACE_NOT_FOUND] = {"memory_namespace_not_found", 404},
+  [API_ERR_CROSS_SITE_REFUSED] = {"cross_site_refused", 403},
+  [API_ERR_HOST_NOT_ALLOWED] = {"host_not_allowed", 421},
+  [API_ERR_INVALID_HEADER] = {"invalid_header", 400},
 };
 
 const struct api_error_info *api_error_info(enum api_error err) {

@@ -40,6 +40,9 @@ enum api_error {
   API_ERR_SKILL_NOT_FOUND,     /* 404 no such skill rule */
   API_ERR_TASK_NOT_FINISHED,   /* 409 the task has not finished yet */
   API_ERR_NAMESPACE_NOT_FOUND, /* 404 no such memory namespace */
+  API_ERR_CROSS_SITE_REFUSED,  /* 403 a write from an origin that is not allowed */
+  API_ERR_HOST_NOT_ALLOWED,    /* 421 the Host header names no address of this server */
+  API_ERR_INVALID_HEADER,      /* 400 a header is malformed (NUL byte, missing Host) */
   API_ERR__COUNT
 };
 

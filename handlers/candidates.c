@@ -1,5 +1,4 @@
 /* GET /v1/tasks/{id}/candidates and GET /v1/candidates/{id}: every kernel a task tried. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,37 +10,17 @@
 
 #define CANDIDATES_DEFAULT_LIMIT 50
 #define CANDIDATES_MAX_LIMIT 200
-
-/* Reads an optional non-negative integer query parameter within [lo, hi]; queues 400
- * and returns -1 when malformed. */
-static int query_int(struct request *req, const char *key, long long lo, long long hi,
-                     long long fallback, long long *ret, enum MHD_Result *ret_result) {
-  const char *text = request_query(req, key);
-  if (!text) {
-    *ret = fallback;
-    return 0;
-  }
-  errno = 0;
-  char *end = NULL;
-  long long v = strtoll(text, &end, 10);
-  if (!*text || *end || errno || v < lo || v > hi) {
-    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, key,
-                              "%s must be an integer from %lld to %lld", key, lo, hi);
-    return -1;
-  }
-  *ret = v;
-  return 0;
-}
+#define CANDIDATES_MAX_CURSOR 999999999999999999LL /* 18 digits, as the spec says */
 
 enum MHD_Result handle_task_candidates(struct request *req) {
   enum MHD_Result result;
   const char *id = require_id_param(req, 0, "id", &result);
   long long limit, after;
-  if (!id || query_int(req, "limit", 1, CANDIDATES_MAX_LIMIT, CANDIDATES_DEFAULT_LIMIT, &limit,
-                       &result) != 0)
+  if (!id || query_integer(req, "limit", 1, CANDIDATES_MAX_LIMIT, CANDIDATES_DEFAULT_LIMIT,
+                           &limit, &result) != 0)
     return result;
   /* The cursor is the sequence number of the last candidate of the previous page. */
-  if (query_int(req, "cursor", 0, INT64_MAX, 0, &after, &result) != 0)
+  if (query_integer(req, "cursor", 0, CANDIDATES_MAX_CURSOR, 0, &after, &result) != 0)
     return result;
   json_t *items = NULL;
   int rc = store_candidates_list(req->app->store, id, (int)limit, after, &items);

@@ -1,5 +1,8 @@
-/* Helpers shared by the resource handlers: store failures, id parameters. */
+/* Helpers shared by the resource handlers: store failures, id parameters, integers. */
 #include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "handlers/handlers.h"
 #include "base/ids.h"
@@ -28,4 +31,31 @@ const char *require_id_param(struct request *req, unsigned index, const char *na
   }
   *ret_result = reply_error(req, API_ERR_INVALID_ID, name, "%s must be a UUID", name);
   return NULL;
+}
+
+bool parse_decimal(const char *text, long long lo, long long hi, long long *ret_value) {
+  size_t n = text ? strspn(text, "0123456789") : 0;
+  if (n == 0 || text[n] != '\0' || n > 19 || (n > 1 && text[0] == '0'))
+    return false;
+  errno = 0;
+  long long v = strtoll(text, NULL, 10);
+  if (errno || v < lo || v > hi)
+    return false;
+  *ret_value = v;
+  return true;
+}
+
+int query_integer(struct request *req, const char *key, long long lo, long long hi,
+                  long long fallback, long long *ret_value, enum MHD_Result *ret_result) {
+  const char *text = request_query(req, key);
+  if (!text) {
+    *ret_value = fallback;
+    return 0;
+  }
+  if (!parse_decimal(text, lo, hi, ret_value)) {
+    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, key,
+                              "%s must be an integer from %lld to %lld", key, lo, hi);
+    return -1;
+  }
+  return 0;
 }

@@ -2,6 +2,8 @@
 #ifndef OPFORGE_HANDLERS_H
 #define OPFORGE_HANDLERS_H
 
+#include <stdbool.h>
+
 #include "base/errors.h"
 #include "server/request.h"
 
@@ -29,6 +31,17 @@ enum MHD_Result handle_openapi(struct request *req);
  * -> not_found_code 404). */
 enum MHD_Result reply_store_failure(struct request *req, int store_rc,
                                     enum api_error not_found_code);
+
+/* Shared by handlers: parses text as a decimal integer in [lo, hi] (lo >= 0) written the
+ * way the spec's integer parameters are: digits only, no sign, no blanks, at most 19
+ * of them, no leading zero except "0" itself. False for anything else. */
+bool parse_decimal(const char *text, long long lo, long long hi, long long *ret_value);
+
+/* Shared by handlers: the query argument key as an integer in [lo, hi], fallback when
+ * absent; otherwise queues 400 invalid_query naming key and returns -1 (the caller
+ * returns *ret_result). */
+int query_integer(struct request *req, const char *key, long long lo, long long hi,
+                  long long fallback, long long *ret_value, enum MHD_Result *ret_result);
 
 /* Shared by handlers: req->params[index] when it is a UUID, else queues 400 invalid_id
  * and returns NULL (the caller returns *ret_result). */

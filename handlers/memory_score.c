@@ -12,20 +12,26 @@
 #include "store/memory.h"
 
 /* Splits the prefix list into ids that must be global nodes of the view. Returns the
- * count, or -1 after queueing 400. ids point into buf. */
+ * count, or -1 after queueing the error: 400 invalid_query for a malformed list or more
+ * than cap ids, 404 memory_node_not_found for a well-formed id that names no direction
+ * (as everywhere a reference names a missing node). ids point into buf. */
 static int parse_prefix(struct request *req, const struct memory_view *v, char *buf,
                         const char **ids, size_t cap, enum MHD_Result *ret_result) {
   size_t n = 0;
   for (char *tok = buf, *comma; *buf && tok; tok = comma ? comma + 1 : NULL) {
     if ((comma = strchr(tok, ',')))
       *comma = '\0';
+    if (!memory_id_valid(tok) || n == cap) {
+      *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "prefix",
+                                "prefix must be at most %zu comma-separated direction ids", cap);
+      return -1;
+    }
     bool known = false;
     for (size_t i = 0; i < v->n_globals && !known; i++)
       known = strcmp(v->globals[i].id, tok) == 0;
-    if (!known || n == cap) {
-      *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "prefix",
-                                known ? "prefix holds at most %zu directions"
-                                      : "prefix names an unknown direction", cap);
+    if (!known) {
+      *ret_result = reply_error(req, API_ERR_MEMORY_NOT_FOUND, "prefix",
+                                "prefix names %s, which is no direction", tok);
       return -1;
     }
     ids[n++] = tok;

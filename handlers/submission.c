@@ -102,9 +102,12 @@ static int check_string(const struct field_spec *f, json_t *v, const char *path,
   size_t len = json_string_length(v);
   const char *s = json_string_value(v);
   if (f->kind == F_SOURCE) {
-    if (len > (size_t)f->hi)
+    size_t chars = 0; /* code points, as the spec's maxLength counts them */
+    for (size_t i = 0; i < len; i++)
+      chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+    if (chars > (size_t)f->hi)
       return fail(err, API_ERR_INVALID_REFERENCE, path,
-                  "%s is over the 262144-byte limit%s", path, "");
+                  "%s is over the 262144-character limit%s", path, "");
     if (len == 0 || strlen(s) != len)
       return fail(err, API_ERR_INVALID_REFERENCE, path, "%s must be non-empty text%s", path, "");
     const char *why = submission_check_reference(s, len);
@@ -128,7 +131,10 @@ static int check_number(const struct field_spec *f, json_t *v, const char *path,
     return fail(err, API_ERR_INVALID_FIELD, path, "%s must be a number%s", path, "");
   double x = json_number_value(v);
   char range[96];
-  snprintf(range, sizeof range, " %s%g, %g]", f->lo_open ? "(" : "[", f->lo, f->hi);
+  if (f->kind == F_INT) /* integers as integers: [0, 2147483647], not 2.14748e+09 */
+    snprintf(range, sizeof range, " %s%.0f, %.0f]", f->lo_open ? "(" : "[", f->lo, f->hi);
+  else
+    snprintf(range, sizeof range, " %s%g, %g]", f->lo_open ? "(" : "[", f->lo, f->hi);
   if (!isfinite(x) || x > f->hi || x < f->lo || (f->lo_open && x <= f->lo))
     return fail(err, API_ERR_INVALID_FIELD, path, "%s must be in%s", path, range);
   return 0;

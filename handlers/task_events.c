@@ -1,5 +1,4 @@
 /* GET /v1/tasks/{id}/events: the task's event log as Server-Sent Events, resumable. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,19 +128,23 @@ static void stream_free(void *cls) {
   free(st);
 }
 
-/* Where to resume: Last-Event-ID header, else ?after=, else 0. -1 when malformed. */
-static int64_t resume_point(struct request *req) {
-  const char *text = request_header(req, "Last-Event-ID");
-  if (!text)
-    text = request_query(req, "after");
-  if (!text)
-    return 0;
-  errno = 0;
-  char *end = NULL;
-  long long v = strtoll(text, &end, 10);
-  if (!*text || *end || errno || v < 0)
+/* Where to resume: Last-Event-ID header, else ?after=, else 0. Both are checked when
+ * both are given, so a malformed after is never silently ignored. Queues 400
+ * invalid_query naming the bad one and returns -1. */
+static int64_t resume_point(struct request *req, enum MHD_Result *ret_result) {
+  const char *header = request_header(req, "Last-Event-ID");
+  const char *query = request_query(req, "after");
+  long long from_header = 0, from_query = 0;
+  const char *bad = header && !parse_decimal(header, 0, INT64_MAX, &from_header)
+                        ? "Last-Event-ID"
+                    : query && !parse_decimal(query, 0, INT64_MAX, &from_query) ? "after"
+                                                                               : NULL;
+  if (bad) {
+    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, bad,
+                              "%s must be an integer from 0 to 9223372036854775807", bad);
     return -1;
-  return (int64_t)v;
+  }
+  return header ? (int64_t)from_header : (int64_t)from_query;
 }
 
 enum MHD_Result handle_task_events(struct request *req) {
@@ -149,10 +152,9 @@ enum MHD_Result handle_task_events(struct request *req) {
   const char *id = require_id_param(req, 0, "id", &result);
   if (!id)
     return result;
-  int64_t after = resume_point(req);
+  int64_t after = resume_point(req, &result);
   if (after < 0)
-    return reply_error(req, API_ERR_INVALID_QUERY, "Last-Event-ID",
-                       "Last-Event-ID (or after) must be a non-negative integer");
+    return result;
   json_t *task = NULL;
   int rc = store_task_get(req->app->store, id, false, &task);
   if (rc != STORE_OK)

@@ -52,17 +52,9 @@ enum MHD_Result handle_tasks_create(struct request *req) {
 
 /* Parses ?limit= (1..LIST_MAX_LIMIT); queues 400 and returns -1 when malformed. */
 static int parse_limit(struct request *req, int *ret_limit, enum MHD_Result *ret_result) {
-  const char *text = request_query(req, "limit");
-  if (!text) {
-    *ret_limit = LIST_DEFAULT_LIMIT;
-    return 0;
-  }
-  char *end = NULL;
-  long v = strtol(text, &end, 10);
-  if (!*text || *end || v < 1 || v > LIST_MAX_LIMIT) {
+  long long v;
+  if (query_integer(req, "limit", 1, LIST_MAX_LIMIT, LIST_DEFAULT_LIMIT, &v, ret_result) != 0) {
     metrics_limit_tripped(req->app->metrics, LIMIT_PAGE);
-    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "limit",
-                              "limit must be an integer from 1 to %d", LIST_MAX_LIMIT);
     return -1;
   }
   *ret_limit = (int)v;
@@ -92,7 +84,7 @@ enum MHD_Result handle_tasks_list(struct request *req) {
   int rc = store_task_list(req->app->store, status, limit, cursor, &items, &next);
   if (rc == STORE_INVALID)
     return reply_error(req, API_ERR_INVALID_CURSOR, "cursor",
-                       "cursor is not one this server handed out");
+                       "cursor must be a next_cursor value: 'c' and a hex number");
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
   json_t *page = json_pack("{s:o, s:s?}", "items", items, "next_cursor", next);

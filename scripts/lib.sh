@@ -5,6 +5,7 @@ APT_PACKAGES="build-essential pkg-config meson ninja-build libmicrohttpd-dev lib
 libcurl4-openssl-dev libsqlite3-dev uuid-dev libyaml-dev libcmocka-dev python3-venv curl"
 VENV="${OPFORGE_VENV:-$HOME/.cache/opforge/venv}"
 TORCH_VERSION="${OPFORGE_TORCH_VERSION:-2.11.0}"
+SCHEMATHESIS_VERSION="${OPFORGE_SCHEMATHESIS_VERSION:-4.32.5}"
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -34,6 +35,16 @@ install_python_venv() {
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" pytest numpy
+}
+
+# Installs the pinned schemathesis (PyPI) into the venv, for scripts/test's spec pass.
+install_schemathesis() {
+  [ "${OPFORGE_NO_INSTALL:-0}" = 1 ] && return 0
+  if "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "version $SCHEMATHESIS_VERSION\$"; then
+    return 0
+  fi
+  say "installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
+  "$VENV/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION"
 }
 
 # Checks the CUDA toolkit (headers and NVRTC) that the build needs.

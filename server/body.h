@@ -19,8 +19,10 @@ bool body_length_allowed(const char *content_length, size_t cap);
 void body_append(struct request *req, const char *data, size_t len, size_t cap);
 
 /* Parses req->body as a JSON object. Returns it (caller owns), or queues 400 bad_json
- * (or 400 invalid_field when it is not an object) and returns NULL: the caller then just
- * returns *ret_result. An empty body is bad_json. */
+ * and returns NULL: the caller then just returns *ret_result. An empty body, a
+ * non-object and a string holding U+0000 are bad_json. Numbers are read as JSON Schema
+ * reads them: an integer literal beyond 64 bits is a real, and a real with no fraction
+ * that fits 64 bits is an integer (so 5.0 is a valid integer field). */
 json_t *body_parse_object(struct request *req, enum MHD_Result *ret_result);
 
 /* Fault injection for tests: the next n allocations in body intake succeed, then one

@@ -3,15 +3,19 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One option: its --name, its variable, and the parser that stores its value. */
+/* One option: its --name, its variable, and the parser that stores its value. A
+ * repeatable option also has clear, which empties its list (options replace the list
+ * that its variable gave). */
 struct option_spec {
   const char *name;
   const char *env;
   const char *help;
   int (*parse)(struct opforge_config *cfg, const char *value, char *err, size_t errlen);
+  void (*clear)(struct opforge_config *cfg);
 };
 
 /* Parses an unsigned decimal in [lo, hi]; -1 on anything else. */
@@ -147,6 +151,7 @@ UINT_OPTION(parse_threads, threads, "--threads", 1, 256)
 UINT_OPTION(parse_max_conns, max_connections, "--max-connections", 16, 65536)
 UINT_OPTION(parse_max_conns_ip, max_connections_per_ip, "--max-connections-per-ip", 1, 65536)
 UINT_OPTION(parse_conn_timeout, connection_timeout_s, "--connection-timeout", 1, 3600)
+UINT_OPTION(parse_header_deadline, header_deadline_s, "--header-deadline", 1, 3600)
 UINT_OPTION(parse_keepalive, sse_keepalive_s, "--sse-keepalive", 1, 3600)
 UINT_OPTION(parse_eval_deadline, evaluate_deadline_s, "--evaluate-deadline", 1, 3600)
 UINT_OPTION(parse_profile_deadline, profile_deadline_s, "--profile-deadline", 1, 86400)
@@ -193,41 +198,144 @@ static int parse_search_config(struct opforge_config *cfg, const char *v, char *
   return 0;
 }
 
+/* Appends the entries of value (separated by commas or spaces) to list, each checked by
+ * valid (which lower-cases it in place) and at most CONFIG_MAX_NAMES in all. */
+static int parse_name_list(char list[][CONFIG_NAME_MAX], int *n, const char *value,
+                           bool (*valid)(char *entry), const char *opt, const char *what,
+                           char *err, size_t errlen) {
+  const char *p = value;
+  bool any = false;
+  while (*p) {
+    size_t skip = strspn(p, ", \t"), len;
+    p += skip;
+    len = strcspn(p, ", \t");
+    if (len == 0)
+      break;
+    if (*n >= CONFIG_MAX_NAMES || len >= CONFIG_NAME_MAX) {
+      snprintf(err, errlen, "%s: at most %d entries of at most %d bytes", opt,
+               CONFIG_MAX_NAMES, CONFIG_NAME_MAX - 1);
+      return -1;
+    }
+    char entry[CONFIG_NAME_MAX];
+    memcpy(entry, p, len);
+    entry[len] = '\0';
+    if (!valid(entry)) {
+      snprintf(err, errlen, "%s: expected %s, got '%s'", opt, what, entry);
+      return -1;
+    }
+    memcpy(list[(*n)++], entry, len + 1);
+    p += len;
+    any = true;
+  }
+  if (!any) {
+    snprintf(err, errlen, "%s: expected %s", opt, what);
+    return -1;
+  }
+  return 0;
+}
+
+/* Lower-cases s in place; true when every byte is in allowed (after lower-casing). */
+static bool lower_and_check(char *s, const char *allowed) {
+  for (char *c = s; *c; c++) {
+    if (*c >= 'A' && *c <= 'Z')
+      *c = (char)(*c - 'A' + 'a');
+    if (!strchr(allowed, *c))
+      return false;
+  }
+  return *s != '\0';
+}
+
+#define HOST_CHARS "abcdefghijklmnopqrstuvwxyz0123456789.-_"
+
+/* A host name or IP literal as it appears in a Host header, without a port. */
+static bool valid_host(char *s) {
+  if (s[0] == '[')
+    return lower_and_check(s, "[]:abcdef0123456789.") && s[strlen(s) - 1] == ']';
+  return lower_and_check(s, HOST_CHARS);
+}
+
+/* An origin as browsers send it: http or https, "://", a host, an optional port. */
+static bool valid_origin(char *s) {
+  if (!lower_and_check(s, HOST_CHARS ":/[]"))
+    return false;
+  const char *host = strncmp(s, "http://", 7) == 0    ? s + 7
+                     : strncmp(s, "https://", 8) == 0 ? s + 8
+                                                      : NULL;
+  if (!host || !*host || strchr(host, '/'))
+    return false;
+  const char *colon = host[0] == '[' ? strstr(host, "]:") : strchr(host, ':');
+  if (colon && host[0] == '[')
+    colon++;
+  if (colon) {
+    unsigned long long port;
+    if (colon == host || parse_ulong(colon + 1, 1, 65535, &port) != 0)
+      return false;
+  }
+  return true;
+}
+
+static int parse_cors_origin(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  return parse_name_list(cfg->cors_origins, &cfg->n_cors_origins, v, valid_origin,
+                         "--cors-origin", "an origin like https://app.example:8443", err, n);
+}
+
+static int parse_allow_host(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  return parse_name_list(cfg->allow_hosts, &cfg->n_allow_hosts, v, valid_host, "--allow-host",
+                         "a host name without a port, like opforge.internal", err, n);
+}
+
+static void clear_cors_origins(struct opforge_config *cfg) {
+  cfg->n_cors_origins = 0;
+}
+
+static void clear_allow_hosts(struct opforge_config *cfg) {
+  cfg->n_allow_hosts = 0;
+}
+
 static const struct option_spec options[] = {
-  {"--listen", "OPFORGE_LISTEN", "HOST:PORT to listen on (127.0.0.1:8080)", parse_listen},
-  {"--data", "OPFORGE_DATA", "directory for the SQLite file and artifacts (./var)", parse_data},
-  {"--gpus", "OPFORGE_GPUS", "GPUs to use: all, none or a list like 0,1 (all)", parse_gpus},
+  {"--listen", "OPFORGE_LISTEN", "HOST:PORT to listen on (127.0.0.1:8080)", parse_listen, NULL},
+  {"--data", "OPFORGE_DATA", "directory for the SQLite file and artifacts (./var)", parse_data, NULL},
+  {"--gpus", "OPFORGE_GPUS", "GPUs to use: all, none or a list like 0,1 (all)", parse_gpus, NULL},
   {"--workers-per-gpu", "OPFORGE_WORKERS_PER_GPU",
    "worker slots per GPU (1); they take turns on the GPU, so timings stay exclusive while "
-   "compiles and torch.compile runs overlap", parse_workers},
+   "compiles and torch.compile runs overlap", parse_workers, NULL},
   {"--token-file", "OPFORGE_TOKEN_FILE", "file of bearer tokens, one per line (none: open)",
-   parse_token_file},
-  {"--max-body", "OPFORGE_MAX_BODY", "request body cap in bytes (1048576)", parse_max_body},
-  {"--max-url", "OPFORGE_MAX_URL", "request URL cap in bytes (8192)", parse_max_url},
-  {"--threads", "OPFORGE_THREADS", "HTTP thread pool size (8)", parse_threads},
+   parse_token_file, NULL},
+  {"--max-body", "OPFORGE_MAX_BODY", "request body cap in bytes (1048576)", parse_max_body, NULL},
+  {"--max-url", "OPFORGE_MAX_URL", "request URL cap in bytes (8192)", parse_max_url, NULL},
+  {"--threads", "OPFORGE_THREADS", "HTTP thread pool size (8)", parse_threads, NULL},
   {"--max-connections", "OPFORGE_MAX_CONNECTIONS", "open connections cap (1024)",
-   parse_max_conns},
+   parse_max_conns, NULL},
   {"--max-connections-per-ip", "OPFORGE_MAX_CONNECTIONS_PER_IP",
-   "open connections cap per client address (512)", parse_max_conns_ip},
+   "open connections cap per client address (64)", parse_max_conns_ip, NULL},
   {"--connection-timeout", "OPFORGE_CONNECTION_TIMEOUT",
-   "seconds an idle connection is kept (30)", parse_conn_timeout},
+   "seconds an idle connection is kept (30)", parse_conn_timeout, NULL},
+  {"--header-deadline", "OPFORGE_HEADER_DEADLINE",
+   "seconds for a request line and headers to arrive, counted from the connection's "
+   "start or the previous response (10)", parse_header_deadline, NULL},
+  {"--cors-origin", "OPFORGE_CORS_ORIGIN",
+   "an origin allowed to call the API from a browser (repeatable; none)", parse_cors_origin,
+   clear_cors_origins},
+  {"--allow-host", "OPFORGE_ALLOW_HOST",
+   "a Host name accepted besides the listen address (repeatable; none)", parse_allow_host,
+   clear_allow_hosts},
   {"--sse-keepalive", "OPFORGE_SSE_KEEPALIVE", "seconds between SSE keep-alive comments (15)",
-   parse_keepalive},
-  {"--python", "OPFORGE_PYTHON", "python with PyTorch for the evaluator", parse_python},
-  {"--evaluator", "OPFORGE_EVALUATOR", "the evaluator entry script (gpu/evaluator/main.py)", parse_evaluator},
-  {"--gpu-lib", "OPFORGE_GPU_LIB", "path of libopforge_gpu.so", parse_gpu_lib},
+   parse_keepalive, NULL},
+  {"--python", "OPFORGE_PYTHON", "python with PyTorch for the evaluator", parse_python, NULL},
+  {"--evaluator", "OPFORGE_EVALUATOR", "the evaluator entry script (gpu/evaluator/main.py)", parse_evaluator, NULL},
+  {"--gpu-lib", "OPFORGE_GPU_LIB", "path of libopforge_gpu.so", parse_gpu_lib, NULL},
   {"--fixtures", "OPFORGE_FIXTURES", "fixture candidates for the test proposer (DIR/<task>/*.json)",
-   parse_fixtures},
+   parse_fixtures, NULL},
   {"--evaluate-deadline", "OPFORGE_EVALUATE_DEADLINE",
    "seconds for compiling and evaluating one candidate (60; times --workers-per-gpu, since "
-   "a slot may first wait for the GPU work of the others)", parse_eval_deadline},
+   "a slot may first wait for the GPU work of the others)", parse_eval_deadline, NULL},
   {"--profile-deadline", "OPFORGE_PROFILE_DEADLINE",
    "seconds for profiling a task, torch.compile included (600; times --workers-per-gpu)",
-   parse_profile_deadline},
+   parse_profile_deadline, NULL},
   {"--search-config", "OPFORGE_SEARCH_CONFIG",
    "JSON file of search settings for tasks that do not set them (the defaults)",
-   parse_search_config},
-  {NULL, NULL, NULL, NULL},
+   parse_search_config, NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 void config_defaults(struct opforge_config *cfg) {
@@ -242,8 +350,9 @@ void config_defaults(struct opforge_config *cfg) {
   cfg->max_url_bytes = 8192;
   cfg->threads = 8;
   cfg->max_connections = 1024;
-  cfg->max_connections_per_ip = 512;
+  cfg->max_connections_per_ip = 64;
   cfg->connection_timeout_s = 30;
+  cfg->header_deadline_s = 10;
   cfg->sse_keepalive_s = 15;
   cfg->evaluate_deadline_s = 60;
   cfg->profile_deadline_s = 600;
@@ -260,6 +369,8 @@ static const struct option_spec *find_option(const char *name, size_t len) {
 /* Applies --name VALUE and --name=VALUE forms from argv; returns -1 on error. */
 static int apply_argv(struct opforge_config *cfg, int argc, char **argv, char *err,
                       size_t errlen) {
+  const struct option_spec *cleared[8];
+  size_t n_cleared = 0;
   for (int i = 0; i < argc; i++) {
     const char *arg = argv[i];
     const char *eq = strchr(arg, '=');
@@ -285,6 +396,13 @@ static int apply_argv(struct opforge_config *cfg, int argc, char **argv, char *e
     if (!value) {
       snprintf(err, errlen, "%s: missing value", o->name);
       return -1;
+    }
+    bool seen = false;
+    for (size_t k = 0; k < n_cleared; k++)
+      seen |= cleared[k] == o;
+    if (o->clear && !seen && n_cleared < sizeof cleared / sizeof cleared[0]) {
+      o->clear(cfg); /* the first use replaces what the variable gave */
+      cleared[n_cleared++] = o;
     }
     if (o->parse(cfg, value, err, errlen) != 0)
       return -1;

@@ -13,6 +13,8 @@
 
 #define CONFIG_MAX_TOKENS 16
 #define CONFIG_MAX_GPUS 64
+#define CONFIG_MAX_NAMES 16     /* --cors-origin and --allow-host entries each */
+#define CONFIG_NAME_MAX 256     /* bytes of one entry, NUL included */
 
 enum gpu_mode { GPUS_ALL, GPUS_NONE, GPUS_LIST };
 
@@ -34,6 +36,7 @@ struct opforge_config {
   unsigned max_connections;
   unsigned max_connections_per_ip;
   unsigned connection_timeout_s;
+  unsigned header_deadline_s;      /* a request line and headers must arrive within it */
   unsigned sse_keepalive_s;
   char python[PATH_MAX];           /* empty = default search */
   char evaluator[PATH_MAX];        /* empty = default search */
@@ -46,13 +49,19 @@ struct opforge_config {
   char search_config[PATH_MAX];    /* --search-config FILE; empty = the defaults */
   struct search_config search;     /* the tasks' default search settings: FILE's keys
                                       over search_config_defaults */
+  char cors_origins[CONFIG_MAX_NAMES][CONFIG_NAME_MAX]; /* "scheme://host[:port]", lower case */
+  int n_cors_origins;
+  char allow_hosts[CONFIG_MAX_NAMES][CONFIG_NAME_MAX];  /* extra Host names, lower case */
+  int n_allow_hosts;
 };
 
 /* Sets every field to its default. */
 void config_defaults(struct opforge_config *cfg);
 
 /* Reads OPFORGE_* variables (via getenv_fn, normally getenv) and then options (argv
- * after the subcommand; options win). On a bad value returns -1 with a message naming
+ * after the subcommand; options win). Repeatable options (--cors-origin, --allow-host)
+ * add one entry per use; their variables hold a list separated by commas or spaces,
+ * which the options replace when given. On a bad value returns -1 with a message naming
  * the option in err. ret_cfg is written only on success. */
 int config_load(int argc, char **argv, char *(*getenv_fn)(const char *),
                 struct opforge_config *ret_cfg, char *err, size_t errlen);

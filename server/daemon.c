@@ -5,16 +5,15 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 #include <sys/socket.h>
 
+#include "server/admission.h"
 #include "server/app.h"
-#include "server/auth.h"
 #include "server/body.h"
 #include "server/client_limit.h"
 #include "server/config.h"
 #include "server/event_bus.h"
+#include "server/head_deadline.h"
 #include "base/log.h"
 #include "server/metrics.h"
 #include "server/reply.h"
@@ -24,6 +23,8 @@ struct daemon {
   struct MHD_Daemon *mhd;
   struct app *app;
   struct client_limit *clients; /* open connections per client address */
+  struct head_deadline *heads;  /* the request-head deadline of every connection */
+  struct admission admission;
 };
 
 /* The client address of conn (borrowed from MHD), or NULL. */
@@ -33,17 +34,42 @@ static const struct sockaddr *client_address(struct MHD_Connection *conn) {
   return info ? info->client_addr : NULL;
 }
 
-/* Counts connections per client as MHD opens and closes them. *socket_context marks the
- * ones counted, so a close is only subtracted for a counted open. */
+/* The head-deadline watch of conn (its socket context), or NULL. */
+static struct head_watch *watch_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return info ? info->socket_context : NULL;
+}
+
+/* Watches each connection for the head deadline and counts it per client. The watch is
+ * the socket context; it records whether client_limit counted the connection, so a
+ * close is only subtracted for a counted open. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
   struct daemon *d = cls;
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-    *socket_context = client_limit_opened(d->clients, client_address(conn)) ? d : NULL;
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn,
+                                                                 MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct head_watch *w = fd ? head_deadline_opened(d->heads, fd->connect_fd) : NULL;
+    if (w)
+      w->counted = client_limit_opened(d->clients, client_address(conn)) > 0;
+    *socket_context = w;
   } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
-    client_limit_closed(d->clients, client_address(conn));
+    struct head_watch *w = *socket_context;
+    if (w->counted)
+      client_limit_closed(d->clients, client_address(conn));
+    head_deadline_closed(d->heads, w);
     *socket_context = NULL;
   }
+}
+
+/* The sweeper closed n connections whose request head was late. */
+static void on_head_late(void *cls, unsigned n) {
+  struct daemon *d = cls;
+  for (unsigned i = 0; i < n; i++)
+    metrics_limit_tripped(d->app->metrics, LIMIT_HEADER_DEADLINE);
+  log_warn("limit: %u connection(s) closed: no complete request head within %u s "
+           "(--header-deadline)", n, d->app->cfg->header_deadline_s);
 }
 
 /* MHD calls this first with the full request URI; the context it returns becomes
@@ -55,85 +81,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   if (!req)
     return NULL;
   req->started_ns = monotonic_ns();
-  req->body_cap = 0;
-  req->status = 0;
-  req->handler_state = NULL;
   /* body_len doubles as the URI length until the body starts arriving. */
   req->body_len = strlen(uri);
   return req;
-}
-
-/* Early checks on the first callback, before any body byte is read. Queues the error
- * when one trips; otherwise leaves the request unanswered. */
-static enum MHD_Result first_call(struct daemon *d, struct request *req) {
-  const struct opforge_config *cfg = d->app->cfg;
-  size_t uri_len = req->body_len;
-  req->body_len = 0;
-  if (atomic_load(&d->app->shutting_down))
-    return reply_error(req, API_ERR_SHUTTING_DOWN, NULL, "the server is shutting down");
-  const struct sockaddr *client = client_address(req->conn);
-  if (client_limit_over(d->clients, client)) {
-    unsigned open = client_limit_count(d->clients, client);
-    metrics_limit_tripped(d->app->metrics, LIMIT_CONNECTIONS);
-    log_warn("limit: a client with %u open connections refused (cap %u)", open,
-             client_limit_limit(d->clients));
-    return reply_error_with_header(req, API_ERR_TOO_MANY_REQUESTS, "Retry-After", "1",
-                                   "this client has %u connections open; the limit is %u "
-                                   "(--max-connections-per-ip): close some and retry",
-                                   open, client_limit_limit(d->clients));
-  }
-  if (uri_len > cfg->max_url_bytes) {
-    metrics_limit_tripped(d->app->metrics, LIMIT_URL);
-    log_warn("limit: URL of %zu bytes refused (cap %zu)", uri_len, cfg->max_url_bytes);
-    return reply_error(req, API_ERR_URL_TOO_LONG, NULL,
-                       "request URL is %zu bytes; the limit is %zu", uri_len,
-                       cfg->max_url_bytes);
-  }
-  char allow[64];
-  switch (router_match(opforge_routes, req->method, req->url, req, &req->route, allow,
-                       sizeof allow)) {
-  case ROUTE_NOT_FOUND:
-    return reply_error(req, API_ERR_NOT_FOUND, NULL, "no route for %s", req->url);
-  case ROUTE_METHOD_NOT_ALLOWED: {
-    const struct api_error_info *info = api_error_info(API_ERR_METHOD_NOT_ALLOWED);
-    json_t *body = json_pack("{s:{s:s, s:s+, s:n}}", "error", "code", info->code, "message",
-                             "allowed methods: ", allow, "field");
-    return reply_json_with_header(req, info->status, body, MHD_HTTP_HEADER_ALLOW, allow);
-  }
-  case ROUTE_FOUND:
-    break;
-  }
-  if (auth_is_write(req->method)) {
-    enum auth_result a = auth_check(cfg, request_header(req, MHD_HTTP_HEADER_AUTHORIZATION));
-    if (a == AUTH_MISSING) {
-      const struct api_error_info *info = api_error_info(API_ERR_UNAUTHORIZED);
-      json_t *body = json_pack("{s:{s:s, s:s, s:n}}", "error", "code", info->code, "message",
-                               "this server needs 'Authorization: Bearer <token>' for writes",
-                               "field");
-      return reply_json_with_header(req, info->status, body, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                    "Bearer realm=\"opforge\"");
-    }
-    if (a == AUTH_WRONG)
-      return reply_error(req, API_ERR_FORBIDDEN, NULL, "the bearer token is not accepted");
-  }
-  if (!body_length_allowed(request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH),
-                           cfg->max_body_bytes)) {
-    metrics_limit_tripped(d->app->metrics, LIMIT_BODY);
-    log_warn("limit: body over %zu bytes refused (Content-Length)", cfg->max_body_bytes);
-    return reply_error(req, API_ERR_BODY_TOO_LARGE, NULL, "request body is over %zu bytes",
-                       cfg->max_body_bytes);
-  }
-  return MHD_YES;
-}
-
-/* True when a Content-Type header is present and is not JSON. */
-static bool wrong_media_type(struct request *req) {
-  const char *ct = request_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
-  if (!ct)
-    return false;
-  if (strncasecmp(ct, "application/json", 16) != 0)
-    return true;
-  return !(ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ');
 }
 
 /* The upload is complete: answer limits tripped while reading, then run the handler. */
@@ -144,9 +94,6 @@ static enum MHD_Result dispatch(struct daemon *d, struct request *req) {
     return reply_error(req, API_ERR_BODY_TOO_LARGE, NULL, "request body is over %zu bytes",
                        d->app->cfg->max_body_bytes);
   }
-  if (req->body_len > 0 && wrong_media_type(req))
-    return reply_error(req, API_ERR_UNSUPPORTED_MEDIA, NULL,
-                       "request bodies must be JSON: send Content-Type: application/json");
   enum MHD_Result r = req->route->handler(req);
   if (!req->answered && r == MHD_YES) {
     log_error("handler for %s %s answered nothing", req->method, req->route->pattern);
@@ -155,23 +102,42 @@ static enum MHD_Result dispatch(struct daemon *d, struct request *req) {
   return r;
 }
 
+/* A request answered before its body: the body is read and thrown away (up to the body
+ * cap; past it the connection is closed), then the answer goes out. */
+static enum MHD_Result drain(struct daemon *d, struct request *req, size_t *upload_data_size) {
+  if (*upload_data_size == 0)
+    return reply_deferred(req);
+  req->drained += *upload_data_size;
+  *upload_data_size = 0;
+  if (req->drained > d->app->cfg->max_body_bytes) {
+    log_warn("limit: closing a connection whose refused body went past %zu bytes",
+             d->app->cfg->max_body_bytes);
+    return MHD_NO;
+  }
+  return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **req_cls) {
-  (void)version;
   struct daemon *d = cls;
   struct request *req = *req_cls;
   if (!req)
     return MHD_NO;
   if (!req->conn) {
+    head_deadline_head_done(d->heads, watch_of(conn));
     req->conn = conn;
     req->method = method;
     req->url = url;
     req->app = d->app;
-    return first_call(d, req);
+    size_t uri_len = req->body_len;
+    req->body_len = 0;
+    return admission_check(&d->admission, req, version, uri_len);
   }
   if (req->answered) {
+    if (req->deferred)
+      return drain(d, req, upload_data_size);
     *upload_data_size = 0;
     return MHD_YES;
   }
@@ -183,14 +149,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return dispatch(d, req);
 }
 
+/* The request ended (answered, or its connection closed): the connection waits for its
+ * next request head from now on. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe) {
-  (void)conn;
   struct daemon *d = cls;
+  head_deadline_waiting(d->heads, watch_of(conn));
   struct request *req = *req_cls;
   if (!req)
     return;
-  (void)d;
   request_observe(req);  /* requests that ended without a response are counted here */
   const char *route = req->route ? req->route->pattern : "unmatched";
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status < 400)
@@ -228,6 +195,15 @@ static int make_address(const struct opforge_config *cfg, struct sockaddr_storag
   return -1;
 }
 
+/* Where libmicrohttpd itself drops a client's new connections at accept: a backstop
+ * against floods, set well above the per-client limit. Up to it, a request over the
+ * limit gets a 429 that says why and closes its connection; the room above the limit
+ * absorbs connections a client has closed that the server has not reaped yet. */
+static unsigned hard_per_client_limit(unsigned per_client) {
+  unsigned long hard = per_client < 32 ? per_client + 32ul : 2ul * per_client;
+  return hard > 65535 ? 65535u : (unsigned)hard;
+}
+
 int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port) {
   const struct opforge_config *cfg = app->cfg;
   struct sockaddr_storage addr;
@@ -241,14 +217,17 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
     return -1;
   d->app = app;
   d->clients = client_limit_new(cfg->max_connections, cfg->max_connections_per_ip);
-  if (!d->clients) {
+  d->heads = head_deadline_new(cfg->header_deadline_s, on_head_late, d);
+  if (!d->clients || !d->heads) {
+    client_limit_free(d->clients);
+    head_deadline_free(d->heads);
     free(d);
     return -1;
   }
-  /* MHD itself drops connections only at twice the per-client limit, a backstop against
-   * floods: up to there, the request over the limit gets a 429 that says why. */
-  unsigned hard_per_ip = cfg->max_connections_per_ip > 32768 ? 65535u
-                                                             : 2u * cfg->max_connections_per_ip;
+  d->admission = (struct admission){.cfg = cfg, .metrics = app->metrics,
+                                    .clients = d->clients,
+                                    .shutting_down = &app->shutting_down};
+  unsigned hard_per_ip = hard_per_client_limit(cfg->max_connections_per_ip);
   unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                    (ipv6 ? MHD_USE_IPv6 : 0);
   size_t conn_memory = cfg->max_url_bytes + 96 * 1024;
@@ -268,6 +247,7 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
     log_error("cannot listen on %s:%u (address in use or not permitted)", cfg->listen_host,
               (unsigned)cfg->listen_port);
     client_limit_free(d->clients);
+    head_deadline_free(d->heads);
     free(d);
     return -1;
   }
@@ -277,20 +257,12 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
   return 0;
 }
 
-void daemon_quiesce(struct daemon *d) {
-  if (!d || !d->mhd)
-    return;
-  /* MHD hands the listening socket back; closing it refuses new connections at once. */
-  MHD_socket fd = MHD_quiesce_daemon(d->mhd);
-  if (fd != MHD_INVALID_SOCKET)
-    close(fd);
-}
-
 void daemon_stop(struct daemon *d) {
   if (!d)
     return;
   event_bus_shutdown(d->app->bus);
   MHD_stop_daemon(d->mhd);
+  head_deadline_free(d->heads);
   client_limit_free(d->clients);
   free(d);
 }

@@ -11,9 +11,6 @@ struct daemon;
  * The caller owns *ret_daemon and stops it with daemon_stop. Returns 0 or -1 (logged). */
 int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port);
 
-/* Stops accepting connections; in-flight requests go on. */
-void daemon_quiesce(struct daemon *d);
-
 /* Resumes suspended streams, stops the daemon and frees it. Accepts NULL. */
 void daemon_stop(struct daemon *d);
 

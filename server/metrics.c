@@ -15,7 +15,7 @@ static const double latency_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.0
 #define N_BUCKETS (sizeof latency_buckets / sizeof latency_buckets[0])
 
 static const char *limit_names[LIMIT__COUNT] = {"body", "url", "connections", "page",
-                                                "reference"};
+                                                "reference", "header_deadline"};
 
 struct request_series {
   const char *route;  /* borrowed from the route table or a static string */

@@ -8,7 +8,8 @@ struct metrics;
 
 /* Limits that clients can trip; each trip is logged and counted. */
 enum metrics_limit {
-  LIMIT_BODY, LIMIT_URL, LIMIT_CONNECTIONS, LIMIT_PAGE, LIMIT_REFERENCE, LIMIT__COUNT
+  LIMIT_BODY, LIMIT_URL, LIMIT_CONNECTIONS, LIMIT_PAGE, LIMIT_REFERENCE, LIMIT_HEADER_DEADLINE,
+  LIMIT__COUNT
 };
 
 /* Returns a new registry (caller frees with metrics_free), NULL on allocation failure. */

@@ -1,5 +1,9 @@
-/* Queueing responses: JSON bodies, the one error shape, empty replies. */
+/* Queueing responses: JSON bodies, the one error shape, empty replies; the CORS and
+ * Connection headers the admission checks asked for; answers held until the body is
+ * drained. */
 #include "server/reply.h"
+
+#include "server/origin.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,9 +13,30 @@ enum MHD_Result reply_response(struct request *req, unsigned status,
                                struct MHD_Response *response) {
   if (!response)
     return MHD_NO;
+  if (req->cors_origin)
+    origin_add_cors_headers(response, req->cors_origin);
+  if (req->close_after)
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
   req->status = status;
   req->answered = true;
+  if (req->defer_replies && !req->deferred) {
+    req->deferred = response;
+    req->deferred_status = status;
+    return MHD_YES;
+  }
   enum MHD_Result ret = MHD_queue_response(req->conn, status, response);
+  MHD_destroy_response(response);
+  request_observe(req);
+  return ret;
+}
+
+enum MHD_Result reply_deferred(struct request *req) {
+  struct MHD_Response *response = req->deferred;
+  req->deferred = NULL;
+  req->defer_replies = false;
+  if (!response)
+    return MHD_YES;
+  enum MHD_Result ret = MHD_queue_response(req->conn, req->deferred_status, response);
   MHD_destroy_response(response);
   request_observe(req);
   return ret;

@@ -33,8 +33,15 @@ enum MHD_Result reply_bytes(struct request *req, unsigned status, const char *co
 /* Queues an empty reply (e.g. 204). */
 enum MHD_Result reply_empty(struct request *req, unsigned status);
 
-/* Queues a response built by the caller; takes over response (destroyed here). */
+/* Queues a response built by the caller; takes over response (destroyed here). Every
+ * reply_* ends here: it adds the CORS headers of req->cors_origin and Connection: close
+ * when req->close_after, and while req->defer_replies is set it keeps the response in
+ * req->deferred instead of queueing it (see reply_deferred). */
 enum MHD_Result reply_response(struct request *req, unsigned status,
                                struct MHD_Response *response);
+
+/* Queues the response that reply_response deferred, once the body has been drained
+ * (the final access-handler call); MHD_YES when there is none. */
+enum MHD_Result reply_deferred(struct request *req);
 
 #endif

@@ -15,6 +15,8 @@ void request_free(struct request *req) {
     req->handler_state_free(req->handler_state);
   for (unsigned i = 0; i < req->n_params; i++)
     free(req->params[i]);
+  if (req->deferred)
+    MHD_destroy_response(req->deferred);
   free(req->body);
   free(req);
 }

@@ -31,6 +31,19 @@ struct request {
   size_t body_cap;
   int body_state;                /* enum body_state in body.c */
 
+  /* set by the admission checks (server/admission.c) */
+  bool has_body;                 /* Content-Length above 0 or Transfer-Encoding */
+  const char *cors_origin;       /* the Origin when --cors-origin lists it (borrowed) */
+  bool close_after;              /* the response says Connection: close */
+
+  /* An answer given before the body was read waits until the body is drained, so the
+   * client never meets a connection closed with its body unread (a reset that can
+   * swallow the answer). reply_response keeps it here while defer_replies is set. */
+  bool defer_replies;
+  struct MHD_Response *deferred; /* owned until queued */
+  unsigned deferred_status;
+  size_t drained;                /* body bytes thrown away meanwhile */
+
   unsigned status;               /* status queued, for metrics and logs */
   uint64_t started_ns;           /* monotonic, for the latency histogram */
   bool answered;
@@ -43,7 +56,8 @@ struct request {
 /* A handler answers the request (queues a response) and returns MHD's result. */
 typedef enum MHD_Result (*handler_fn)(struct request *req);
 
-/* Frees everything the request owns, including handler_state. Accepts NULL. */
+/* Frees everything the request owns, including handler_state and a deferred response
+ * never queued. Accepts NULL. */
 void request_free(struct request *req);
 
 /* Value of a query argument (borrowed from MHD), or NULL. */

@@ -40,20 +40,33 @@ no:
   return false;
 }
 
+/* Appends method to the comma-separated list in allow unless it is there already. */
+static void allow_add(char *allow, size_t allow_len, size_t *used, const char *method) {
+  size_t n = strlen(method);
+  for (const char *p = allow; (p = strstr(p, method)); p += n)
+    if ((p == allow || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
+      return;
+  if (*used + n + 3 < allow_len)
+    *used += (size_t)snprintf(allow + *used, allow_len - *used, "%s%s", *used ? ", " : "",
+                              method);
+}
+
 enum route_match router_match(const struct route *table, const char *method,
                               const char *path, struct request *req,
                               const struct route **ret_route, char *allow,
                               size_t allow_len) {
-  bool path_known = false;
+  bool path_known = false, has_get = false;
   size_t used = 0;
   if (allow_len)
     allow[0] = '\0';
+  /* HEAD is GET without the body (libmicrohttpd drops it). */
+  const char *want = strcmp(method, "HEAD") == 0 ? "GET" : method;
   for (const struct route *r = table; r->method; r++) {
     unsigned n;
     if (!pattern_matches(r->pattern, path, NULL, &n))
       continue;
     path_known = true;
-    if (strcmp(r->method, method) == 0) {
+    if (strcmp(r->method, want) == 0) {
       char *params[REQUEST_MAX_PARAMS] = {0};
       if (!pattern_matches(r->pattern, path, params, &n))
         return ROUTE_NOT_FOUND;
@@ -62,9 +75,13 @@ enum route_match router_match(const struct route *table, const char *method,
       *ret_route = r;
       return ROUTE_FOUND;
     }
-    if (!strstr(allow, r->method) && used + strlen(r->method) + 3 < allow_len)
-      used += (size_t)snprintf(allow + used, allow_len - used, "%s%s", used ? ", " : "",
-                               r->method);
+    has_get |= strcmp(r->method, "GET") == 0;
+    allow_add(allow, allow_len, &used, r->method);
   }
-  return path_known ? ROUTE_METHOD_NOT_ALLOWED : ROUTE_NOT_FOUND;
+  if (!path_known)
+    return ROUTE_NOT_FOUND;
+  if (has_get)
+    allow_add(allow, allow_len, &used, "HEAD");
+  allow_add(allow, allow_len, &used, "OPTIONS");
+  return strcmp(method, "OPTIONS") == 0 ? ROUTE_OPTIONS : ROUTE_METHOD_NOT_ALLOWED;
 }

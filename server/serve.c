@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 
 #include "server/app.h"
+#include "server/claim_lease.h"
 #include "server/config.h"
+#include "server/data_lock.h"
 #include "server/daemon.h"
 #include "engine/search_config.h"
 #include "engine/workers.h"
@@ -45,6 +47,39 @@ static int ensure_data_dir(const char *dir) {
 
 static struct search_config search_cfg;
 
+/* How long a claim holds without renewal; the keeper renews every third of it, so a
+ * crashed server's tasks are free for another host after at most this long (this host's
+ * next server takes them at once). */
+#define CLAIM_LEASE_S 60
+
+/* What serve holds besides the app: the data directory and the claims' lease. */
+static struct data_lock *data_lock;
+static struct claim_lease *lease_keeper;
+
+/* Takes the data directory (one server per --data) and then the claims left behind by
+ * this host's earlier servers or by servers whose lease ran out. Returns 0 or -1
+ * (logged). */
+static int own_data_dir(const struct opforge_config *cfg) {
+  char err[PATH_MAX + 256];
+  if (data_lock_acquire(cfg->data_dir, &data_lock, NULL, err, sizeof err) != 0) {
+    log_error("%s", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Releases the stale claims (see store_claims_release_stale) and starts renewing ours. */
+static int adopt_claims(struct app *app) {
+  int released = 0;
+  if (store_claims_configure(app->store, NULL, CLAIM_LEASE_S) != STORE_OK ||
+      store_claims_release_stale(app->store, &released) != STORE_OK)
+    return -1;
+  if (released)
+    log_info("%d task(s) left running by an earlier server resume", released);
+  log_info("claims are held as %s", store_claims_instance(app->store));
+  return claim_lease_start(app->store, CLAIM_LEASE_S, &lease_keeper);
+}
+
 /* The loop's notify callback: wakes the task's event streams. */
 static void wake_streams(void *bus, const char *task_id) {
   event_bus_notify(bus, task_id);
@@ -74,7 +109,7 @@ static int start_workers(struct app *app, const struct opforge_config *cfg) {
 /* Opens what the app holds. Returns 0, or -1 after logging (the caller cleans up). */
 static int app_open(struct app *app, const struct opforge_config *cfg) {
   app->cfg = cfg;
-  if (ensure_data_dir(cfg->data_dir) != 0)
+  if (ensure_data_dir(cfg->data_dir) != 0 || own_data_dir(cfg) != 0)
     return -1;
   char err[512];
   if (store_open(cfg->data_dir, &app->store, err, sizeof err) != STORE_OK) {
@@ -92,7 +127,7 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
     return -1;
   }
   /* Tasks left running by a crash lose their claim and resume from their last step. */
-  if (store_task_unclaim(app->store, NULL) != STORE_OK)
+  if (adopt_claims(app) != 0)
     return -1;
   return start_workers(app, cfg);
 }
@@ -101,10 +136,14 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
  * the store go away. */
 static void app_close(struct app *app) {
   workers_stop(app->workers);
+  claim_lease_stop(lease_keeper);
+  if (app->store && lease_keeper)
+    store_task_unclaim(app->store, NULL);  /* so a next server need not wait for the lease */
   supervisor_pool_free(app->supervisors);
   event_bus_free(app->bus);
   metrics_free(app->metrics);
   store_close(app->store);
+  data_lock_release(data_lock);
 }
 
 int serve_main(int argc, char **argv) {
@@ -123,7 +162,7 @@ int serve_main(int argc, char **argv) {
   static struct app app;
   struct daemon *d = NULL;
   uint16_t port = 0;
-  int code = 1;
+  int code = 2;  /* a start-up failure, like a bad option */
   if (app_open(&app, &cfg) == 0 && daemon_start(&app, &d, &port) == 0) {
     printf("listening on http://%s:%u\n", cfg.listen_host, (unsigned)port);
     fflush(stdout);
@@ -133,7 +172,9 @@ int serve_main(int argc, char **argv) {
     sigwait(&signals, &sig);
     log_info("signal %d: stopping", sig);
     atomic_store(&app.shutting_down, true);
-    daemon_quiesce(d);
+    /* MHD_stop_daemon closes the listening socket itself. MHD_quiesce_daemon is not
+     * used: in 0.9.75 it races a pool thread over the listening socket's epoll entry
+     * and can abort the process ("Failed to remove listen FD from epoll set"). */
     daemon_stop(d);
     code = 0;
   }

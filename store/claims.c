@@ -1,27 +1,57 @@
-/* A worker's hold on a task: claim (resume or start), unclaim, and finish. */
+/* A worker's hold on a task: claim (resume or start), unclaim, finish, and the claim's
+ * owner and lease (renewal, start-up release of stale claims). */
 #include "store/tasks.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "store/connection.h"
 #include "store/events.h"
 #include "store/statements.h"
 #include "store/transaction.h"
 #include "store/util.h"
+
+/* Wall-clock milliseconds as decimal text (leases are compared across processes, so
+ * not the monotonic clock), plus offset_s seconds. */
+static void epoch_ms_text(char buf[24], unsigned offset_s) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)offset_s * 1000;
+  snprintf(buf, 24, "%" PRId64, ms);
+}
+
+int store_claims_configure(struct store *s, const char *instance, unsigned lease_s) {
+  if (!s || lease_s > 86400 || (instance && (!*instance || strlen(instance) >= sizeof s->instance)))
+    return STORE_INVALID;
+  if (instance)
+    snprintf(s->instance, sizeof s->instance, "%s", instance);
+  s->lease_s = lease_s;
+  return STORE_OK;
+}
+
+const char *store_claims_instance(const struct store *s) {
+  return s->instance;
+}
 
 struct claim {
   const char *worker;
   char id[40];
 };
 
+/* A running task nobody holds, or whose holder let its lease run out, resumes first. */
 static int claim_tx(struct store *s, void *arg) {
   struct claim *c = arg;
+  char now[24], expires[24];
+  epoch_ms_text(now, 0);
+  epoch_ms_text(expires, s->lease_s);
   char *id = NULL;
   int result = st_query_text(s,
-                             "SELECT id FROM tasks WHERE status = 'running' AND claimed_by IS NULL"
-                             " ORDER BY seq LIMIT 1",
-                             NULL, NULL, &id);
+                             "SELECT id FROM tasks WHERE status = 'running' AND (claimed_by IS NULL"
+                             " OR claim_expires_ms < CAST(?1 AS INTEGER)) ORDER BY seq LIMIT 1",
+                             now, NULL, &id);
   bool resume = result == STORE_OK;
   if (result == STORE_NOT_FOUND)
     result = st_query_text(s, "SELECT id FROM tasks WHERE status = 'queued' ORDER BY seq LIMIT 1",
@@ -33,8 +63,10 @@ static int claim_tx(struct store *s, void *arg) {
   if (!resume)
     result = store_task_set_status(s, c->id, "running", NULL);
   if (result == STORE_OK)
-    result = st_run(s, "UPDATE tasks SET claimed_by = ?2 WHERE id = ?1", c->id, c->worker, NULL,
-                    NULL, NULL);
+    result = st_run(s,
+                    "UPDATE tasks SET claimed_by = ?2, claim_instance = ?3,"
+                    " claim_expires_ms = CAST(?4 AS INTEGER) WHERE id = ?1",
+                    c->id, c->worker, s->instance, expires, NULL);
   return result;
 }
 
@@ -48,10 +80,39 @@ int store_task_claim(struct store *s, const char *worker, char ret_id[40]) {
 
 int store_task_unclaim(struct store *s, const char *id) {
   if (id)
-    return st_run(s, "UPDATE tasks SET claimed_by = NULL WHERE id = ?1", id, NULL, NULL, NULL,
-                  NULL);
-  return st_run(s, "UPDATE tasks SET claimed_by = NULL WHERE status = 'running'", NULL, NULL,
-                NULL, NULL, NULL);
+    return st_run(s,
+                  "UPDATE tasks SET claimed_by = NULL, claim_instance = NULL,"
+                  " claim_expires_ms = NULL WHERE id = ?1"
+                  " AND (claim_instance IS NULL OR claim_instance = ?2)",
+                  id, s->instance, NULL, NULL, NULL);
+  return st_run(s,
+                "UPDATE tasks SET claimed_by = NULL, claim_instance = NULL,"
+                " claim_expires_ms = NULL WHERE claim_instance = ?1",
+                s->instance, NULL, NULL, NULL, NULL);
+}
+
+int store_claims_renew(struct store *s, int *ret_renewed) {
+  char expires[24];
+  epoch_ms_text(expires, s->lease_s);
+  return st_run(s,
+                "UPDATE tasks SET claim_expires_ms = CAST(?2 AS INTEGER)"
+                " WHERE claim_instance = ?1 AND claimed_by IS NOT NULL",
+                s->instance, expires, NULL, NULL, ret_renewed);
+}
+
+int store_claims_release_stale(struct store *s, int *ret_released) {
+  char host[STORE_INSTANCE_MAX], now[24];
+  const char *colon = strchr(s->instance, ':');
+  size_t host_len = colon ? (size_t)(colon - s->instance) + 1 : strlen(s->instance);
+  snprintf(host, sizeof host, "%.*s", (int)host_len, s->instance);
+  epoch_ms_text(now, 0);
+  /* A claim without an instance comes from a server older than migration 5. */
+  return st_run(s,
+                "UPDATE tasks SET claimed_by = NULL, claim_instance = NULL,"
+                " claim_expires_ms = NULL WHERE claimed_by IS NOT NULL AND"
+                " (claim_instance IS NULL OR substr(claim_instance, 1, length(?1)) = ?1"
+                " OR claim_expires_ms IS NULL OR claim_expires_ms < CAST(?2 AS INTEGER))",
+                host, now, NULL, NULL, ret_released);
 }
 
 struct finish {

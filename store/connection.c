@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/ids.h"
 #include "store/fault.h"
 #include "store/util.h"
 
@@ -70,6 +72,10 @@ static struct store_conn *conn_open(struct store *s) {
   }
   sqlite3_extended_result_codes(c->db, 1);
   sqlite3_busy_timeout(c->db, STORE_BUSY_TIMEOUT_MS);
+  /* synchronous=NORMAL: a COMMIT does not sync the WAL itself; store_transaction then
+   * waits for a group fsync (store/durable.c), so a committed transaction survives a
+   * power loss while concurrent commits share one fdatasync. FULL would sync once per
+   * commit: docs/bench-results.md compares the two. */
   if (st_exec(c->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL") != SQLITE_OK) {
     conn_free(c);
     return NULL;
@@ -153,7 +159,20 @@ struct store *store_handle_new(const char *data_dir) {
     return NULL;
   }
   snprintf(s->path, len, "%s/opforge.db", data_dir);
+  /* The instance id: the host (claims of this host are stale once this process holds the
+   * data directory's lock), the pid (for people reading the table) and a random part
+   * (pids are reused). */
+  char host[65] = "", uuid[ID_LEN + 1];
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0])
+    snprintf(host, sizeof host, "localhost");
+  for (char *c = host; *c; c++)
+    if (*c == ':')
+      *c = '_';
+  id_new(uuid);
+  snprintf(s->instance, sizeof s->instance, "%s:%ld:%.8s", host, (long)getpid(), uuid);
+  s->lease_s = STORE_CLAIM_LEASE_S;
   pthread_mutex_init(&s->lock, NULL);
+  store_durable_init(&s->durable);
   s->generation = atomic_fetch_add(&next_generation, 1);
   return s;
 }
@@ -167,6 +186,7 @@ void store_handle_free(struct store *s) {
     conn_free(c);
     c = next;
   }
+  store_durable_clear(&s->durable);
   pthread_mutex_destroy(&s->lock);
   free(s->path);
   free(s);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/durable.h"
 #include "store/status.h"
 
 struct stmt_slot {
@@ -27,10 +28,18 @@ struct store_conn {
   size_t cap;
 };
 
+/* "<host>:<pid>:<8 hex>" plus NUL fits (host names are at most 64 bytes). */
+#define STORE_INSTANCE_MAX 96
+/* The default lease of a claim (store_claims_configure changes it). */
+#define STORE_CLAIM_LEASE_S 60
+
 struct store {
   char *path;
+  char instance[STORE_INSTANCE_MAX]; /* who this process's claims belong to (claims.c) */
+  unsigned lease_s;                  /* a claim's lease, renewed by store_claims_renew */
   uint64_t generation; /* unique per store_open; keys the thread-local cache */
   pthread_mutex_t lock; /* guards conns */
+  struct store_durable durable; /* group commit (store/durable.c) */
   struct store_conn *conns;
   int schema_version;
 };

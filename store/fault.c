@@ -1,7 +1,11 @@
-/* Fault injection: a one-shot countdown over the store's allocations and SQLite calls. */
+/* Fault injection: a one-shot countdown over the store's allocations and SQLite calls, and a
+ * persistent failure of the statements that contain an SQL fragment. */
 #include "store/fault.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
+#include <string.h>
 
 /* The countdown is shared by all threads; the test drives it from one thread. -1 means
  * off. */
@@ -30,4 +34,27 @@ bool store_fault(void) {
     }
   }
   return false;
+}
+
+/* The persistent statement fault: off while statement_rc is 0. The fragment is read
+ * under the mutex because a test sets it while store threads step statements. */
+static pthread_mutex_t statement_lock = PTHREAD_MUTEX_INITIALIZER;
+static char statement_fragment[128];
+static atomic_int statement_rc = 0;
+
+void store_fail_statement(const char *sql_fragment, int sqlite_rc) {
+  pthread_mutex_lock(&statement_lock);
+  bool on = sql_fragment && sqlite_rc != 0 && strlen(sql_fragment) < sizeof statement_fragment;
+  snprintf(statement_fragment, sizeof statement_fragment, "%s", on ? sql_fragment : "");
+  atomic_store(&statement_rc, on ? sqlite_rc : 0);
+  pthread_mutex_unlock(&statement_lock);
+}
+
+int store_statement_fault(const char *sql) {
+  if (atomic_load(&statement_rc) == 0 || !sql)
+    return 0;
+  pthread_mutex_lock(&statement_lock);
+  int rc = strstr(sql, statement_fragment) ? atomic_load(&statement_rc) : 0;
+  pthread_mutex_unlock(&statement_lock);
+  return rc;
 }

@@ -111,15 +111,28 @@ bool memory_id_valid(const char *id) {
   return n >= 2 && n <= MEMORY_ID_MAX;
 }
 
-/* A JSON string without NUL bytes whose length is in [min, max]. */
+/* A JSON string without NUL bytes of min..max characters (code points, as the spec's
+ * minLength and maxLength count them; Jansson holds valid UTF-8). */
 static bool str_ok(const json_t *v, size_t min, size_t max) {
   if (!json_is_string(v))
     return false;
-  size_t len = json_string_length(v);
-  return len == strlen(json_string_value(v)) && len >= min && len <= max;
+  size_t len = json_string_length(v), chars = 0;
+  const char *s = json_string_value(v);
+  if (len != strlen(s))
+    return false;
+  for (size_t i = 0; i < len; i++)
+    chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return chars >= min && chars <= max;
 }
 
-/* The form store_time_now writes: YYYY-MM-DDTHH:MM:SS.mmmZ. */
+/* The two digits at s as a number. */
+static int two_digits(const char *s) {
+  return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+/* The form store_time_now writes, YYYY-MM-DDTHH:MM:SS.mmmZ, and a real instant (an RFC
+ * 3339 date-time, years 0001-9999): exports hand it back, and the spec's date-time
+ * format holds them to it. */
 static bool time_ok(const json_t *v) {
   static const char form[] = "dddd-dd-ddTdd:dd:dd.dddZ";
   if (!str_ok(v, sizeof form - 1, sizeof form - 1))
@@ -128,7 +141,13 @@ static bool time_ok(const json_t *v) {
   for (size_t i = 0; form[i]; i++)
     if (form[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != form[i])
       return false;
-  return true;
+  int year = two_digits(s) * 100 + two_digits(s + 2), month = two_digits(s + 5);
+  int day = two_digits(s + 8);
+  static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  return year >= 1 && month >= 1 && month <= 12 && day >= 1 &&
+         day <= days[month - 1] + (month == 2 && leap) && two_digits(s + 11) <= 23 &&
+         two_digits(s + 14) <= 59 && two_digits(s + 17) <= 59;
 }
 
 /* A knob mode name: [a-z0-9_]{1,64} (modes may start with a digit, e.g. "3xtf32"). */
@@ -157,7 +176,7 @@ static int check_list(const json_t *v, bool (*vocab)(const char *), const char *
     const json_t *s = json_array_get(v, i);
     snprintf(item, sizeof item, "[%zu]", i);
     if (!str_ok(s, 1, MEMORY_ITEM_MAX))
-      return bad(why, MEMORY_PROBLEM_INVALID, path, item, "must be a string of 1..%d bytes",
+      return bad(why, MEMORY_PROBLEM_INVALID, path, item, "must be a string of 1..%d characters",
                  MEMORY_ITEM_MAX);
     if (vocab && !vocab(json_string_value(s)))
       return bad(why, MEMORY_PROBLEM_INVALID, path, item, "unknown value '%s'",
@@ -300,12 +319,12 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
                      "must be an id matching ^[a-z][a-z0-9_]{1,63}$");
   case K_NAME:
     return str_ok(v, 1, MEMORY_NAME_MAX) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d bytes",
+               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                      MEMORY_NAME_MAX);
   case K_TEXT:
     return str_ok(v, 0, MEMORY_TEXT_MAX) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a string of at most %d bytes", MEMORY_TEXT_MAX);
+                     "must be a string of at most %d characters", MEMORY_TEXT_MAX);
   case K_LIST: return check_list(v, NULL, prefix, key, why);
   case K_TRIGGERS: return check_list(v, htam_trigger_known, prefix, key, why);
   case K_FAMILIES: return check_list(v, htam_family_known, prefix, key, why);
@@ -328,19 +347,19 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
     return (kind == K_NULLABLE_REF && json_is_null(v)) || str_ok(v, 1, MEMORY_REF_MAX)
                ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a string of 1..%d bytes or null", MEMORY_REF_MAX);
+                     "must be a string of 1..%d characters or null", MEMORY_REF_MAX);
   case K_REWARD:
     return finite_number(v) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a finite number");
   case K_OUTCOME:
     return str_ok(v, 1, MEMORY_OUTCOME_MAX) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d bytes",
+               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                      MEMORY_OUTCOME_MAX);
   case K_NOTE:
     return json_is_null(v) || str_ok(v, 0, MEMORY_NOTE_MAX)
                ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a string of at most %d bytes or null", MEMORY_NOTE_MAX);
+                     "must be a string of at most %d characters or null", MEMORY_NOTE_MAX);
   }
   return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "unchecked kind");
 }

@@ -8,15 +8,15 @@
 
 /* Node ids: ^[a-z][a-z0-9_]{1,63}$. */
 #define MEMORY_ID_MAX 64
-#define MEMORY_NAME_MAX 128        /* name: 1..128 bytes */
+#define MEMORY_NAME_MAX 128        /* name: 1..128 characters (code points) */
 #define MEMORY_TEXT_MAX 4096       /* intent, edit_pattern, rationale, when: 0..4096 */
 #define MEMORY_ITEM_MAX 512        /* one string of objectives/triggers/risks/checks */
 #define MEMORY_LIST_MAX 32         /* items in one such list */
 #define MEMORY_PRIOR_ABS_MAX 5.0   /* prior in [-5, 5] (reward units: ln speed-up) */
 #define MEMORY_KNOB_VALUE_MAX 1024 /* knob_move.value: 1..1024, or [a-z0-9_]{1,64} for set */
-#define MEMORY_OUTCOME_MAX 64      /* evidence outcome: 1..64 bytes */
-#define MEMORY_NOTE_MAX 1024       /* evidence note: 0..1024 bytes */
-#define MEMORY_REF_MAX 64          /* evidence task_id / candidate_id: 1..64 bytes */
+#define MEMORY_OUTCOME_MAX 64      /* evidence outcome: 1..64 characters */
+#define MEMORY_NOTE_MAX 1024       /* evidence note: 0..1024 characters */
+#define MEMORY_REF_MAX 64          /* evidence task_id / candidate_id: 1..64 characters */
 #define MEMORY_EVIDENCE_KEEP 50    /* newest evidence rows kept per local node */
 #define MEMORY_MAX_GLOBALS 256     /* what an import may hold */
 #define MEMORY_MAX_LOCALS 4096

@@ -9,7 +9,10 @@ enum store_status {
   STORE_CONFLICT = 2,    /* the row is in a state that forbids the change */
   STORE_INVALID = 3,     /* an argument (cursor, status filter) is malformed */
   STORE_ERROR = -1,      /* SQLite or allocation failure; logged once where it happened */
-  STORE_BUSY = -2,       /* still locked after the busy retries */
+  STORE_BUSY = -2,       /* still locked after the busy retries: transient, retry later */
+  STORE_CONSTRAINT = -3, /* SQLite refused the statement itself (a CHECK, NOT NULL or
+                            trigger constraint, a type mismatch, a value too big): the
+                            same call fails the same way again, so retrying is useless */
 };
 
 /* The store: one database file, one connection per thread. store/store.h opens it. */

@@ -37,8 +37,9 @@ bool store_status_is_final(const char *status);
 
 /* ---- state changes (store/tasks_state.c) ---- */
 
-/* Cancels a task: a queued one becomes "cancelled" at once (event "cancelled"); a running
- * one gets cancel_requested=true (event "cancel_requested") and its worker ends it.
+/* Cancels a task: a queued one becomes "cancelled" at once (events "cancelled", then
+ * "finished" with {"status","steps","correct"}, as every task's log ends); a running one
+ * gets cancel_requested=true (event "cancel_requested") and its worker ends it.
  * STORE_CONFLICT for a task already succeeded, failed or cancelled. On STORE_OK
  * *ret_task (caller owns) is the task after the change. */
 int store_task_cancel(struct store *s, const char *id, json_t **ret_task);
@@ -62,15 +63,38 @@ int store_task_update_progress(struct store *s, const char *id, json_t *progress
 
 /* ---- claims (store/claims.c) ---- */
 
-/* Claims one task for worker: first a running task nobody holds (it resumes), else the
- * oldest queued one (it becomes running, event "running"). The claim is atomic: two
- * workers never get the same task. STORE_NOT_FOUND when there is nothing to do; on
- * STORE_OK ret_id holds the task id. */
+/* Every claim names the server instance that holds it and carries a lease: the holder
+ * renews it (store_claims_renew) while it lives; once it runs out, any server may take
+ * the task over. An instance id is "<host>:<pid>:<random>"; store_open makes one and a
+ * lease of 60 s. */
+
+/* Replaces the instance id (when instance is not NULL; copied) and the lease (seconds,
+ * at most 86400; 0 makes every claim stale at once, for tests). Call it before other
+ * threads use the store. STORE_INVALID for an empty or too long id. */
+int store_claims_configure(struct store *s, const char *instance, unsigned lease_s);
+
+/* This store's instance id (owned by the store). */
+const char *store_claims_instance(const struct store *s);
+
+/* Claims one task for worker: first a running task nobody holds or whose lease ran out
+ * (it resumes), else the oldest queued one (it becomes running, event "running"). The
+ * claim is atomic: two workers never get the same task. STORE_NOT_FOUND when there is
+ * nothing to do; on STORE_OK ret_id holds the task id. */
 int store_task_claim(struct store *s, const char *worker, char ret_id[40]);
 
-/* Drops every claim (start-up after a crash: running tasks become claimable and resume),
- * or only the claim on one task (shutdown checkpoint) when id is not NULL. */
+/* Drops this instance's claim on one task (a checkpoint), or, when id is NULL, every
+ * claim of this instance (shutdown). Claims of other instances are left alone. */
 int store_task_unclaim(struct store *s, const char *id);
+
+/* Extends the lease of every claim this instance holds; *ret_renewed (may be NULL) gets
+ * how many. */
+int store_claims_renew(struct store *s, int *ret_renewed);
+
+/* Start-up, with the data directory's lock held: drops the claims of this host (their
+ * processes are gone, since the lock is ours), claims from before leases existed, and
+ * claims whose lease ran out. A live server's claim elsewhere is kept. *ret_released
+ * (may be NULL) gets how many were dropped. */
+int store_claims_release_stale(struct store *s, int *ret_released);
 
 /* Ends a task: status (succeeded, failed or cancelled) with its error (may be NULL), then
  * event "finished" with summary (borrowed, may be NULL), and drops the claim. */

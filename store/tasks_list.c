@@ -1,4 +1,4 @@
-/* Task listing: newest first, keyset pages behind an opaque cursor. */
+/* Task listing: newest first, keyset pages behind a cursor ("c" and a hex seq). */
 #include "store/tasks.h"
 
 #include <stdint.h>
@@ -11,8 +11,8 @@
 #include "store/util.h"
 
 #define LIST_LIMIT_MAX 500
-/* "c" + at most 16 hex digits + one check character. */
-#define CURSOR_MAX 18
+/* "c" + at most 16 hex digits. */
+#define CURSOR_MAX 17
 
 static const char SQL_LIST[] = "SELECT " TASK_COLUMNS ", seq FROM tasks WHERE seq < ?1"
                                " ORDER BY seq DESC LIMIT ?2";
@@ -20,43 +20,32 @@ static const char SQL_LIST_STATUS[] = "SELECT " TASK_COLUMNS ", seq FROM tasks"
                                       " WHERE status = ?3 AND seq < ?1"
                                       " ORDER BY seq DESC LIMIT ?2";
 
-static const char BASE36[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+static const char HEX[] = "0123456789abcdef";
 
-/* The check character over the hex digits; it catches typing and truncation, and is
- * no secret (the cursor only says where a page starts). */
-static char cursor_check(const char *hex, size_t len) {
-  unsigned h = 7;
-  for (size_t i = 0; i < len; i++)
-    h = h * 31u + (unsigned char)hex[i];
-  return BASE36[h % 36];
-}
-
-/* The cursor for "rows older than seq"; caller frees it. */
+/* The cursor for "rows older than seq": "c" and seq in lowercase hex; caller frees it. */
 static char *cursor_encode(int64_t seq) {
   char buf[CURSOR_MAX + 1];
-  int n = snprintf(buf, sizeof buf - 1, "c%llx", (unsigned long long)seq);
-  if (n < 2 || n >= (int)sizeof buf - 1)
+  int n = snprintf(buf, sizeof buf, "c%llx", (unsigned long long)seq);
+  if (n < 2 || n >= (int)sizeof buf)
     return NULL;
-  buf[n] = cursor_check(buf + 1, (size_t)n - 1);
-  buf[n + 1] = '\0';
   return st_strdup(buf);
 }
 
-/* Accepts exactly what cursor_encode produces: lowercase hex without leading zeros. */
+/* Accepts every cursor of the form cursor_encode writes (the spec's pattern
+ * ^c([1-9a-f][0-9a-f]{0,14}|[1-7][0-9a-f]{15})$): a well-formed cursor the server never
+ * handed out just means "tasks older than that", which is a fine page. */
 static bool cursor_decode(const char *cursor, int64_t *ret_seq) {
   size_t len = strnlen(cursor, CURSOR_MAX + 1);
-  if (len < 3 || len > CURSOR_MAX || cursor[0] != 'c' || cursor[1] == '0')
+  if (len < 2 || len > CURSOR_MAX || cursor[0] != 'c' || cursor[1] == '0')
     return false;
-  const char *hex = cursor + 1;
-  size_t ndigits = len - 2;
   uint64_t v = 0;
-  for (size_t i = 0; i < ndigits; i++) {
-    const char *d = memchr(BASE36, hex[i], 16);
-    if (!d || v > (uint64_t)INT64_MAX >> 4)
+  for (size_t i = 1; i < len; i++) {
+    const char *d = memchr(HEX, cursor[i], 16);
+    if (!d || cursor[i] == '\0' || v > (uint64_t)INT64_MAX >> 4)
       return false;
-    v = v << 4 | (uint64_t)(d - BASE36);
+    v = v << 4 | (uint64_t)(d - HEX);
   }
-  if (cursor_check(hex, ndigits) != cursor[len - 1])
+  if (v > (uint64_t)INT64_MAX)
     return false;
   *ret_seq = (int64_t)v;
   return true;

@@ -69,6 +69,23 @@ static int run_update(struct store *s, const char *sql, const char *id, const ch
   return status;
 }
 
+/* Every task's stream ends with "finished", whether it ran or was cancelled while
+ * queued. Its data is the engine's summary (engine/loop.c): status, steps and correct
+ * candidates so far. */
+static int append_finished(struct store *s, const char *id, json_t *task) {
+  json_t *progress = json_object_get(task, "progress");
+  json_t *summary = st_json_pack("{s:s, s:I, s:I}", "status",
+                                 json_string_value(json_object_get(task, "status")), "steps",
+                                 json_integer_value(json_object_get(progress, "step")),
+                                 "correct",
+                                 json_integer_value(json_object_get(progress, "correct")));
+  char *text = summary ? st_json_dumps(summary) : NULL;
+  json_decref(summary);
+  int result = text ? store_event_append_tx(s, id, "finished", text, NULL) : STORE_ERROR;
+  free(text);
+  return result;
+}
+
 struct cancel {
   const char *id;
   json_t *task; /* result of the last attempt */
@@ -96,7 +113,11 @@ static int cancel_tx(struct store *s, void *arg) {
       result = store_event_append_tx(s, c->id, queued ? "cancelled" : "cancel_requested", NULL,
                                      NULL);
   }
-  return result == STORE_OK ? store_task_load(s, c->id, false, &c->task) : result;
+  if (result == STORE_OK)
+    result = store_task_load(s, c->id, false, &c->task);
+  if (result == STORE_OK && queued)
+    result = append_finished(s, c->id, c->task);
+  return result;
 }
 
 int store_task_cancel(struct store *s, const char *id, json_t **ret_task) {

@@ -35,7 +35,7 @@ static void rollback(struct store_conn *c) {
 static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, void *arg) {
   int rc = st_exec(c->db, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK)
-    return st_is_busy(rc) ? STORE_BUSY : STORE_ERROR;
+    return st_status(rc);
   c->in_tx = true;
   int status = fn(s, arg);
   c->in_tx = false;
@@ -43,14 +43,15 @@ static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, voi
     rc = st_exec(c->db, "COMMIT");
     if (rc == SQLITE_OK)
       return STORE_OK;
-    status = st_is_busy(rc) ? STORE_BUSY : STORE_ERROR;
+    status = st_status(rc); /* a deferred constraint fails at COMMIT */
   }
   rollback(c);
   return status;
 }
 
 /* A call made while this thread's connection is already inside a transaction joins it:
- * fn runs directly and the outer runner commits, rolls back or retries the whole. */
+ * fn runs directly and the outer runner commits, rolls back or retries the whole. A
+ * committed transaction is durable (synced to disk, store/durable.c) when this returns. */
 int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
   struct store_conn *c = store_conn_get(s);
   if (!c)
@@ -60,6 +61,8 @@ int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
   long delay = TX_BACKOFF_FIRST_MS;
   for (int attempt = 1;; attempt++) {
     int status = tx_attempt(s, c, fn, arg);
+    if (status == STORE_OK)
+      return store_durable_wait(&s->durable, s->path); /* durable before it returns */
     if (status != STORE_BUSY)
       return status;
     if (attempt == TX_ATTEMPTS)

@@ -149,18 +149,36 @@ int st_step(sqlite3_stmt *stmt) {
     store_log("injected fault (%.60s)", sqlite3_sql(stmt));
     return SQLITE_NOMEM;
   }
-  int rc = sqlite3_step(stmt);
+  int rc = store_statement_fault(sqlite3_sql(stmt));
+  if (rc != SQLITE_OK) {
+    if (!st_is_busy(rc))
+      store_log("injected persistent fault %d (%.60s)", rc, sqlite3_sql(stmt));
+    return rc;
+  }
+  rc = sqlite3_step(stmt);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE && !st_is_busy(rc) && !is_mapped_constraint(rc))
     store_log("%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(stmt)), sqlite3_sql(stmt));
   return rc;
 }
 
-int st_fail(sqlite3_stmt *stmt, int rc) {
+int st_status(int rc) {
   if (st_is_busy(rc))
     return STORE_BUSY;
+  switch (rc & 0xff) {
+  case SQLITE_CONSTRAINT:
+  case SQLITE_MISMATCH:
+  case SQLITE_TOOBIG:
+  case SQLITE_RANGE:
+    return STORE_CONSTRAINT;
+  default:
+    return STORE_ERROR;
+  }
+}
+
+int st_fail(sqlite3_stmt *stmt, int rc) {
   if (is_mapped_constraint(rc))
     store_log("%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(stmt)), sqlite3_sql(stmt));
-  return STORE_ERROR;
+  return st_status(rc);
 }
 
 void st_done(sqlite3_stmt *stmt) {

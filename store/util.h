@@ -37,9 +37,13 @@ int st_exec(sqlite3 *db, const char *sql);
 /* sqlite3_step; returns the SQLite code. Busy codes and the constraint codes that
  * callers map to statuses (unique, primary key, foreign key) are not logged. */
 int st_step(sqlite3_stmt *stmt);
-/* Maps an unexpected SQLite code from stmt to STORE_BUSY or STORE_ERROR, logging what
- * st_step left unlogged (call it before st_done). */
+/* Maps an unexpected SQLite code from stmt to STORE_BUSY, STORE_CONSTRAINT or
+ * STORE_ERROR (st_status), logging what st_step left unlogged (call it before st_done). */
 int st_fail(sqlite3_stmt *stmt, int rc);
+/* The store status of a failed SQLite code: STORE_BUSY for busy and locked,
+ * STORE_CONSTRAINT for the codes that repeat on every retry (constraint, mismatch, too
+ * big, range), else STORE_ERROR. */
+int st_status(int rc);
 /* Resets stmt and clears its bindings so it holds no read snapshot or borrowed text. */
 void st_done(sqlite3_stmt *stmt);
 /* Binds borrowed text (NULL binds SQL NULL); the text must outlive the step. */

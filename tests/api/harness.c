@@ -31,6 +31,7 @@ struct server {
   pid_t pid;
   int stdout_fd;
   char dir[PATH_MAX];
+  char data[PATH_MAX + 8];
   char url[64];
 };
 
@@ -334,6 +335,7 @@ int server_start(const struct server_opts *opts, struct server **ret_server) {
   const char *argv[64];
   if (make_dirs(server, opts, data, sizeof data, token_file, sizeof token_file) != 0)
     goto fail;
+  snprintf(server->data, sizeof server->data, "%s", data);
   build_argv(bin, data, token_file[0] ? token_file : NULL, opts, argv,
              sizeof argv / sizeof argv[0]);
   if (spawn(server, argv) != 0)
@@ -397,6 +399,14 @@ int server_stop(struct server *server) {
 
 const char *server_url(const struct server *server) {
   return server->url;
+}
+
+const char *server_data_dir(const struct server *server) {
+  return server->data;
+}
+
+pid_t server_pid(const struct server *server) {
+  return server->pid;
 }
 
 /* ---------------------------------------------------------------- requests */

@@ -73,6 +73,12 @@ int server_stop(struct server *server);
 /* "http://127.0.0.1:<port>" (owned by the server). */
 const char *server_url(const struct server *server);
 
+/* The server's --data directory (owned by the server; removed by server_stop). */
+const char *server_data_dir(const struct server *server);
+
+/* The server's process id. */
+pid_t server_pid(const struct server *server);
+
 /* ---- Child processes. These need no harness_init: tests that start the server (or
  * the CLI) their own way use them too. ---- */
 

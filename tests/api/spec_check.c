@@ -55,10 +55,10 @@ static const char *const http_methods[] = {"get", "put", "post", "delete", "opti
 static const char *const schema_keywords[] = {
   "$ref", "type", "properties", "required", "additionalProperties", "items", "enum",
   "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-  "maxLength", "minItems", "maxItems", "pattern", "oneOf", "anyOf", "allOf", "not",
-  "format",
+  "maxLength", "minItems", "maxItems", "uniqueItems", "pattern", "oneOf", "anyOf", "allOf",
+  "not", "format",
   "description", "title", "default", "examples", "example", "deprecated", "readOnly",
-  "writeOnly", "$comment", NULL};
+  "writeOnly", "$comment", "contentMediaType", "contentSchema", NULL};
 
 static bool in_list(const char *const *list, const char *s) {
   for (size_t i = 0; list[i]; i++)
@@ -119,6 +119,31 @@ static const json_t *deref(const json_t *doc, const json_t *obj) {
   return NULL;
 }
 
+/* The spec's patterns are ECMA-262 regular expressions (what schemathesis and other
+ * JSON Schema tools run); this validator runs POSIX EREs. The two agree on the subset
+ * the spec uses except for escapes, which are rewritten here: \n, \r and \t become the
+ * characters, and [^\x00] (any character but NUL, the spec's way of saying "no NUL")
+ * becomes "." since a C string never holds NUL and POSIX "." matches a newline. Writes
+ * the translation into out (out_len bytes); false when it does not fit. */
+static bool posix_pattern(const char *pattern, char *out, size_t out_len) {
+  size_t n = 0;
+  for (const char *p = pattern; *p; p++) {
+    char c = *p;
+    if (strncmp(p, "[^\\x00]", 7) == 0) {
+      p += 6;
+      c = '.';
+    } else if (p[0] == '\\' && (p[1] == 'n' || p[1] == 'r' || p[1] == 't')) {
+      c = p[1] == 'n' ? '\n' : p[1] == 'r' ? '\r' : '\t';
+      p++;
+    }
+    if (n + 1 >= out_len)
+      return false;
+    out[n++] = c;
+  }
+  out[n] = '\0';
+  return true;
+}
+
 /* The compiled regex for pattern, compiling it on first use; NULL when it does not
  * compile. Owned by the spec. */
 static const regex_t *get_regex(struct spec *spec, const char *pattern) {
@@ -129,7 +154,9 @@ static const regex_t *get_regex(struct spec *spec, const char *pattern) {
   if (!e)
     return NULL;
   e->pattern = strdup(pattern);
-  if (!e->pattern || regcomp(&e->re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+  char posix[1024];
+  if (!e->pattern || !posix_pattern(pattern, posix, sizeof posix) ||
+      regcomp(&e->re, posix, REG_EXTENDED | REG_NOSUB) != 0) {
     free(e->pattern);
     free(e);
     return NULL;
@@ -369,6 +396,13 @@ static int check_array(struct vctx *v, const json_t *schema, const json_t *inst)
     verr(v, "%zu items, above maxItems %lld", n, (long long)json_integer_value(b));
     return -1;
   }
+  if (json_is_true(json_object_get(schema, "uniqueItems")))
+    for (size_t i = 1; i < n; i++)
+      for (size_t j = 0; j < i; j++)
+        if (values_equal(json_array_get(inst, i), json_array_get(inst, j))) {
+          verr(v, "items %zu and %zu are equal, but uniqueItems is set", j, i);
+          return -1;
+        }
   const json_t *items = json_object_get(schema, "items");
   if (!items)
     return 0;
@@ -713,10 +747,13 @@ static int lint_components(struct spec *spec, char *err, size_t errlen) {
     if (lint_response(spec, obj, where, err, errlen) != 0)
       return -1;
   }
-  json_object_foreach(json_object_get(spec->doc, "x-opforge-unrouted-responses"), name, obj) {
-    if (lint_response(spec, obj, "x-opforge-unrouted-responses", err, errlen) != 0)
-      return -1;
-  }
+  static const char *const globals[] = {"x-opforge-unrouted-responses",
+                                        "x-opforge-common-responses"};
+  for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+    json_object_foreach(json_object_get(spec->doc, globals[i]), name, obj) {
+      if (lint_response(spec, obj, globals[i], err, errlen) != 0)
+        return -1;
+    }
   return 0;
 }
 
@@ -930,16 +967,25 @@ static int check_headers(struct spec *spec, const json_t *resp,
 
 /* Dispatches one Server-Sent Event: data must be JSON valid against schema, with seq
  * equal to the id field, type equal to the event field, and seq increasing. */
-static int check_sse_event(struct spec *spec, const json_t *schema, const char *id,
-                           const char *event, const char *data, long *last_seq, char *err,
-                           size_t errlen) {
+static int check_sse_event(struct spec *spec, const json_t *frame_schema,
+                           const json_t *schema, const char *id, const char *event,
+                           const char *data, long *last_seq, char *err, size_t errlen) {
+  char inner[512];
+  /* The frame, as schemathesis sees it: its fields as strings. */
+  json_t *frame = json_pack("{s:s*, s:s*, s:s}", "id", id, "event", event, "data", data);
+  int frc = frame && frame_schema ? spec_validate(spec, frame_schema, frame, inner, sizeof inner)
+                                  : 0;
+  json_decref(frame);
+  if (frc != 0) {
+    set_err(err, errlen, "event frame: %s", inner);
+    return -1;
+  }
   json_error_t jerr;
   json_t *doc = json_loads(data, 0, &jerr);
   if (!doc) {
     set_err(err, errlen, "event data is not JSON (%s): %.200s", jerr.text, data);
     return -1;
   }
-  char inner[512];
   int rc = schema ? spec_validate(spec, schema, doc, inner, sizeof inner) : 0;
   if (rc != 0)
     set_err(err, errlen, "event data: %s", inner);
@@ -965,10 +1011,11 @@ static int check_sse_event(struct spec *spec, const json_t *schema, const char *
 }
 
 /* Parses a text/event-stream body (lines end in \n, optionally \r\n) and checks each
- * event. Only the fields id, event, data and retry and comment lines may appear, and
- * the body must end at an event boundary. */
-static int check_sse(struct spec *spec, const json_t *schema, const char *body, size_t len,
-                     char *err, size_t errlen) {
+ * event: the frame ({"id","event","data"} as strings) against frame_schema, the data
+ * as JSON against schema. Only the fields id, event, data and retry and comment lines
+ * may appear, and the body must end at an event boundary. */
+static int check_sse(struct spec *spec, const json_t *frame_schema, const json_t *schema,
+                     const char *body, size_t len, char *err, size_t errlen) {
   char id[64] = "", event[64] = "";
   char *data = calloc(1, len + 1);
   if (!data) {
@@ -993,8 +1040,8 @@ static int check_sse(struct spec *spec, const json_t *schema, const char *body, 
       n--;
     if (n == 0) {
       if (in_event && data_len > 0)
-        rc = check_sse_event(spec, schema, have_id ? id : NULL, have_event ? event : NULL,
-                             data, &last_seq, err, errlen);
+        rc = check_sse_event(spec, frame_schema, schema, have_id ? id : NULL,
+                             have_event ? event : NULL, data, &last_seq, err, errlen);
       in_event = have_id = have_event = false;
       data_len = 0;
       data[0] = '\0';
@@ -1056,7 +1103,7 @@ static int check_body(struct spec *spec, const char *media, const json_t *media_
     return rc;
   }
   if (mlen == 17 && strncasecmp(media, "text/event-stream", 17) == 0)
-    return check_sse(spec, json_object_get(media_obj, "x-opforge-event-data"),
+    return check_sse(spec, schema, json_object_get(media_obj, "x-opforge-event-data"),
                      ex->body ? ex->body : "", ex->body_len, err, errlen);
   /* Any other type: text must at least be UTF-8 and match a string schema. */
   json_t *text = json_stringn(ex->body ? ex->body : "", ex->body_len);
@@ -1078,6 +1125,25 @@ static int check_response_object(struct spec *spec, const json_t *resp,
   if (check_headers(spec, resp, ex, err, errlen) != 0)
     return -1;
   const json_t *content = json_object_get(resp, "content");
+  if (strcasecmp(ex->method, "HEAD") == 0) {
+    /* The GET response's headers, without its body. */
+    if (ex->body_len != 0) {
+      set_err(err, errlen, "a HEAD response has a body of %zu bytes", ex->body_len);
+      return -1;
+    }
+    const char *ctype = find_header(ex, "Content-Type");
+    const char *media;
+    json_t *media_obj;
+    if (!content || json_object_size(content) == 0)
+      return 0;
+    json_object_foreach((json_t *)content, media, media_obj) {
+      if (ctype && media_type_matches(media, ctype))
+        return 0;
+    }
+    set_err(err, errlen, "Content-Type '%s' is not documented for this response",
+            ctype ? ctype : "(none)");
+    return -1;
+  }
   if (!content || json_object_size(content) == 0) {
     if (ex->body_len != 0) {
       set_err(err, errlen, "response is documented without a body, got %zu bytes",
@@ -1087,6 +1153,17 @@ static int check_response_object(struct spec *spec, const json_t *resp,
     return 0;
   }
   const char *ctype = find_header(ex, "Content-Type");
+  if (!ctype && json_is_true(json_object_get(resp, "x-opforge-untyped-body"))) {
+    /* Documented as sent without a Content-Type (the HTTP library's own answers): the
+     * body must match one of the media types the response lists. */
+    const char *media;
+    json_t *media_obj;
+    json_object_foreach((json_t *)content, media, media_obj) {
+      if (check_body(spec, media, media_obj, ex, err, errlen) == 0)
+        return 0;
+    }
+    return -1;
+  }
   if (!ctype) {
     set_err(err, errlen, "Content-Type header is missing");
     return -1;
@@ -1107,7 +1184,9 @@ int spec_check_response(struct spec *spec, const struct spec_exchange *ex, char 
   char *msg = err && errlen ? err : local;
   size_t msglen = err && errlen ? errlen : sizeof local;
   bool path_known = false;
-  struct op_cov *op = find_op(spec, ex->method, ex->target, &path_known);
+  /* HEAD is answered wherever GET is, with the GET operation's headers. */
+  const char *method = strcasecmp(ex->method, "HEAD") == 0 ? "GET" : ex->method;
+  struct op_cov *op = find_op(spec, method, ex->target, &path_known);
   const json_t *responses =
       op ? json_object_get(op->op, "responses")
          : json_object_get(spec->doc, "x-opforge-unrouted-responses");
@@ -1124,6 +1203,13 @@ int spec_check_response(struct spec *spec, const struct spec_exchange *ex, char 
   } else {
     rc = check_response_object(spec, resp, ex, inner, sizeof inner);
   }
+  /* Responses any request may get (a malformed header, a Host of another server, a
+   * cross-site write, the HTTP library's own answers) are documented once. */
+  const json_t *common = find_response(
+      spec->doc, json_object_get(spec->doc, "x-opforge-common-responses"), ex->status);
+  char ignored[1024];
+  if (rc != 0 && common && check_response_object(spec, common, ex, ignored, sizeof ignored) == 0)
+    rc = 0;
   if (rc != 0)
     set_err(msg, msglen, "%s %.120s%s -> %ld: %s", ex->method, ex->target,
             strlen(ex->target) > 120 ? "..." : "", ex->status, inner);

@@ -1,6 +1,12 @@
 /* API tests: the real server on port 0, scenario tables, spec check, coverage check. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <setjmp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +28,7 @@
 #include "tests/api/test_engine_api.h"
 #include "tests/api/test_memory_api.h"
 #include "tests/api/test_skills_api.h"
+#include "tests/api/test_protocol_api.h"
 
 /* A minimal KernelBench program: what every valid submission carries. */
 static const char REF[] =
@@ -308,6 +315,20 @@ static int setup_small_body_server(void **state) {
   return start_with(state, &opts);
 }
 
+/* 200 connections at once from one client: over the default per-client limit (64). */
+static int setup_crowd_server(void **state) {
+  static const char *const args[] = {"--max-connections-per-ip", "256", NULL};
+  struct server_opts opts = {.extra_args = args};
+  return start_with(state, &opts);
+}
+
+static int setup_slow_heads_server(void **state) {
+  static const char *const args[] = {"--header-deadline", "2", "--max-connections-per-ip", "8",
+                                     NULL};
+  struct server_opts opts = {.extra_args = args};
+  return start_with(state, &opts);
+}
+
 static int setup_two_per_client_server(void **state) {
   static const char *const args[] = {"--max-connections-per-ip", "2", NULL};
   struct server_opts opts = {.extra_args = args};
@@ -335,7 +356,7 @@ static const char SELFTEST_DOC[] =
     "     \"schema\":{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}}},"
     " \"/x/lit\":{\"get\":{\"responses\":{\"204\":{\"description\":\"\"}}}},"
     " \"/s\":{\"get\":{\"responses\":{\"200\":{\"description\":\"\",\"content\":{"
-    "   \"text/event-stream\":{\"schema\":{\"type\":\"string\"},"
+    "   \"text/event-stream\":{\"schema\":{\"type\":\"object\",\"required\":[\"id\"]},"
     "   \"x-opforge-event-data\":{\"type\":\"object\",\"required\":[\"seq\",\"type\"]}}}}}}},"
     " \"/p\":{\"x-opforge-pending\":true,\"get\":{\"responses\":{\"200\":{\"description\":\"\"}}}},"
     " \"/m\":{\"get\":{\"responses\":{\"200\":{\"description\":\"\",\"content\":{"
@@ -514,6 +535,10 @@ static void test_spec_responses(void **state) {
                   "does not increase");
   expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL, "foo: 1\n\n",
                   "unknown event-stream field 'foo'");
+  /* The media type's schema describes one frame ({"id","event","data"} as strings). */
+  expect_exchange(spec, "GET", "/s", 200, "text/event-stream", NULL,
+                  "event: a\ndata: {\"seq\":1,\"type\":\"a\"}\n\n",
+                  "event frame: $: required property 'id' is missing");
   /* /p is pending, so only it may stay unexercised. */
   FILE *devnull = fopen("/dev/null", "w");
   assert_non_null(devnull);
@@ -536,7 +561,7 @@ static void test_spec_lint(void **state) {
     {"{\"$ref\":\"#/components/schemas/Nope\"}", "does not resolve"},
     {"{\"type\":\"string\",\"pattern\":\"([\"}", "does not compile"},
     {"{\"type\":\"strin\"}", "bad 'type'"},
-    {"{\"properties\":{\"a\":{\"items\":{\"uniqueItems\":true}}}}", "'uniqueItems'"},
+    {"{\"properties\":{\"a\":{\"items\":{\"propertyNames\":true}}}}", "'propertyNames'"},
     {"{\"oneOf\":[]}", "non-empty array"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1169,13 +1194,35 @@ static void test_events_replay(void **state) {
   cancel_task(server, id);
   char *path = fmt("/v1/tasks/%s/events", id);
   /* The task is final, so each stream ends by itself once drained. */
-  expect_events(server, path, NULL, "1:queued 2:cancelled");
-  expect_events(server, path, "Last-Event-ID: 0", "1:queued 2:cancelled");
-  expect_events(server, path, "Last-Event-ID: 1", "2:cancelled");
-  expect_events(server, path, "Last-Event-ID: 2", "");
+  /* A task cancelled while queued ends with "finished", as every task does. */
+  expect_events(server, path, NULL, "1:queued 2:cancelled 3:finished");
+  expect_events(server, path, "Last-Event-ID: 0", "1:queued 2:cancelled 3:finished");
+  expect_events(server, path, "Last-Event-ID: 1", "2:cancelled 3:finished");
+  expect_events(server, path, "Last-Event-ID: 2", "3:finished");
+  expect_events(server, path, "Last-Event-ID: 3", "");
+  expect_events(server, path, "Last-Event-ID: 9223372036854775807", "");
   char *after = fmt("%s?after=1", path);
-  expect_events(server, after, NULL, "2:cancelled");
+  expect_events(server, after, NULL, "2:cancelled 3:finished");
+  /* Last-Event-ID wins over after, but a malformed after is not ignored. */
+  expect_events(server, after, "Last-Event-ID: 2", "3:finished");
   free(after);
+  after = fmt("%s?after=x", path);
+  const char *wins[] = {"Last-Event-ID: 1", NULL};
+  struct http_request both = {.method = "GET", .path = after, .headers = wins};
+  struct http_response *rb = http_do(server, &both);
+  assert_error(rb, 400, "invalid_query", "after");
+  http_response_free(rb);
+  free(after);
+  static const char *const bad_ids[] = {"Last-Event-ID: 9223372036854775808",
+                                        "Last-Event-ID: +1", "Last-Event-ID: 01",
+                                        "Last-Event-ID: 1.0"};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+    const char *h[] = {bad_ids[i], NULL};
+    struct http_request req = {.method = "GET", .path = path, .headers = h};
+    struct http_response *r = http_do(server, &req);
+    assert_error(r, 400, "invalid_query", "Last-Event-ID");
+    http_response_free(r);
+  }
   static const struct step bad[] = {
     {"after not a number", "GET", "/v1/tasks/{id}/events?after=abc", NULL, 400,
      "invalid_query", NULL},
@@ -1206,11 +1253,13 @@ static void test_events_live_cancel(void **state) {
   assert_int_equal(r->status, 200);
   struct sse_event events[8];
   size_t n = parse_events(r->body, events, 8);
-  assert_int_equal(n, 2);
+  assert_int_equal(n, 3);
   assert_int_equal(events[0].id, 1);
   assert_string_equal(events[0].type, "queued");
   assert_int_equal(events[1].id, 2);
   assert_string_equal(events[1].type, "cancelled");
+  assert_int_equal(events[2].id, 3);
+  assert_string_equal(events[2].type, "finished");
   http_response_free(r);
   free(path);
   free(id);
@@ -1231,8 +1280,9 @@ static void test_events_keepalive(void **state) {
   cancel_task(server, id);
   struct http_response *r = http_stream_finish(stream, 10000);
   struct sse_event events[8];
-  assert_int_equal(parse_events(r->body, events, 8), 2);
+  assert_int_equal(parse_events(r->body, events, 8), 3);
   assert_string_equal(events[1].type, "cancelled");
+  assert_string_equal(events[2].type, "finished");
   http_response_free(r);
   free(path);
   free(id);
@@ -1375,14 +1425,15 @@ static void test_not_found_vs_method_not_allowed(void **state) {
     {"POST to unknown path", "POST", "/v1/nope", "{}", 404, "not_found", FIELD_NULL},
   };
   run_steps(server, steps, sizeof steps / sizeof steps[0], NULL);
-  expect_405(server, "PUT", "/v1/tasks", "GET, POST");
-  expect_405(server, "DELETE", "/v1/tasks", "GET, POST");
-  expect_405(server, "PATCH", "/v1/tasks/" UNKNOWN_ID, "GET, DELETE");
-  expect_405(server, "GET", "/v1/tasks/" UNKNOWN_ID "/cancel", "POST");
-  expect_405(server, "POST", "/v1/tasks/" UNKNOWN_ID "/events", "GET");
-  expect_405(server, "DELETE", "/healthz", "GET");
-  expect_405(server, "POST", "/metrics", "GET");
-  expect_405(server, "PUT", "/openapi.json", "GET");
+  /* Allow lists HEAD wherever GET is, and OPTIONS everywhere. */
+  expect_405(server, "PUT", "/v1/tasks", "GET, HEAD, OPTIONS, POST");
+  expect_405(server, "DELETE", "/v1/tasks", "GET, HEAD, OPTIONS, POST");
+  expect_405(server, "PATCH", "/v1/tasks/" UNKNOWN_ID, "GET, HEAD, OPTIONS, DELETE");
+  expect_405(server, "GET", "/v1/tasks/" UNKNOWN_ID "/cancel", "OPTIONS, POST");
+  expect_405(server, "POST", "/v1/tasks/" UNKNOWN_ID "/events", "GET, HEAD, OPTIONS");
+  expect_405(server, "DELETE", "/healthz", "GET, HEAD, OPTIONS");
+  expect_405(server, "POST", "/metrics", "GET, HEAD, OPTIONS");
+  expect_405(server, "PUT", "/openapi.json", "GET, HEAD, OPTIONS");
 }
 
 /* A submission of exactly size bytes: REF padded with a comment (caller frees). */
@@ -1400,29 +1451,69 @@ static char *submission_of_size(size_t size) {
   return body;
 }
 
-/* An idle TCP connection to the server (the caller closes it). */
-static int open_idle_connection(struct server *server) {
+/* A TCP connection to the server (listening on 127.0.0.1) from the loopback address
+ * source ("127.0.0.2": the whole 127/8 is local on Linux), so one test can play two
+ * clients. The caller closes it. */
+static int connect_from(struct server *server, const char *source) {
   const char *url = server_url(server);
   const char *colon = strrchr(url, ':');
   assert_non_null(colon);
   struct sockaddr_in addr = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)strtol(colon + 1, NULL, 10))};
+  struct sockaddr_in from = {.sin_family = AF_INET};
   assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr), 1);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_int_equal(inet_pton(AF_INET, source, &from.sin_addr), 1);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof from), 0);
   assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
   return fd;
 }
 
-/* The limit_trips counter of one limit in /metrics. */
+/* An idle TCP connection to the server (the caller closes it). */
+static int open_idle_connection(struct server *server) {
+  return connect_from(server, "127.0.0.1");
+}
+
+/* The limit_trips counter of one limit in /metrics (asked again while the client's
+ * closed connections still count against it). */
 static long limit_trips(struct server *server, const char *limit) {
-  struct http_response *r = http_get(server, "/metrics");
+  struct http_response *r = NULL;
+  for (int i = 0; i < 100; i++) {
+    http_response_free(r);
+    r = http_get(server, "/metrics");
+    if (r->status != 429)
+      break;
+    usleep(20 * 1000);
+  }
   char *key = fmt("opforge_limit_trips_total{limit=\"%s\"} ", limit);
   const char *at = r->body ? strstr(r->body, key) : NULL;
   long n = at ? strtol(at + strlen(key), NULL, 10) : -1;
   free(key);
   http_response_free(r);
   return n;
+}
+
+/* True when the server has closed fd: end of stream or a reset (poll waits up to
+ * wait_ms). Anything the server sent before is read and dropped. */
+static bool closed_by_server(int fd, int wait_ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+  if (poll(&p, 1, wait_ms) <= 0)
+    return false;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+      return true;
+    if (n < 0)
+      return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+  }
+}
+
+static long ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 /* With --max-connections-per-ip 2, a request on a third open connection from the same
@@ -1450,6 +1541,18 @@ static void test_connections_per_client(void **state) {
                          "the limit is 2"));
   json_decref(doc);
   http_response_free(r);
+  /* A refused request with a body is read whole before the answer, so the client gets
+   * the 429 rather than a connection reset with its body unread. */
+  char *big = repeat(' ', 900 * 1024);
+  big[0] = '{';
+  big[900 * 1024 - 1] = '}';
+  for (int i = 0; i < 5; i++) {
+    r = http_send(server, "POST", "/v1/tasks", big, NULL); /* fails on a transport error */
+    assert_error(r, 429, "too_many_requests", FIELD_NULL);
+    assert_string_equal(http_header(r, "Connection"), "close");
+    http_response_free(r);
+  }
+  free(big);
   close(a);
   close(b);
   r = NULL;
@@ -1463,6 +1566,85 @@ static void test_connections_per_client(void **state) {
   assert_int_equal(r->status, 200);
   http_response_free(r);
   assert_true(limit_trips(server, "connections") >= 1);
+}
+
+
+/* Item 2 of issue 12: one address cannot take the server. With --header-deadline 2 and
+ * --max-connections-per-ip 8, 127.0.0.2 opens 20 connections and trickles a request head
+ * one byte every 300 ms (well inside the 30 s idle timeout, which every byte restarts).
+ * Meanwhile 127.0.0.1 is served, 127.0.0.2's complete request gets 429 (read cleanly,
+ * then its connection closes), and the trickling connections are all closed between 2
+ * and about 3 s after they opened, which /metrics counts. Then 127.0.0.2 is served again. */
+static void test_slow_heads_one_address(void **state) {
+  struct server *server = *state; /* --header-deadline 2 --max-connections-per-ip 8 */
+  enum { SLOW = 20 };
+  int fds[SLOW];
+  long opened = ms_now();
+  for (int i = 0; i < SLOW; i++) {
+    fds[i] = connect_from(server, "127.0.0.2");
+    static const char start[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    assert_int_equal(send(fds[i], start, sizeof start - 1, MSG_NOSIGNAL), sizeof start - 1);
+  }
+  char *url = fmt("%s/healthz", server_url(server));
+  int served = 0, refused = 0;
+  bool closed[SLOW] = {false};
+  long closed_at[SLOW] = {0};
+  while (ms_now() - opened < 4500) {
+    for (int i = 0; i < SLOW; i++) {
+      if (closed[i])
+        continue;
+      if (send(fds[i], "a", 1, MSG_NOSIGNAL) != 1 || closed_by_server(fds[i], 0)) {
+        closed[i] = true;
+        closed_at[i] = ms_now() - opened;
+      }
+    }
+    if (ms_now() - opened < 1500) {
+      /* The other address is served while this one is at its limit. */
+      struct http_response *r = http_get(server, "/healthz");
+      served += r->status == 200;
+      http_response_free(r);
+      /* A complete request from the full address: 429, answered whole. */
+      int fd = connect_from(server, "127.0.0.2");
+      static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+      assert_int_equal(send(fd, req, sizeof req - 1, MSG_NOSIGNAL), sizeof req - 1);
+      char buf[2048] = "";
+      size_t got = 0;
+      ssize_t n;
+      while (got < sizeof buf - 1 && (n = recv(fd, buf + got, sizeof buf - 1 - got, 0)) > 0)
+        got += (size_t)n;
+      refused += strncmp(buf, "HTTP/1.1 429 ", 13) == 0 && strstr(buf, "too_many_requests") &&
+                 strstr(buf, "Connection: close");
+      close(fd);
+    }
+    usleep(300 * 1000);
+  }
+  free(url);
+  int early = 0, open_still = 0;
+  for (int i = 0; i < SLOW; i++) {
+    if (!closed[i])
+      open_still++;
+    else if (closed_at[i] < 1900)
+      early++;
+    close(fds[i]);
+  }
+  print_message("served %d, refused %d; slow connections closed at", served, refused);
+  for (int i = 0; i < SLOW; i++)
+    print_message(" %ld", closed_at[i]);
+  print_message(" ms\n");
+  assert_true(served >= 3);
+  assert_true(refused >= 3);
+  assert_int_equal(open_still, 0);
+  assert_int_equal(early, 0);
+  assert_true(limit_trips(server, "header_deadline") >= SLOW);
+  /* Its slots are free again. */
+  int fd = connect_from(server, "127.0.0.2");
+  static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close"
+                            "\r\n\r\n";
+  assert_int_equal(send(fd, req, sizeof req - 1, MSG_NOSIGNAL), sizeof req - 1);
+  char buf[1024] = "";
+  assert_true(recv(fd, buf, sizeof buf - 1, 0) > 12);
+  assert_int_equal(strncmp(buf, "HTTP/1.1 200 ", 13), 0);
+  close(fd);
 }
 
 static void test_body_cap(void **state) {
@@ -1615,6 +1797,68 @@ static void test_concurrent_requests(void **state) {
   free(quoted);
 }
 
+/* ---------------------------------------------------------------- data directory */
+
+/* The text of a small file (caller frees); "" when it cannot be read. */
+static char *read_small_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  char *text = calloc(1, 65536);
+  assert_non_null(text);
+  if (f) {
+    size_t n = fread(text, 1, 65535, f);
+    text[n] = '\0';
+    fclose(f);
+  }
+  return text;
+}
+
+/* A second `opforge serve` on a data directory that a running server owns refuses to
+ * start (exit status 2) with a message naming the owner's pid, before it touches the
+ * store; the first server goes on working. */
+static void test_data_dir_has_one_owner(void **state) {
+  struct server *server = *state;
+  char *before = create_task(server, "owned");
+  char log[PATH_MAX + 32];
+  snprintf(log, sizeof log, "%s/second-server.log", server_data_dir(server));
+  const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
+                        server_data_dir(server), "--gpus", "none", NULL};
+  pid_t pid = -1;
+  int out = -1;
+  assert_int_equal(harness_spawn(argv, NULL, log, &pid, &out), 0);
+  int status = harness_wait_exit(pid, 10000);
+  if (status == -1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
+  char line[256] = "";
+  ssize_t n = read(out, line, sizeof line - 1);
+  close(out);
+  line[n > 0 ? n : 0] = '\0';
+  char *text = read_small_file(log);
+  char *want = fmt("another opforge server (pid %ld)", (long)server_pid(server));
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 2 || !strstr(text, want))
+    print_error("second server: wait status %d, stdout '%s', log:\n%s\n", status, line, text);
+  assert_true(status != -1 && WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 2);
+  assert_non_null(strstr(text, want));
+  assert_null(strstr(line, "listening"));
+  free(want);
+  free(text);
+  /* The owner is untouched: it answers, its task is still queued, it takes new ones. */
+  struct http_response *r = http_get(server, "/readyz");
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+  char *path = fmt("/v1/tasks/%s", before);
+  r = http_get(server, path);
+  json_t *task = http_json(r);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "queued");
+  json_decref(task);
+  http_response_free(r);
+  free(path);
+  free(before);
+  free(create_task(server, "after"));
+}
+
 /* ---------------------------------------------------------------- metrics */
 
 /* The value of the sample whose series text (name and labels) is exactly series; fails
@@ -1681,7 +1925,7 @@ static void test_media_types(void **state) {
     {"application/json", 202, NULL},
     {"application/json; charset=utf-8", 202, NULL},
     {"Application/JSON", 202, NULL},
-    {"", 202, NULL}, /* no Content-Type at all */
+    {"", 415, "unsupported_media_type"}, /* a body needs its Content-Type */
     {"text/plain", 415, "unsupported_media_type"},
     {"application/x-www-form-urlencoded", 415, "unsupported_media_type"},
     {"application/jsonp", 415, "unsupported_media_type"},
@@ -1692,7 +1936,8 @@ static void test_media_types(void **state) {
                                .content_type = cases[i].ctype};
     struct http_response *r = http_do(server, &req);
     char why[512];
-    if (!error_matches(r, cases[i].status, cases[i].code, FIELD_NULL, why, sizeof why)) {
+    if (!error_matches(r, cases[i].status, cases[i].code,
+                       cases[i].code ? "Content-Type" : NULL, why, sizeof why)) {
       print_error("Content-Type '%s': %s\n  body: %.300s\n", cases[i].ctype, why, r->body);
       failures++;
     }
@@ -1746,29 +1991,32 @@ int main(void) {
     WITH(setup_server, test_not_found_vs_method_not_allowed),
     WITH(setup_small_body_server, test_body_cap),
     WITH(setup_two_per_client_server, test_connections_per_client),
+    WITH(setup_slow_heads_server, test_slow_heads_one_address),
     WITH(setup_server, test_url_too_long),
     WITH(setup_server, test_slow_client),
-    WITH(setup_server, test_concurrent_requests),
+    WITH(setup_crowd_server, test_concurrent_requests),
     WITH(setup_server, test_metrics),
+    WITH(setup_server, test_data_dir_has_one_owner),
     WITH(setup_server, test_media_types),
     cmocka_unit_test(test_spec_coverage),
   };
   /* The suites of other files run before the coverage check, which stays last. */
-  const struct CMUnitTest *memory = NULL, *engine = NULL, *best = NULL, *skills = NULL;
-  size_t n_memory = memory_api_tests(&memory);
-  size_t n_engine = engine_api_tests(&engine);
-  size_t n_best = best_api_tests(&best);
-  size_t n_skills = skills_api_tests(&skills);
-  size_t n_base = sizeof tests / sizeof tests[0];
-  size_t n_all = n_base + n_memory + n_engine + n_best + n_skills;
+  const struct CMUnitTest *groups[5] = {NULL};
+  size_t sizes[5] = {memory_api_tests(&groups[0]), engine_api_tests(&groups[1]),
+                     best_api_tests(&groups[2]), protocol_api_tests(&groups[3]),
+                     skills_api_tests(&groups[4])};
+  size_t n_base = sizeof tests / sizeof tests[0], n_all = n_base;
+  for (size_t g = 0; g < 5; g++)
+    n_all += sizes[g];
   struct CMUnitTest *all = calloc(n_all, sizeof *all);
   if (!all)
     return 1;
   memcpy(all, tests, (n_base - 1) * sizeof *all);
-  memcpy(all + n_base - 1, memory, n_memory * sizeof *all);
-  memcpy(all + n_base - 1 + n_memory, engine, n_engine * sizeof *all);
-  memcpy(all + n_base - 1 + n_memory + n_engine, best, n_best * sizeof *all);
-  memcpy(all + n_base - 1 + n_memory + n_engine + n_best, skills, n_skills * sizeof *all);
+  size_t at = n_base - 1;
+  for (size_t g = 0; g < 5; g++) {
+    memcpy(all + at, groups[g], sizes[g] * sizeof *all);
+    at += sizes[g];
+  }
   all[n_all - 1] = tests[n_base - 1];
   /* For debugging one test: OPFORGE_API_TEST_FILTER=test_auth (the coverage check then
    * fails, as it should for a partial run). */

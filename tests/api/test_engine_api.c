@@ -158,7 +158,10 @@ static void test_score_matches_recomputation(void **state) {
 
 static void test_score_rejects_bad_queries(void **state) {
   struct server *server = *state;
-  expect_error(server, "/v1/memory/score?prefix=no_such_direction", 400, "invalid_query", "prefix");
+  expect_error(server, "/v1/memory/score?prefix=no_such_direction", 404, "memory_node_not_found",
+               "prefix");
+  expect_error(server, "/v1/memory/score?prefix=Bad-Id", 400, "invalid_query", "prefix");
+  expect_error(server, "/v1/memory/score?prefix=fusion,,tiling", 400, "invalid_query", "prefix");
   expect_error(server, "/v1/memory/score?family=convolution", 400, "invalid_query", "family");
   expect_error(server, "/v1/memory/score?bound=disk", 400, "invalid_query", "bound");
   expect_error(server, "/v1/memory/score?failure=oops", 400, "invalid_query", "failure");

@@ -546,15 +546,17 @@ static void test_wait_plain_lines(void **state) {
   assert_string_equal(text_str(&p.err), "");
   char **lines, *copy;
   size_t n = split_lines(text_str(&p.out), &lines, &copy);
-  if (n != 3)
+  if (n != 4)
     print_error("stdout was:\n%s", text_str(&p.out));
-  assert_int_equal(n, 3);
+  assert_int_equal(n, 4); /* every task's stream ends with "finished" (issue 12) */
   assert_string_equal(lines[0], id);
   char type[64];
   event_type(lines[1], type, sizeof type);
   assert_string_equal(type, "queued");
   event_type(lines[2], type, sizeof type);
   assert_string_equal(type, "cancelled");
+  event_type(lines[3], type, sizeof type);
+  assert_string_equal(type, "finished");
   assert_int_equal(p.out.s[p.out.len - 1], '\n');
   free(lines), free(copy), free(id), proc_clear(&p);
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,56 @@ static void test_append_nomem(void **state) {
   free(text);
 }
 
+
+/* Parses text as a request body would be; returns the object or NULL (caller owns). */
+static json_t *parse_body(const char *text) {
+  struct request req;
+  memset(&req, 0, sizeof req);
+  body_append(&req, text, strlen(text), 1 << 20);
+  enum MHD_Result r = MHD_YES;
+  json_t *doc = body_parse_object(&req, &r);
+  free(req.body);
+  return doc;
+}
+
+/* JSON has one number type: an integer literal beyond +-2^63 (which Jansson alone
+ * refuses) is read as the real it is, wherever it sits; strings are left alone and
+ * int64 integers stay integers; reals without a fraction become integers. */
+static void test_parse_wide_integers(void **state) {
+  (void)state;
+  json_t *doc = parse_body("{\"a\": -10000000000000000000, \"b\": [1, 18446744073709551616,"
+                           " -9223372036854775808, 9223372036854775807], \"s\":"
+                           " \"99999999999999999999 \\\" -99999999999999999999\", \"c\":"
+                           " {\"d\": 123456789012345678901234567890e2}}");
+  assert_non_null(doc);
+  assert_true(json_is_real(json_object_get(doc, "a")));
+  assert_true(json_real_value(json_object_get(doc, "a")) == -1e19);
+  json_t *b = json_object_get(doc, "b");
+  assert_true(json_is_integer(json_array_get(b, 0)));
+  assert_true(json_is_real(json_array_get(b, 1)));
+  assert_true(json_is_integer(json_array_get(b, 2)));
+  assert_int_equal(json_integer_value(json_array_get(b, 2)), INT64_MIN);
+  assert_int_equal(json_integer_value(json_array_get(b, 3)), INT64_MAX);
+  assert_string_equal(json_string_value(json_object_get(doc, "s")),
+                      "99999999999999999999 \" -99999999999999999999");
+  assert_true(json_is_real(json_object_get(json_object_get(doc, "c"), "d")));
+  json_decref(doc);
+  /* JSON Schema's integers: 5.0 and 1e2 are integers, 2.5 is not. */
+  doc = parse_body("{\"x\": 5.0, \"y\": [2.0, 2.5, -0.0], \"z\": {\"w\": 1e2}}");
+  assert_non_null(doc);
+  assert_true(json_is_integer(json_object_get(doc, "x")));
+  assert_int_equal(json_integer_value(json_object_get(doc, "x")), 5);
+  assert_true(json_is_integer(json_array_get(json_object_get(doc, "y"), 0)));
+  assert_true(json_is_real(json_array_get(json_object_get(doc, "y"), 1)));
+  assert_true(json_is_integer(json_array_get(json_object_get(doc, "y"), 2)));
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "z"), "w")), 100);
+  json_decref(doc);
+  /* Still refused: NUL in a string, a real beyond double, broken JSON. */
+  assert_null(parse_body("{\"a\": \"x\\u0000y\"}"));
+  assert_null(parse_body("{\"a\": 1e400}"));
+  assert_null(parse_body("{\"a\": 10000000000000000000000"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_length_allowed),
@@ -185,6 +236,7 @@ int main(void) {
     cmocka_unit_test(test_append_exact_cap_then_overflow),
     cmocka_unit_test(test_append_chunk_crossing_cap),
     cmocka_unit_test(test_append_nomem),
+    cmocka_unit_test(test_parse_wide_integers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,7 @@ static const char *const no_env[] = {NULL};
 /* Loads with argv (NULL-terminated) and env; asserts success. */
 static void load_ok(const char *const *argv, const char *const *env,
                     struct opforge_config *cfg) {
-  char *args[32];
+  char *args[48];
   int argc = 0;
   while (argv && argv[argc]) {
     args[argc] = (char *)argv[argc];
@@ -44,7 +44,7 @@ static void load_ok(const char *const *argv, const char *const *env,
  * NULL-terminated needles, and that cfg was left untouched. */
 static void load_fails(const char *const *argv, const char *const *env, char *err,
                        size_t errlen) {
-  char *args[32];
+  char *args[48];
   int argc = 0;
   while (argv && argv[argc]) {
     args[argc] = (char *)argv[argc];
@@ -84,8 +84,11 @@ static void test_defaults(void **state) {
   assert_int_equal(cfg.max_url_bytes, 8192);
   assert_int_equal(cfg.threads, 8);
   assert_int_equal(cfg.max_connections, 1024);
-  assert_int_equal(cfg.max_connections_per_ip, 512);
+  assert_int_equal(cfg.max_connections_per_ip, 64); /* well below the 1024 in all */
   assert_int_equal(cfg.connection_timeout_s, 30);
+  assert_int_equal(cfg.header_deadline_s, 10);
+  assert_int_equal(cfg.n_cors_origins, 0);
+  assert_int_equal(cfg.n_allow_hosts, 0);
   assert_int_equal(cfg.sse_keepalive_s, 15);
   assert_string_equal(cfg.python, "");
   assert_string_equal(cfg.evaluator, "");
@@ -382,6 +385,58 @@ static void test_token_file_bad(void **state) {
   assert_null(strstr(err, TOKEN_A));
 }
 
+
+/* --cors-origin and --allow-host repeat; their variables hold lists; options replace
+ * the variable's list; entries are lower-cased and checked. */
+static void test_repeatable_lists(void **state) {
+  (void)state;
+  struct opforge_config cfg;
+  load_ok(ARGV("--cors-origin", "https://App.example:8443", "--cors-origin=http://localhost",
+               "--allow-host", "OpForge.internal", "--header-deadline", "3"),
+          no_env, &cfg);
+  assert_int_equal(cfg.n_cors_origins, 2);
+  assert_string_equal(cfg.cors_origins[0], "https://app.example:8443");
+  assert_string_equal(cfg.cors_origins[1], "http://localhost");
+  assert_int_equal(cfg.n_allow_hosts, 1);
+  assert_string_equal(cfg.allow_hosts[0], "opforge.internal");
+  assert_int_equal(cfg.header_deadline_s, 3);
+
+  load_ok(NULL, ENV("OPFORGE_CORS_ORIGIN", "http://a.example, http://b.example:81",
+                    "OPFORGE_ALLOW_HOST", "x.example y.example"), &cfg);
+  assert_int_equal(cfg.n_cors_origins, 2);
+  assert_string_equal(cfg.cors_origins[1], "http://b.example:81");
+  assert_int_equal(cfg.n_allow_hosts, 2);
+  load_ok(ARGV("--cors-origin", "http://c.example"),
+          ENV("OPFORGE_CORS_ORIGIN", "http://a.example http://b.example"), &cfg);
+  assert_int_equal(cfg.n_cors_origins, 1);
+  assert_string_equal(cfg.cors_origins[0], "http://c.example");
+
+  char err[512];
+  static const char *const bad_origins[] = {"example.com", "ftp://x", "http://", "http://x/",
+                                            "http://x:0", "http://x:70000", "http://a b",
+                                            "*", "null"};
+  for (size_t i = 0; i < sizeof bad_origins / sizeof bad_origins[0]; i++) {
+    load_fails(ARGV("--cors-origin", bad_origins[i]), no_env, err, sizeof err);
+    assert_contains(err, "--cors-origin");
+  }
+  static const char *const bad_hosts[] = {"x.example:80", "http://x", "a/b", ""};
+  for (size_t i = 0; i < sizeof bad_hosts / sizeof bad_hosts[0]; i++) {
+    load_fails(ARGV("--allow-host", bad_hosts[i]), no_env, err, sizeof err);
+    assert_contains(err, "--allow-host");
+  }
+  load_fails(ARGV("--header-deadline", "0"), no_env, err, sizeof err);
+  assert_contains(err, "--header-deadline");
+  const char *many[2 * CONFIG_MAX_NAMES + 3];
+  size_t k = 0;
+  for (int i = 0; i <= CONFIG_MAX_NAMES; i++) {
+    many[k++] = "--allow-host";
+    many[k++] = "h.example";
+  }
+  many[k] = NULL;
+  load_fails(many, no_env, err, sizeof err);
+  assert_contains(err, "at most 16");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_defaults),
@@ -397,6 +452,7 @@ int main(void) {
     cmocka_unit_test(test_token_file),
     cmocka_unit_test(test_token_lengths),
     cmocka_unit_test(test_token_file_bad),
+    cmocka_unit_test(test_repeatable_lists),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include "handlers/handlers.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/origin.h"
 #include "base/ids.h"
 #include "server/router.h"
 
@@ -119,15 +120,40 @@ static void test_not_found(void **state) {
 static void test_method_not_allowed(void **state) {
   (void)state;
   expect_miss(opforge_routes, "PUT", "/v1/tasks/abc", ROUTE_METHOD_NOT_ALLOWED,
-              "GET, DELETE");
+              "GET, DELETE, HEAD, OPTIONS");
   expect_miss(opforge_routes, "POST", "/v1/tasks/abc", ROUTE_METHOD_NOT_ALLOWED,
-              "GET, DELETE");
-  expect_miss(opforge_routes, "DELETE", "/v1/tasks", ROUTE_METHOD_NOT_ALLOWED, "POST, GET");
+              "GET, DELETE, HEAD, OPTIONS");
+  expect_miss(opforge_routes, "DELETE", "/v1/tasks", ROUTE_METHOD_NOT_ALLOWED,
+              "POST, GET, HEAD, OPTIONS");
   expect_miss(opforge_routes, "GET", "/v1/tasks/abc/cancel", ROUTE_METHOD_NOT_ALLOWED,
-              "POST");
-  expect_miss(opforge_routes, "POST", "/healthz", ROUTE_METHOD_NOT_ALLOWED, "GET");
+              "POST, OPTIONS");
+  expect_miss(opforge_routes, "POST", "/healthz", ROUTE_METHOD_NOT_ALLOWED,
+              "GET, HEAD, OPTIONS");
+  expect_miss(opforge_routes, "HEAD", "/v1/tasks/abc/cancel", ROUTE_METHOD_NOT_ALLOWED,
+              "POST, OPTIONS");
   /* Methods are case-sensitive (RFC 9110). */
-  expect_miss(opforge_routes, "get", "/healthz", ROUTE_METHOD_NOT_ALLOWED, "GET");
+  expect_miss(opforge_routes, "get", "/healthz", ROUTE_METHOD_NOT_ALLOWED,
+              "GET, HEAD, OPTIONS");
+}
+
+/* HEAD is answered by the GET route; OPTIONS on a known path lists its methods. */
+static void test_head_and_options(void **state) {
+  (void)state;
+  struct request req;
+  memset(&req, 0, sizeof req);
+  const struct route *r = NULL;
+  char allow[64];
+  assert_int_equal(router_match(opforge_routes, "HEAD", "/v1/tasks/abc/events", &req, &r,
+                                allow, sizeof allow),
+                   ROUTE_FOUND);
+  assert_string_equal(r->method, "GET");
+  assert_true(r->handler == handle_task_events);
+  assert_string_equal(req.params[0], "abc");
+  release_params(&req);
+  expect_miss(opforge_routes, "OPTIONS", "/v1/tasks/abc", ROUTE_OPTIONS,
+              "GET, DELETE, HEAD, OPTIONS");
+  expect_miss(opforge_routes, "OPTIONS", "/v1/memory/reset", ROUTE_OPTIONS, "POST, OPTIONS");
+  expect_miss(opforge_routes, "OPTIONS", "/nothing", ROUTE_NOT_FOUND, "");
 }
 
 static enum MHD_Result dummy_handler(struct request *req) {
@@ -164,7 +190,8 @@ static void test_param_limits(void **state) {
   expect_miss(test_routes, "GET", "/b/1/2/3/4", ROUTE_NOT_FOUND, "");
   expect_miss(test_routes, "GET", "/a/1//3", ROUTE_NOT_FOUND, "");
   /* A method listed twice for one path appears once in Allow. */
-  expect_miss(test_routes, "PUT", "/c", ROUTE_METHOD_NOT_ALLOWED, "GET, PATCH");
+  expect_miss(test_routes, "PUT", "/c", ROUTE_METHOD_NOT_ALLOWED,
+              "GET, PATCH, HEAD, OPTIONS");
 }
 
 static void test_allow_truncation(void **state) {
@@ -296,12 +323,64 @@ static void test_id_new(void **state) {
   }
 }
 
+
+/* The Host rule against DNS rebinding, per listen address, and the Origin rules. */
+static void test_host_and_origin_rules(void **state) {
+  (void)state;
+  struct opforge_config cfg;
+  config_defaults(&cfg); /* 127.0.0.1 */
+  static const char *const ok_local[] = {"127.0.0.1", "127.0.0.1:8080", "localhost",
+                                         "LocalHost:1"};
+  for (size_t i = 0; i < sizeof ok_local / sizeof *ok_local; i++)
+    if (!origin_host_allowed(&cfg, ok_local[i]))
+      fail_msg("listen 127.0.0.1: Host %s refused", ok_local[i]);
+  static const char *const bad_local[] = {"evil.example", "127.0.0.2", "[::1]", "10.0.0.1",
+                                          "127.0.0.1:80x", "", ":80", "[127.0.0.1]",
+                                          "localhost.evil.example", "127.000.0.1"};
+  for (size_t i = 0; i < sizeof bad_local / sizeof *bad_local; i++)
+    if (origin_host_allowed(&cfg, bad_local[i]))
+      fail_msg("listen 127.0.0.1: Host '%s' allowed", bad_local[i]);
+  snprintf(cfg.listen_host, sizeof cfg.listen_host, "localhost");
+  assert_true(origin_host_allowed(&cfg, "localhost:8080"));
+  assert_true(origin_host_allowed(&cfg, "127.0.0.1:8080"));
+  assert_true(origin_host_allowed(&cfg, "[::1]:8080"));
+  assert_false(origin_host_allowed(&cfg, "192.168.1.2"));
+  snprintf(cfg.listen_host, sizeof cfg.listen_host, "0.0.0.0");
+  assert_true(origin_host_allowed(&cfg, "192.168.1.2:8080"));
+  assert_true(origin_host_allowed(&cfg, "[fe80::1]"));
+  assert_true(origin_host_allowed(&cfg, "localhost"));
+  assert_false(origin_host_allowed(&cfg, "evil.example"));
+  snprintf(cfg.listen_host, sizeof cfg.listen_host, "[::1]");
+  assert_true(origin_host_allowed(&cfg, "[::1]:9"));
+  assert_true(origin_host_allowed(&cfg, "[0:0::1]"));
+  assert_true(origin_host_allowed(&cfg, "localhost"));
+  assert_false(origin_host_allowed(&cfg, "127.0.0.1"));
+  snprintf(cfg.allow_hosts[cfg.n_allow_hosts++], sizeof cfg.allow_hosts[0], "opforge.internal");
+  assert_true(origin_host_allowed(&cfg, "OPFORGE.internal:443"));
+  assert_false(origin_host_allowed(&cfg, "opforge.internal.evil"));
+
+  snprintf(cfg.cors_origins[cfg.n_cors_origins++], sizeof cfg.cors_origins[0],
+           "https://app.example:8443");
+  assert_true(origin_cors_listed(&cfg, "https://app.example:8443"));
+  assert_true(origin_cors_listed(&cfg, "HTTPS://APP.example:8443"));
+  assert_false(origin_cors_listed(&cfg, "https://app.example"));
+  assert_false(origin_cors_listed(&cfg, NULL));
+  assert_true(origin_is_own("http://127.0.0.1:8080", "127.0.0.1:8080"));
+  assert_true(origin_is_own("https://Opforge.internal", "opforge.internal"));
+  assert_false(origin_is_own("http://127.0.0.1:8081", "127.0.0.1:8080"));
+  assert_false(origin_is_own("null", "127.0.0.1:8080"));
+  assert_false(origin_is_own("http://127.0.0.1:8080", NULL));
+  assert_false(origin_is_own("ftp://127.0.0.1:8080", "127.0.0.1:8080"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_exact_routes),
     cmocka_unit_test(test_params),
     cmocka_unit_test(test_not_found),
     cmocka_unit_test(test_method_not_allowed),
+    cmocka_unit_test(test_head_and_options),
+    cmocka_unit_test(test_host_and_origin_rules),
     cmocka_unit_test(test_param_limits),
     cmocka_unit_test(test_allow_truncation),
     cmocka_unit_test(test_auth_check),

@@ -1,0 +1,265 @@
+/* The admission checks (see admission.h). Each refusal is counted where a limit trips,
+ * logged once, and answered in the one error shape. */
+#include "server/admission.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+#include "server/auth.h"
+#include "server/body.h"
+#include "server/client_limit.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/origin.h"
+#include "server/reply.h"
+#include "server/router.h"
+
+/* The client address of conn (borrowed from MHD), or NULL. */
+static const struct sockaddr *client_address(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  return info ? info->client_addr : NULL;
+}
+
+/* Finding a NUL byte in a header. libmicrohttpd 0.9.75 keeps the request head in one
+ * buffer and hands out pointers into it, but measures header values with strlen, so a
+ * NUL byte cuts the value short and the rest of the line disappears. The lost bytes
+ * show as a gap: in a sound head, each header's name starts right after the previous
+ * line's end of value, 1 or 2 bytes later (LF or CRLF, both overwritten with NUL), and
+ * the head ends 2 to 4 bytes after the last value (the line end and the empty line).
+ * Only pointer values are compared, never read; where the layout is not the expected
+ * one (pointers out of order: a folded line moved by the library) the check stays out
+ * of the way. A later library that keeps the bytes shows them as a length mismatch. */
+struct head_walk {
+  const char *end;      /* end of the previous line's value (or of the request line) */
+  const char *last_key; /* the previous header's name (NULL before the first) */
+  const char *hidden;   /* name of the first header that hides bytes, "" when unnamed */
+  bool unordered;
+};
+
+static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size) {
+  (void)kind;
+  struct head_walk *w = cls;
+  if ((value && strlen(value) != value_size) || (key && strlen(key) != key_size)) {
+    w->hidden = key ? key : "";
+    return MHD_NO;
+  }
+  if (!key || !w->end || key < w->end || (value && value < key)) {
+    w->unordered = true;
+    return MHD_NO;
+  }
+  size_t gap = (size_t)(key - w->end);
+  if (gap < 1 || gap > 2) {
+    w->hidden = w->last_key ? w->last_key : "";
+    return MHD_NO;
+  }
+  w->last_key = key;
+  w->end = value ? value + value_size : key + key_size;
+  return MHD_YES;
+}
+
+/* The name of a header whose line held a NUL byte ("" for the request line's), or NULL
+ * when none did or the layout is not the expected one. */
+static const char *nul_in_head(struct request *req, const char *version) {
+  const union MHD_ConnectionInfo *size =
+      MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+  struct head_walk w = {.end = version ? version + strlen(version) : NULL};
+  MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, walk_header, &w);
+  if (w.hidden || w.unordered || !size || !w.end || !req->method)
+    return w.unordered ? NULL : w.hidden;
+  const char *head_end = req->method + size->header_size;
+  if (head_end < w.end)
+    return NULL;
+  size_t tail = (size_t)(head_end - w.end);
+  return tail >= 2 && tail <= 4 ? NULL : w.last_key ? w.last_key : "";
+}
+
+/* 400 invalid_header for a NUL byte in a header, or an HTTP/1.1 request without Host
+ * (RFC 9112 section 3.2); MHD_YES when the headers are sound. */
+static enum MHD_Result check_headers(struct request *req, const char *version, bool *ret_ok) {
+  const char *bad = nul_in_head(req, version);
+  *ret_ok = false;
+  if (bad)
+    return reply_error(req, API_ERR_INVALID_HEADER, bad[0] ? bad : NULL,
+                       "header %s holds a NUL byte", bad[0] ? bad : "(unnamed)");
+  if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+      !request_header(req, MHD_HTTP_HEADER_HOST))
+    return reply_error(req, API_ERR_INVALID_HEADER, "Host",
+                       "an HTTP/1.1 request must have a Host header");
+  *ret_ok = true;
+  return MHD_YES;
+}
+
+/* 429 when the client has more connections open than allowed; the connection is then
+ * closed after the answer, so the slot frees at once. */
+static enum MHD_Result refuse_client(const struct admission *a, struct request *req) {
+  const struct sockaddr *client = client_address(req->conn);
+  unsigned open = client_limit_count(a->clients, client);
+  metrics_limit_tripped(a->metrics, LIMIT_CONNECTIONS);
+  log_warn("limit: a client with %u open connections refused (cap %u)", open,
+           client_limit_limit(a->clients));
+  req->close_after = true;
+  return reply_error_with_header(req, API_ERR_TOO_MANY_REQUESTS, "Retry-After", "1",
+                                 "this client has %u connections open; the limit is %u "
+                                 "(--max-connections-per-ip): close some and retry",
+                                 open, client_limit_limit(a->clients));
+}
+
+/* OPTIONS on a known path: 204 with Allow; for a --cors-origin origin asking for a
+ * preflight, also the Access-Control-Allow-* headers. Other origins get no CORS
+ * header, so the browser refuses the real request. */
+static enum MHD_Result answer_options(struct request *req, const char *allow) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+  if (!resp)
+    return MHD_NO;
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+  if (req->cors_origin && request_header(req, "Access-Control-Request-Method"))
+    origin_add_preflight_headers(resp, req->cors_origin, allow);
+  else if (req->cors_origin)
+    origin_add_cors_headers(resp, req->cors_origin);
+  req->cors_origin = NULL; /* its headers are on already */
+  return reply_response(req, 204, resp);
+}
+
+/* Routes req; answers 404, 405 or OPTIONS itself. *ret_routed says whether it may go on. */
+static enum MHD_Result route(struct request *req, bool *ret_routed) {
+  char allow[96];
+  *ret_routed = false;
+  switch (router_match(opforge_routes, req->method, req->url, req, &req->route, allow,
+                       sizeof allow)) {
+  case ROUTE_NOT_FOUND:
+    return reply_error(req, API_ERR_NOT_FOUND, NULL, "no route for %s", req->url);
+  case ROUTE_OPTIONS:
+    return answer_options(req, allow);
+  case ROUTE_METHOD_NOT_ALLOWED: {
+    const struct api_error_info *info = api_error_info(API_ERR_METHOD_NOT_ALLOWED);
+    json_t *body = json_pack("{s:{s:s, s:s+, s:n}}", "error", "code", info->code, "message",
+                             "allowed methods: ", allow, "field");
+    return reply_json_with_header(req, info->status, body, MHD_HTTP_HEADER_ALLOW, allow);
+  }
+  case ROUTE_FOUND:
+    break;
+  }
+  *ret_routed = true;
+  return MHD_YES;
+}
+
+/* 401 or 403 for a write without the right bearer token; *ret_ok when it may go on. */
+static enum MHD_Result check_token(const struct admission *a, struct request *req,
+                                   bool *ret_ok) {
+  *ret_ok = false;
+  enum auth_result r = auth_check(a->cfg, request_header(req, MHD_HTTP_HEADER_AUTHORIZATION));
+  if (r == AUTH_MISSING) {
+    const struct api_error_info *info = api_error_info(API_ERR_UNAUTHORIZED);
+    json_t *body = json_pack("{s:{s:s, s:s, s:n}}", "error", "code", info->code, "message",
+                             "this server needs 'Authorization: Bearer <token>' for writes",
+                             "field");
+    return reply_json_with_header(req, info->status, body, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                  "Bearer realm=\"opforge\"");
+  }
+  if (r == AUTH_WRONG)
+    return reply_error(req, API_ERR_FORBIDDEN, NULL, "the bearer token is not accepted");
+  *ret_ok = true;
+  return MHD_YES;
+}
+
+/* True when a Content-Type value is application/json (parameters allowed). */
+static bool is_json(const char *ct) {
+  if (strncasecmp(ct, "application/json", 16) != 0)
+    return false;
+  return ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ';
+}
+
+/* The checks of a write (POST, PUT, PATCH, DELETE); *ret_ok when it may go on. A write
+ * from a browser page of another site carries that site's Origin: it is refused unless
+ * listed. A form (the one cross-site write a browser sends without asking first) has a
+ * form or text Content-Type: every write that names a type must name JSON, and a body
+ * must come with it. */
+static enum MHD_Result check_write(const struct admission *a, struct request *req,
+                                   bool *ret_ok) {
+  *ret_ok = false;
+  const char *origin = request_header(req, "Origin");
+  if (origin && !req->cors_origin &&
+      !origin_is_own(origin, request_header(req, MHD_HTTP_HEADER_HOST))) {
+    log_warn("a %s from origin '%.100s' refused", req->method, origin);
+    return reply_error(req, API_ERR_CROSS_SITE_REFUSED, "Origin",
+                       "writes from origin %.100s are refused: it is neither this "
+                       "server's nor listed with --cors-origin", origin);
+  }
+  bool token_ok;
+  enum MHD_Result r = check_token(a, req, &token_ok);
+  if (!token_ok)
+    return r;
+  const char *ct = request_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+  if ((ct && !is_json(ct)) || (!ct && req->has_body))
+    return reply_error(req, API_ERR_UNSUPPORTED_MEDIA, "Content-Type",
+                       "writes take JSON: send Content-Type: application/json (or, "
+                       "without a body, no Content-Type)");
+  *ret_ok = true;
+  return MHD_YES;
+}
+
+/* Decides whether an early answer to req must wait for its body (see request.h). */
+static void plan_early_answer(const struct admission *a, struct request *req,
+                              bool *ret_length_over) {
+  const char *cl = request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  const char *te = request_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+  const char *expect = request_header(req, MHD_HTTP_HEADER_EXPECT);
+  *ret_length_over = !body_length_allowed(cl, a->cfg->max_body_bytes);
+  req->has_body = te || (cl && strspn(cl, "0") != strlen(cl));
+  /* Without a body there is nothing to drain; past the cap it is not drained; with
+   * "Expect: 100-continue" the client waits and sends no body after an early answer. */
+  bool waits = expect && strcasecmp(expect, "100-continue") == 0;
+  req->defer_replies = req->has_body && !*ret_length_over && !waits;
+  req->close_after = req->has_body && !req->defer_replies;
+}
+
+enum MHD_Result admission_check(const struct admission *a, struct request *req,
+                                const char *version, size_t uri_len) {
+  const struct opforge_config *cfg = a->cfg;
+  bool ok, length_over;
+  plan_early_answer(a, req, &length_over);
+  enum MHD_Result r = check_headers(req, version, &ok);
+  if (!ok)
+    return r;
+  if (atomic_load(a->shutting_down))
+    return reply_error(req, API_ERR_SHUTTING_DOWN, NULL, "the server is shutting down");
+  if (client_limit_over(a->clients, client_address(req->conn)))
+    return refuse_client(a, req);
+  if (uri_len > cfg->max_url_bytes) {
+    metrics_limit_tripped(a->metrics, LIMIT_URL);
+    log_warn("limit: URL of %zu bytes refused (cap %zu)", uri_len, cfg->max_url_bytes);
+    return reply_error(req, API_ERR_URL_TOO_LONG, NULL,
+                       "request URL is %zu bytes; the limit is %zu", uri_len,
+                       cfg->max_url_bytes);
+  }
+  const char *host = request_header(req, MHD_HTTP_HEADER_HOST);
+  if (host && !origin_host_allowed(cfg, host)) {
+    log_warn("a request for host '%.100s' refused", host);
+    return reply_error(req, API_ERR_HOST_NOT_ALLOWED, "Host",
+                       "this server does not answer for host %.100s (--allow-host adds "
+                       "names)", host);
+  }
+  const char *origin = request_header(req, "Origin");
+  if (origin_cors_listed(cfg, origin))
+    req->cors_origin = origin;
+  r = route(req, &ok);
+  if (!ok)
+    return r;
+  if (auth_is_write(req->method)) {
+    r = check_write(a, req, &ok);
+    if (!ok)
+      return r;
+  }
+  if (length_over) {
+    metrics_limit_tripped(a->metrics, LIMIT_BODY);
+    log_warn("limit: body over %zu bytes refused (Content-Length)", cfg->max_body_bytes);
+    return reply_error(req, API_ERR_BODY_TOO_LARGE, NULL, "request body is over %zu bytes",
+                       cfg->max_body_bytes);
+  }
+  req->defer_replies = false;
+  req->close_after = false;
+  return MHD_YES;
+}

@@ -1,0 +1,24 @@
+/* The data directory's owner: one `opforge serve` per --data, held by a lock file. */
+#ifndef OPFORGE_DATA_LOCK_H
+#define OPFORGE_DATA_LOCK_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct data_lock;
+
+/* Takes DIR/opforge.lock with flock(LOCK_EX | LOCK_NB) and writes this process's pid
+ * into it. The lock lasts until data_lock_release (or the process's end, even by
+ * kill -9: the kernel drops it with the descriptor). When another process holds it,
+ * returns -1 with a message naming that process's pid in err (the pid it wrote; 0 in
+ * *ret_holder when unreadable); other failures also return -1 with the reason in err
+ * and *ret_holder 0. On success returns 0 and *ret_lock (caller releases it).
+ * ret_holder may be NULL. */
+int data_lock_acquire(const char *dir, struct data_lock **ret_lock, pid_t *ret_holder,
+                      char *err, size_t errlen);
+
+/* Releases the lock and frees it. The file stays (removing it would let two processes
+ * lock two different files of the same name). Accepts NULL. */
+void data_lock_release(struct data_lock *lock);
+
+#endif
