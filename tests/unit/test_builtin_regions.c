@@ -10,6 +10,7 @@
  * last node, and its float64 reference the region's nodes replayed in float64 on those
  * inputs. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -712,9 +713,163 @@ static void test_region_emulation(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* ---- (3) NVRTC compiles of the region candidates ---- */
+
+/* Candidates to compile, shared by the compile threads. */
+struct compile_queue {
+  json_t *cands; /* [{"source", "options", "tag"}] */
+  size_t next, failed;
+  pthread_mutex_t lock;
+};
+
+static void *compile_worker(void *arg) {
+  struct compile_queue *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->lock);
+    size_t i = q->next++;
+    pthread_mutex_unlock(&q->lock);
+    json_t *cand = json_array_get(q->cands, i);
+    if (!cand)
+      return NULL;
+    const char *opts[NVRTC_MAX_OPTIONS];
+    size_t n = 0, j;
+    json_t *o;
+    json_array_foreach(json_object_get(cand, "options"), j, o) opts[n++] = json_string_value(o);
+    struct compile_request req = {json_string_value(json_object_get(cand, "source")), opts, n,
+                                  "sm_90a", GPU_PREC_FP32, NULL};
+    struct compile_result r;
+    if (nvrtc_compile(&req, &r) != 0 || !r.ok) {
+      pthread_mutex_lock(&q->lock);
+      q->failed++;
+      printf("  COMPILE FAILED (%s): %.800s\n", json_string_value(json_object_get(cand, "tag")),
+             r.log ? r.log : "");
+      pthread_mutex_unlock(&q->lock);
+    }
+    compile_result_clear(&r);
+  }
+}
+
+/* Adds cand's source and options under tag to cands unless seen holds a candidate of the
+ * same kind: its match's summary with the sizes left out, and its options (the regions of
+ * a model repeat a few kinds at many sizes; the sizes only change constants). */
+static void add_distinct(json_t *cands, json_t *seen, json_t *cand, json_t *match,
+                         const char *tag) {
+  const char *summary = json_string_value(json_object_get(match, "summary"));
+  char kind[600];
+  size_t n = 0;
+  for (const char *c = summary; c && *c && n + 1 < sizeof kind; c++)
+    if (*c < '0' || *c > '9')
+      kind[n++] = *c;
+  kind[n] = 0;
+  char *opts = json_dumps(json_object_get(cand, "options"), JSON_COMPACT);
+  json_t *key = json_pack("{s:s, s:s}", "kind", kind, "options", opts);
+  free(opts);
+  char *k = json_dumps(key, JSON_COMPACT | JSON_SORT_KEYS);
+  if (!json_object_get(seen, k)) {
+    json_object_set_new(seen, k, json_true());
+    json_array_append_new(cands, json_pack("{s:O, s:O, s:s}", "source",
+                                           json_object_get(cand, "source"), "options",
+                                           json_object_get(cand, "options"), "tag", tag));
+  }
+  free(k);
+  json_decref(key);
+}
+
+/* The defaults of every generated region of profile, and with moves (a seed memory's
+ * locals, may be NULL) every move of the region's family that its check accepts. */
+static void region_candidates(json_t *profile, const char *name, json_t *locals, json_t *cands,
+                              json_t *seen) {
+  json_t *regions = regions_of(profile), *r;
+  size_t i;
+  json_array_foreach(regions, i, r) {
+    json_t *sub = json_object_get(r, "profile");
+    if (!json_is_object(sub))
+      continue;
+    const struct builtin_family *fam = NULL;
+    json_t *m = NULL, *local;
+    char why[512] = "", tag[300];
+    assert_int_equal(builtin_match(sub, &fam, &m, why, sizeof why), 0);
+    struct knob_set k0;
+    fam->defaults(m, &k0);
+    size_t j;
+    json_array_foreach(locals ? locals : json_array(), j, local) {
+      bool applies = local == NULL;
+      size_t f;
+      json_t *fn;
+      json_array_foreach(json_object_get(local, "families"), f, fn)
+        applies = applies || strcmp(json_string_value(fn), fam->name) == 0;
+      struct knob_set k = k0;
+      json_t *cand = NULL;
+      if (!applies || knob_apply_move(&k, json_object_get(local, "knob_move"), why,
+                                      sizeof why) != 0 ||
+          fam->check(m, &k, why, sizeof why) != 0)
+        continue;
+      assert_int_equal(fam->generate(m, &k, &cand, why, sizeof why), 0);
+      snprintf(tag, sizeof tag, "%s r%zu %s", name, i,
+               json_string_value(json_object_get(local, "id")));
+      add_distinct(cands, seen, cand, m, tag);
+      json_decref(cand);
+    }
+    json_t *cand = NULL;
+    if (fam->generate(m, &k0, &cand, why, sizeof why) != 0)
+      fail_msg("%s r%zu: %s", name, i, why);
+    snprintf(tag, sizeof tag, "%s r%zu defaults", name, i);
+    add_distinct(cands, seen, cand, m, tag);
+    json_decref(cand);
+    json_decref(m);
+  }
+  json_decref(regions);
+}
+
+static void test_region_nvrtc(void **state) {
+  (void)state;
+  if (!g_have_ev) {
+    printf("needs KernelBench and the python venv\n");
+    skip();
+    return;
+  }
+  char path[1200];
+  snprintf(path, sizeof path, "%s/schema/seed_memory.json", getenv("OPFORGE_SOURCE_ROOT"));
+  json_t *seed = json_load_file(path, 0, NULL), *cands = json_array(), *seen = json_object();
+  assert_non_null(seed);
+  /* The public tasks at their own sizes: the defaults of every region. */
+  for (size_t i = 0; i < sizeof cut_cases / sizeof cut_cases[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), cut_cases[i].file);
+    char *src = read_file(path);
+    assert_non_null(src);
+    json_t *p = profile_of(cut_cases[i].file, src);
+    free(src);
+    region_candidates(p, cut_cases[i].file, NULL, cands, seen);
+    json_decref(p);
+  }
+  /* The small tasks: every seed-memory move of each region's family that fits. */
+  for (size_t t = 0; t < N_SMALL; t++) {
+    char *src = small_source(t);
+    json_t *p = profile_of(small_tasks[t].name, src);
+    free(src);
+    region_candidates(p, small_tasks[t].name, json_object_get(seed, "locals"), cands, seen);
+    json_decref(p);
+  }
+  struct compile_queue q = {.cands = cands};
+  pthread_mutex_init(&q.lock, NULL);
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, compile_worker, &q), 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(th[i], NULL);
+  pthread_mutex_destroy(&q.lock);
+  printf("  %zu distinct region candidates compiled with NVRTC, %zu failed\n",
+         json_array_size(cands), q.failed);
+  assert_int_equal(q.failed, 0);
+  json_decref(cands);
+  json_decref(seen);
+  json_decref(seed);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_region_cuts),
+      cmocka_unit_test(test_region_nvrtc),
       cmocka_unit_test(test_region_emulation),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -180,7 +180,7 @@ extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
 #pragma unroll
         for (int j = 0; j < POOL_WI; j++) {
 #if UNROLL > 0
-#pragma unroll UNROLL
+OFG_PRAGMA(unroll UNROLL)
 #else
 #pragma unroll
 #endif
@@ -227,7 +227,7 @@ extern "C" __global__ void OFG_BOUNDS pool_direct(const float* __restrict__ x,
       const int id = od * POOL_SD - POOL_PD + kd * POOL_DD;
       if (id < 0 || id >= POOL_ID) continue;
 #if UNROLL > 0
-#pragma unroll UNROLL
+OFG_PRAGMA(unroll UNROLL)
 #else
 #pragma unroll
 #endif
