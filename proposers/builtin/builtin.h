@@ -103,6 +103,9 @@ json_t *graph_param(json_t *node, size_t pos, const char *name);
 /* The parameter tensor of a call_module node whose state_dict key ends with suffix after a
  * '.' or ':' ("weight" finds "param:fc.weight"; borrowed from node), or NULL. */
 const char *graph_module_param(json_t *node, const char *suffix);
+/* How many references to the node named name the graph's nodes hold in their args and
+ * kwargs (the output node included). */
+int graph_user_count(json_t *profile, const char *name);
 /* The tensor name ("input:<i>", borrowed from node) of a placeholder node whose dtype is
  * dtype (any dtype when NULL, but one must be recorded), else NULL. */
 const char *graph_input_tensor(json_t *node, const char *dtype);

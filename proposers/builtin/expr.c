@@ -385,6 +385,11 @@ static json_t *visit_view(struct builder *b, json_t *node, bool expand) {
   if (src && json_equal(json_object_get(src, "shape"), to))
     return in;
   const char *op = json_string_value(in);
+  /* A bound symbol (a value the kernel supplies per output element) and a constant keep
+   * their flat order through a reshape. */
+  if ((op[0] == 'B' || op[0] == 'c') && !expand && src &&
+      expr_numel(json_object_get(src, "shape")) == expr_numel(to) && expr_numel(to) >= 0)
+    return in;
   if (op[0] != 'L' || !json_is_array(to) || json_array_size(to) > 8) {
     json_decref(in);
     return fail(b, "%s of a computed value (not of an input tensor) is unsupported",
@@ -612,6 +617,21 @@ static bool in_place(json_t *node, const char *t) {
          json_is_true(json_object_get(json_object_get(node, "attrs"), "inplace"));
 }
 
+/* The out-of-place name of in-place op t ("relu_" -> "relu", "iadd" of operator.iadd ->
+ * "add") in buf, or t itself when it has no in-place spelling. */
+static const char *out_of_place_name(const char *t, char *buf, size_t len) {
+  size_t n = strlen(t);
+  static const char *const ops[] = {"iadd", "isub", "imul", "itruediv"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(t, ops[i]) == 0)
+      return ops[i] + 1;
+  if (n > 1 && n < len && t[n - 1] == '_' && t[0] != '_') {
+    snprintf(buf, len, "%.*s", (int)(n - 1), t);
+    return buf;
+  }
+  return t;
+}
+
 /* Dropout is the identity only when it drops nothing (p == 0) or is not training; the
  * evaluator runs models in training mode. */
 static json_t *visit_dropout(struct builder *b, json_t *node) {
@@ -679,8 +699,14 @@ static json_t *visit_call(struct builder *b, json_t *node) {
   static const char *const dropouts[] = {"dropout", "Dropout", "dropout1d", "dropout2d",
                                          "dropout3d", "Dropout1d", "Dropout2d", "Dropout3d",
                                          "alpha_dropout", "AlphaDropout"};
-  if (in_place(node, t))
-    return fail(b, "in-place op %s is unsupported", t);
+  char plain[64];
+  if (in_place(node, t)) {
+    /* Out of place is the same value when nothing else reads what the op overwrites. */
+    const char *src = json_string_value(json_object_get(expr_arg(node, 0, "input"), "node"));
+    if (!src || graph_user_count(b->profile, src) != 1)
+      return fail(b, "in-place op %s on a value that other nodes read is unsupported", t);
+    t = out_of_place_name(t, plain, sizeof plain);
+  }
   if (name_in(t, views, 8))
     return visit_view(b, node, false);
   if (name_in(t, expands, 3))

@@ -50,7 +50,7 @@ static int tail_threads(const struct gm *g) {
 /* The problem and stage macros every kernel of the source reads. */
 static void problem_macros(struct cg_buf *s, const struct gm *g, const struct layout *L) {
   /* OFG_EMU: the unit tests' CPU emulator of the kernels supplies these itself. */
-  cg_printf(s, "#ifndef OFG_EMU\n#define OFG_PRAGMA(x) _Pragma(#x)\n"
+  cg_printf(s, "#undef OFG_PRAGMA\n#ifndef OFG_EMU\n#define OFG_PRAGMA(x) _Pragma(#x)\n"
                "#define OFG_DYN_SMEM(name) extern __shared__ float4 name[]\n"
                "#else\n#define OFG_PRAGMA(x)\n"
                "#define OFG_DYN_SMEM(name) float4* name = (float4*)ofg_emu_dyn_smem()\n#endif\n"

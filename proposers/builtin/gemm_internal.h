@@ -119,6 +119,13 @@ int mt_json_ll(json_t *v, long long *ret);
  * output for V_TUPLE). 0, or -1 with the reason in m->why. */
 int mt_set_var(struct matcher *m, struct val *v, json_t *node, int var, enum vkind kind);
 
+/* ---- gemm_einsum.c ---- */
+
+/* The logical operands of an einsum node that is a (batched) matmul into *ret_a and *ret_b
+ * (rank 2, or 3 with the batch first; trans when stored [K, M] / [N, K]). 0, or -1 with
+ * the reason in m->why. */
+int mt_einsum_operands(struct matcher *m, json_t *node, struct val *ret_a, struct val *ret_b);
+
 /* ---- gemm_stage_match.c: the stages after the matmul ---- */
 
 /* The value of a node's input (or self) argument, or NULL. */

@@ -1,6 +1,7 @@
 /* The GEMM family's matcher: walks the profiled FX graph node by node, tracking what each
- * node evaluates to, finds the one matmul (or diag(a) @ B) and its operands, and leaves
- * the stages after it to gemm_stage_match.c. Builds the match schema of gemm.h. */
+ * node evaluates to, finds the one matmul (or diag(a) @ B, or an einsum read by
+ * gemm_einsum.c) and its operands, and leaves the stages after it to gemm_stage_match.c.
+ * Builds the match schema of gemm.h. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,10 +227,11 @@ struct gemm_args {
 static int gemm_operands(struct matcher *m, json_t *node, struct gemm_args *g) {
   memset(g, 0, sizeof *g);
   const char *n = short_name(node);
+  if (!graph_is_module(node) && strcmp(n, "einsum") == 0)
+    return mt_einsum_operands(m, node, &g->a, &g->b);
   if (!graph_is_module(node) &&
-      (strcmp(n, "einsum") == 0 || strcmp(n, "baddbmm") == 0 || strcmp(n, "addbmm") == 0 ||
-       strcmp(n, "tensordot") == 0 || strcmp(n, "matrix_power") == 0 || strcmp(n, "mv") == 0 ||
-       strcmp(n, "addmv") == 0))
+      (strcmp(n, "baddbmm") == 0 || strcmp(n, "addbmm") == 0 || strcmp(n, "tensordot") == 0 ||
+       strcmp(n, "matrix_power") == 0 || strcmp(n, "mv") == 0 || strcmp(n, "addmv") == 0))
     return mt_fail(m, "unsupported op %s", node_target(node));
   if (graph_is_module(node)) { /* nn.Linear: x @ W^T + b, W stored [out, in] */
     struct val *x = mt_arg_val(m, graph_arg(node, 0, NULL));

@@ -67,6 +67,35 @@ const char *graph_input_tensor(json_t *node, const char *dtype) {
   return !dtype || strcmp(dt, dtype) == 0 ? t : NULL;
 }
 
+/* References to name inside v (args or kwargs, nested). */
+static int count_refs(json_t *v, const char *name) {
+  int n = 0;
+  if (json_is_object(v)) {
+    const char *ref = json_string_value(json_object_get(v, "node"));
+    if (ref && json_object_size(v) == 1)
+      return strcmp(ref, name) == 0;
+    const char *key;
+    json_t *item;
+    json_object_foreach(v, key, item) n += count_refs(item, name);
+  } else if (json_is_array(v)) {
+    size_t i;
+    json_t *item;
+    json_array_foreach(v, i, item) n += count_refs(item, name);
+  }
+  return n;
+}
+
+int graph_user_count(json_t *profile, const char *name) {
+  int n = 0;
+  size_t i;
+  json_t *node;
+  json_array_foreach(json_object_get(profile, "graph"), i, node) {
+    n += count_refs(json_object_get(node, "args"), name);
+    n += count_refs(json_object_get(node, "kwargs"), name);
+  }
+  return n;
+}
+
 const char *graph_module_param(json_t *node, const char *suffix) {
   size_t i;
   json_t *p;

@@ -21,6 +21,7 @@ struct norm_spec {
   const char *weight, *bias, *input;
   long long groups, channels, spatial;
   json_t *pro, *epi; /* owned */
+  json_t *post;      /* owned: the pointwise chain after a module norm (bound "N"), or NULL */
 };
 
 static const char *const module_norms[] = {
@@ -312,6 +313,18 @@ static bool keepdim_shape(const json_t *in, const json_t *red, int first, int la
   return true;
 }
 
+/* Without keepdim, a statistic over the leading dims [0, last] still broadcasts as a
+ * per-row value: its shape is the input's dims after last ([] for all of them). */
+static bool leading_shape(const json_t *in, const json_t *red, int first, int last) {
+  size_t n = json_array_size(in);
+  if (first != 0 || json_array_size(red) != n - (size_t)(last + 1))
+    return false;
+  for (size_t i = (size_t)(last + 1); i < n; i++)
+    if (!json_equal(json_array_get(red, i - (size_t)(last + 1)), json_array_get(in, i)))
+      return false;
+  return true;
+}
+
 /* The graph's single reduction node (borrowed): NULL when none, -1 when several. */
 static int single_reduction(json_t *profile, json_t **ret) {
   json_t *calls = graph_calls(profile), *node, *found = NULL;
@@ -355,12 +368,16 @@ static int generic_irs(json_t *profile, json_t *root, json_t *red, const char *r
   return 1;
 }
 
-/* x op f(reduce(g(x), dims, keepdim=True)): the written-out L1, L2 and RMS norms. */
+static int spec_generic_call(json_t *profile, json_t *root, json_t *red,
+                             const struct reduce_call *rc_, struct norm_spec *s, char *why,
+                             size_t whylen);
+
+/* x op f(reduce(g(x), dims, keepdim=True)): the written-out L1, L2 and RMS norms (and over
+ * leading dims without keepdim: x / torch.norm(x)). */
 static int spec_generic(json_t *profile, json_t *root, struct norm_spec *s, char *why,
                         size_t whylen) {
   json_t *red = NULL;
   struct reduce_call rc;
-  int first, last;
   if (single_reduction(profile, &red) != 0) {
     snprintf(why, whylen, "several reductions in one normalization are unsupported");
     return -1;
@@ -369,8 +386,19 @@ static int spec_generic(json_t *profile, json_t *root, struct norm_spec *s, char
     snprintf(why, whylen, "no reduction broadcast back over its input");
     return 0;
   }
-  if (reduce_call_of(red, &rc, why, whylen) != 0)
-    return -1;
+  int rcode = reduce_call_of(red, &rc, why, whylen) != 0
+                  ? -1
+                  : spec_generic_call(profile, root, red, &rc, s, why, whylen);
+  reduce_call_clear(&rc);
+  return rcode;
+}
+
+/* spec_generic for the reduction red that computes rc. */
+static int spec_generic_call(json_t *profile, json_t *root, json_t *red,
+                             const struct reduce_call *rc_, struct norm_spec *s, char *why,
+                             size_t whylen) {
+  const struct reduce_call rc = *rc_;
+  int first, last;
   json_t *in = expr_ref(profile, expr_arg(red, 0, "input"));
   const json_t *ishape = json_object_get(in, "shape");
   if (!json_equal(json_object_get(root, "shape"), ishape)) {
@@ -388,7 +416,9 @@ static int spec_generic(json_t *profile, json_t *root, struct norm_spec *s, char
   }
   if (reduce_canonical(ishape, rc.dims, s->c, &first, &last, why, whylen) != 0)
     return -1;
-  if (!rc.keepdim || !keepdim_shape(ishape, json_object_get(red, "shape"), first, last)) {
+  const json_t *rshape = json_object_get(red, "shape");
+  if (rc.keepdim ? !keepdim_shape(ishape, rshape, first, last)
+                 : !leading_shape(ishape, rshape, first, last)) {
     snprintf(why, whylen, "%s without keepdim=True broadcasts along the wrong dims", rc.op);
     return -1;
   }
@@ -416,15 +446,56 @@ static int single_norm_op(json_t *profile, json_t **ret) {
   return n > 1 ? -1 : 0;
 }
 
-/* A norm module or functional applied to an input tensor as the whole graph. */
+/* True when operand op of ir (or anything it is computed from) is the bound symbol sym. */
+static bool ir_uses(const json_t *ir, const char *op, const char *sym, int depth) {
+  if (op[0] == 'B')
+    return strcmp(op + 2, sym) == 0;
+  if (op[0] != 't' || depth > 300)
+    return false;
+  const json_t *st = json_array_get(json_object_get(ir, "steps"), strtoul(op + 1, NULL, 10));
+  size_t i;
+  json_t *in;
+  json_array_foreach(json_object_get(st, "in"), i, in) {
+    if (ir_uses(ir, json_string_value(in), sym, depth + 1))
+      return true;
+  }
+  return false;
+}
+
+/* The pointwise chain from the norm's value (bound symbol N) to the graph's output: what a
+ * module norm's output goes through before it is stored (scale, activation, residual add).
+ * Its other leaves are read at the output element's index. 0, or -1 with why. */
+static int spec_post(json_t *profile, json_t *node, json_t *root, struct norm_spec *s,
+                     char *why, size_t whylen) {
+  const char *t = expr_target(node);
+  char inner[200] = "";
+  if (!root) {
+    snprintf(why, whylen, "%s followed by a tuple output is unsupported", t);
+    return -1;
+  }
+  json_t *bound = json_pack("{s:s}", json_string_value(json_object_get(node, "name")), "N");
+  int rc = bound ? expr_build(profile, root, bound, &s->post, inner, sizeof inner) : -1;
+  json_decref(bound);
+  if (rc != 0) {
+    snprintf(why, whylen, "%s followed by %s: %s", t, expr_target(root), inner);
+    return -1;
+  }
+  if (!json_equal(json_object_get(s->post, "shape"), json_object_get(node, "shape")) ||
+      !ir_uses(s->post, json_string_value(json_object_get(s->post, "result")), "N", 0)) {
+    snprintf(why, whylen, "%s followed by %s: the output is not the normalized tensor "
+             "transformed elementwise", t, expr_target(root));
+    return -1;
+  }
+  return 0;
+}
+
+/* A norm module or functional applied to an input tensor, optionally followed by a
+ * pointwise chain (spec_post). */
 static int spec_op(json_t *profile, json_t *node, json_t *root, struct norm_spec *s, char *why,
                    size_t whylen) {
   const char *t = expr_target(node);
-  if (node != root) {
-    snprintf(why, whylen, "%s followed by %s is unsupported", t,
-             root ? expr_target(root) : "a tuple output");
+  if (node != root && spec_post(profile, node, root, s, why, whylen) != 0)
     return -1;
-  }
   json_t *in = expr_ref(profile, expr_arg(node, 0, "input"));
   const char *op = json_string_value(json_object_get(in, "op"));
   const char *tensor = json_string_value(json_object_get(in, "tensor"));
@@ -453,9 +524,16 @@ static json_t *ir_or_null(json_t *ir) {
 
 /* The match object of s (caller owns); takes over s's IRs. */
 static json_t *spec_match(struct norm_spec *s, const char *output, int sm_count) {
-  char summary[200];
-  snprintf(summary, sizeof summary, "%s (%s statistics) over [%lld, %lld, %lld]", s->op,
-           s->stat, s->c[0], s->c[1], s->c[2]);
+  char summary[400];
+  int used = snprintf(summary, sizeof summary, "%s (%s statistics) over [%lld, %lld, %lld]",
+                      s->op, s->stat, s->c[0], s->c[1], s->c[2]);
+  size_t i;
+  json_t *o;
+  json_array_foreach(json_object_get(s->post, "ops"), i, o) {
+    if (used > 0 && (size_t)used < sizeof summary)
+      used += snprintf(summary + used, sizeof summary - (size_t)used, "%s%s",
+                       i ? "," : " then ", json_string_value(o));
+  }
   json_t *m = json_pack("{s:s, s:s, s:s, s:[I,I,I], s:s, s:f, s:s?, s:s?, s:I, s:I, s:I, "
                         "s:s?, s:o, s:o, s:s, s:s, s:i}",
                         "family", "norm", "op", s->op, "summary", summary, "canonical",
@@ -465,7 +543,11 @@ static json_t *spec_match(struct norm_spec *s, const char *output, int sm_count)
                         (json_int_t)s->spatial, "reduce", s->reduce, "prologue",
                         ir_or_null(s->pro), "epilogue", ir_or_null(s->epi), "input", s->input,
                         "output", output, "sm_count", sm_count);
-  s->pro = s->epi = NULL;
+  if (m && s->post)
+    json_object_set_new(m, "post", s->post);
+  else
+    json_decref(s->post);
+  s->pro = s->epi = s->post = NULL;
   return m;
 }
 
@@ -495,6 +577,7 @@ static int nm_match(json_t *profile, json_t **ret_match, char *why, size_t whyle
                             builtin_sm_count(profile));
   json_decref(s.pro);
   json_decref(s.epi);
+  json_decref(s.post);
   return rc == 1 && !*ret_match ? -1 : rc;
 }
 
@@ -726,9 +809,33 @@ static void emit_affine(json_t *match, struct cg_buf *b) {
   }
   bool w = json_is_string(json_object_get(match, "weight"));
   bool bias = json_is_string(json_object_get(match, "bias"));
-  cg_printf(b, "#define OFG_AFF_PARAMS%s%s\n#define OFG_AFF_ARGS%s%s\n",
-            w ? " , const float* __restrict__ W" : "", bias ? ", const float* __restrict__ B" : "",
-            w ? " , W" : "", bias ? ", B" : "");
+  const json_t *post = json_object_get(json_object_get(match, "post"), "leaves");
+  cg_printf(b, "#define OFG_AFF_PARAMS%s%s", w ? " , const float* __restrict__ W" : "",
+            bias ? ", const float* __restrict__ B" : "");
+  for (size_t i = 0; i < json_array_size(post); i++)
+    cg_printf(b, " , const %s* __restrict__ P%zu",
+              expr_ctype(json_string_value(json_object_get(json_array_get(post, i), "dtype"))),
+              i);
+  cg_printf(b, "\n#define OFG_AFF_ARGS%s%s", w ? " , W" : "", bias ? ", B" : "");
+  for (size_t i = 0; i < json_array_size(post); i++)
+    cg_printf(b, " , P%zu", i);
+  cg_printf(b, "\n");
+}
+
+/* The call of the post chain on t: its other leaves loaded at output element e. */
+static void emit_post_call(json_t *match, struct cg_buf *b) {
+  const json_t *post = json_object_get(match, "post");
+  if (!json_is_object(post)) {
+    cg_printf(b, "  return t;\n");
+    return;
+  }
+  cg_printf(b, "  return ofg_post(");
+  for (size_t i = 0; i < json_array_size(json_object_get(post, "leaves")); i++) {
+    char off[512];
+    expr_leaf_offset(post, i, "e", off, sizeof off);
+    cg_printf(b, "(float)OFG_LD(P%zu + %s), ", i, off);
+  }
+  cg_printf(b, "t);\n");
 }
 
 /* ofg_norm_out for the module norms: the affine index of element r of row `row`. */
@@ -757,7 +864,9 @@ static void emit_affine_out(json_t *match, struct cg_buf *b) {
     cg_printf(b, "  float t = %s(x - f.a) * f.b;\n", w ? "W[a] * " : "");
   else
     cg_printf(b, "  float t = (x - f.a) * f.b;\n%s", w ? "  t = W[a] * t;\n" : "");
-  cg_printf(b, "%s  return t;\n}\n", bias ? "  t = t + B[a];\n" : "");
+  cg_printf(b, "%s", bias ? "  t = t + B[a];\n" : "");
+  emit_post_call(match, b);
+  cg_printf(b, "}\n");
 }
 
 /* ofg_pre, ofg_finalize and ofg_norm_out of the module norms: rstd from the variance
@@ -781,6 +890,11 @@ static int emit_module_math(json_t *match, const struct knob_set *k, struct cg_b
                "  ofg_fin f;\n  f.a = %s;\n  f.b = %s;\n  (void)a;\n  (void)b;\n"
                "  return f;\n}\n",
             rms ? "x * x" : "x", rms ? inv : "a", rms ? "0.0f" : inv);
+  const json_t *post = json_object_get(match, "post");
+  const char *sym = "N";
+  if (json_is_object(post) &&
+      expr_emit(post, "ofg_post", &sym, 1, strcmp(k->mode, "fast_math") == 0, b) != 0)
+    return -1;
   emit_affine_out(match, b);
   return b->failed ? -1 : 0;
 }
@@ -901,6 +1015,10 @@ static json_t *nm_args(json_t *match, const char *const *buffers, size_t nb, boo
   for (size_t i = 0; y && !nm_generic(match) && i < 2; i++)
     if (json_is_string(json_object_get(match, aff[i])))
       json_array_append_new(a, json_pack("{s:O}", "tensor", json_object_get(match, aff[i])));
+  const json_t *post = json_object_get(json_object_get(match, "post"), "leaves");
+  for (size_t i = 0; y && i < json_array_size(post); i++)
+    json_array_append_new(a, json_pack("{s:O}", "tensor",
+                                       json_object_get(json_array_get(post, i), "tensor")));
   const json_t *leaves = json_object_get(json_object_get(match, "epilogue"), "leaves");
   for (size_t i = 0; y && nm_generic(match) && i < json_array_size(leaves); i++)
     if (!is_x_leaf(match, i))

@@ -1,7 +1,8 @@
 /* The builtin norm family: layer, RMS, group, instance and batch norms (modules and
  * functionals; batch norm with training-mode batch statistics and the biased variance),
  * F.normalize, and normalizations written out as x op f(reduce(g(x))) over a dim with
- * keepdim (L1, L2, RMS by hand ...).
+ * keepdim, or over leading dims without it (L1, L2, RMS by hand, x / torch.norm(x) ...). A module norm may be followed by a pointwise chain
+ * (the post chain below), which its kernel applies before the store.
  *
  * Match object (owned by the caller of match):
  *   {"family": "norm", "op": "layer_norm|rms_norm|group_norm|instance_norm|batch_norm|
@@ -17,6 +18,10 @@
  *                                     written-out norm (sum and max kinds)
  *    "prologue": IR | null,           what is reduced (proposers/builtin/expr.h)
  *    "epilogue": IR | null,           the output from x (leaf 0) and the statistic S
+ *    "post": IR,                      (module norms, when the graph goes on) the pointwise
+ *                                     chain from the norm's value (bound symbol N) to the
+ *                                     output: a scale, an activation, a residual add; its
+ *                                     leaves are read at the output element's index
  *    "input": "input:0", "output": "output:0",
  *    "sm_count": 132}                 the device's SM count (builtin_sm_count)
  *

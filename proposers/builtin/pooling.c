@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "proposers/builtin/codegen.h"
+#include "proposers/builtin/expr.h"
 #include "proposers/builtin/pooling.h"
 
 #define IDX32_LIMIT 2147483647LL
@@ -25,6 +26,9 @@ struct pool_spec {
   int divisor;
   char x[32], y[32];
   long long numel;
+  json_t *pre, *post; /* the fused chains (expr.h IRs) or NULL: owned while matching,
+                         borrowed from the match when read back */
+  int xleaf;          /* the prologue's leaf that is the pooled tensor x */
 };
 
 /* How a knob set is realised for a spec (derived, never stored). */
@@ -123,15 +127,14 @@ static int read_params(json_t *node, struct pool_spec *s, char *why, size_t whyl
   return 0;
 }
 
-/* Shapes: the input as [planes, ID, IH, IW] and the output, checked against the graph. */
-static int read_shapes(json_t *profile, json_t *node, struct pool_spec *s, char *why,
+/* Shapes: the input as [planes, ID, IH, IW] and the output, checked against the graph. x
+ * is the pooled operand's node, t the tensor the kernel reads for it. */
+static int read_shapes(json_t *x, const char *t, json_t *node, struct pool_spec *s, char *why,
                        size_t whylen) {
-  json_t *x = graph_ref(profile, graph_arg(node, 0, "input"));
-  const char *t = graph_input_tensor(x, "float32");
   long long in[8], out[8];
   int rin = x ? graph_shape(x, in) : -1, rout = graph_shape(node, out);
   if (!t || (rin != s->dims + 1 && rin != s->dims + 2) || rout != rin) {
-    snprintf(why, whylen, "pooling: the operand must be a float32 input of rank %d or %d",
+    snprintf(why, whylen, "pooling: the operand must be a float32 tensor of rank %d or %d",
              s->dims + 1, s->dims + 2);
     return -1;
   }
@@ -160,48 +163,139 @@ static int read_shapes(json_t *profile, json_t *node, struct pool_spec *s, char 
   return 0;
 }
 
-/* 1 and s filled when the graph is one pooling call on an input, 0 when the graph is
- * something else, -1 for a pooling call we cannot do. */
-static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t whylen) {
-  json_t *calls = graph_calls(profile);
-  json_t *node = json_array_size(calls) == 1 ? json_array_get(calls, 0) : NULL;
-  int kind = node ? pool_kind(node) : -1;
-  int rc = 0;
-  if (node && kind < 0 && (graph_target_is(node, "AdaptiveAvgPool2d") ||
-                           graph_target_is(node, "adaptive_avg_pool2d") ||
-                           graph_target_is(node, "max_pool2d_with_indices") ||
-                           graph_target_is(node, "LPPool2d") ||
-                           graph_target_is(node, "AdaptiveMaxPool2d"))) {
-    snprintf(why, whylen, "unsupported pooling op %s",
-             json_string_value(json_object_get(node, "target")));
-    rc = -1;
-  } else if (kind >= 0) {
-    s->max = kind < 3;
-    s->dims = kind % 3 + 1;
-    const char *dt = json_string_value(json_object_get(node, "dtype"));
-    rc = read_params(node, s, why, whylen) == 0 &&
-                 read_shapes(profile, node, s, why, whylen) == 0
-             ? 1
-             : -1;
-    if (rc == 1 && (!dt || strcmp(dt, "float32") != 0 ||
-                    json_array_size(json_object_get(profile, "outputs")) != 1)) {
-      snprintf(why, whylen, "pooling: needs one float32 output");
-      rc = -1;
+static bool unsupported_pool(json_t *node) {
+  static const char *const names[] = {"AdaptiveAvgPool2d", "adaptive_avg_pool2d",
+                                      "max_pool2d_with_indices", "LPPool2d",
+                                      "AdaptiveMaxPool2d"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (graph_target_is(node, names[i]))
+      return true;
+  return false;
+}
+
+/* The graph's single pooling call (borrowed): 1 found, 0 none, -1 with why when there are
+ * several, or an op of another family next to it. */
+static int find_pool(json_t *profile, json_t **ret, char *why, size_t whylen) {
+  json_t *calls = graph_calls(profile), *node;
+  size_t i, n = 0;
+  const char *other = NULL;
+  *ret = NULL;
+  json_array_foreach(calls, i, node) {
+    if (pool_kind(node) >= 0) {
+      *ret = node;
+      n++;
+    } else if (unsupported_pool(node)) {
+      snprintf(why, whylen, "unsupported pooling op %s",
+               json_string_value(json_object_get(node, "target")));
+      json_decref(calls);
+      return -1;
+    } else if (expr_is_foreign_op(expr_target(node))) {
+      other = expr_target(node);
     }
   }
   json_decref(calls);
-  return rc;
+  if (n > 1 || (n == 1 && other)) {
+    snprintf(why, whylen, n > 1 ? "several pooling ops in one graph are unsupported"
+                                : "%s next to the pooling op is not elementwise", other);
+    return -1;
+  }
+  if (other)
+    snprintf(why, whylen, "%s is not pooling", other);
+  return n == 1 ? 1 : 0;
+}
+
+/* The prologue: the pointwise chain computing the pooled operand xn from the graph's
+ * tensors. Sets s->pre and s->xleaf, and *ret_t to the tensor of x (borrowed from s->pre).
+ * 0, or -1 with why. */
+static int match_pre(json_t *profile, json_t *xn, struct pool_spec *s, const char **ret_t,
+                     char *why, size_t whylen) {
+  char inner[200] = "";
+  if (expr_build(profile, xn, NULL, &s->pre, inner, sizeof inner) != 0) {
+    snprintf(why, whylen, "pooling after %s: %s", expr_target(xn), inner);
+    return -1;
+  }
+  const json_t *leaves = json_object_get(s->pre, "leaves");
+  char off[512];
+  for (size_t i = 0; i < json_array_size(leaves); i++) {
+    const json_t *l = json_array_get(leaves, i);
+    if (strcmp(json_string_value(json_object_get(l, "dtype")), "float32") == 0 &&
+        expr_leaf_offset(s->pre, i, "xi", off, sizeof off) == 1) {
+      s->xleaf = (int)i;
+      *ret_t = json_string_value(json_object_get(l, "tensor"));
+      return 0;
+    }
+  }
+  snprintf(why, whylen, "pooling after %s: no float32 tensor of the pooled shape to read",
+           expr_target(xn));
+  return -1;
+}
+
+/* The post chain: the pointwise ops from the pooled value (bound symbol P) to the output.
+ * 0, or -1 with why. */
+static int match_post(json_t *profile, json_t *node, json_t *root, struct pool_spec *s,
+                      char *why, size_t whylen) {
+  char inner[200] = "";
+  json_t *bound = json_pack("{s:s}", json_string_value(json_object_get(node, "name")), "P");
+  int rc = bound && root ? expr_build(profile, root, bound, &s->post, inner, sizeof inner) : -1;
+  json_decref(bound);
+  if (rc != 0 || !json_equal(json_object_get(s->post, "shape"), json_object_get(node, "shape"))) {
+    snprintf(why, whylen, "pooling followed by %s: %s", root ? expr_target(root) : "a tuple",
+             inner[0] ? inner : "the output is not the pooled tensor transformed elementwise");
+    return -1;
+  }
+  return 0;
+}
+
+/* 1 and s filled when the graph is one pooling call, with pointwise ops before and after
+ * it; 0 when the graph is something else, -1 for a pooling graph we cannot do. */
+static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t whylen) {
+  json_t *node = NULL;
+  int rc = find_pool(profile, &node, why, whylen);
+  if (rc != 1)
+    return rc;
+  int kind = pool_kind(node);
+  s->max = kind < 3;
+  s->dims = kind % 3 + 1;
+  const char *dt = json_string_value(json_object_get(node, "dtype"));
+  json_t *xn = graph_ref(profile, graph_arg(node, 0, "input")), *root = expr_output_node(profile);
+  const char *t = graph_input_tensor(xn, "float32");
+  if (read_params(node, s, why, whylen) != 0 ||
+      (!t && xn && graph_is_call(xn) && match_pre(profile, xn, s, &t, why, whylen) != 0) ||
+      read_shapes(xn, t, node, s, why, whylen) != 0 ||
+      (root != node && match_post(profile, node, root, s, why, whylen) != 0))
+    return -1;
+  if (!dt || strcmp(dt, "float32") != 0 ||
+      json_array_size(json_object_get(profile, "outputs")) != 1) {
+    snprintf(why, whylen, "pooling: needs one float32 output");
+    return -1;
+  }
+  return 1;
 }
 
 /* The match object of a spec (caller owns), NULL when out of memory. */
+/* Appends " <what> [op,op]" for the ops of chain ir to summary (len bytes). */
+static void summary_chain(char *summary, size_t len, const char *what, const json_t *ir) {
+  size_t used = strlen(summary), i;
+  json_t *o;
+  json_array_foreach(json_object_get(ir, "ops"), i, o) {
+    if (used < len)
+      used += (size_t)snprintf(summary + used, len - used, "%s%s", i ? "," : what,
+                               json_string_value(o));
+  }
+  if (json_array_size(json_object_get(ir, "ops")) && used < len)
+    snprintf(summary + used, len - used, "]");
+}
+
 static json_t *spec_to_json(const struct pool_spec *s) {
   const char *op = fn_names[(s->max ? 0 : 3) + s->dims - 1];
-  char summary[256];
+  char summary[512];
   snprintf(summary, sizeof summary, "%s k=[%d,%d,%d] s=[%d,%d,%d] p=[%d,%d,%d] d=[%d,%d,%d] on "
                                     "[%lld, %lld, %lld, %lld]",
            op, s->k[0], s->k[1], s->k[2], s->s[0], s->s[1], s->s[2], s->p[0], s->p[1], s->p[2],
            s->d[0], s->d[1], s->d[2], s->planes, s->in[0], s->in[1], s->in[2]);
-  return json_pack("{s:s, s:s, s:s, s:[I,I,I,I], s:[I,I,I], s:i, s:[i,i,i], s:[i,i,i], "
+  summary_chain(summary, sizeof summary, " prologue[", s->pre);
+  summary_chain(summary, sizeof summary, " epilogue[", s->post);
+  json_t *m = json_pack("{s:s, s:s, s:s, s:[I,I,I,I], s:[I,I,I], s:i, s:[i,i,i], s:[i,i,i], "
                    "s:[i,i,i], s:[i,i,i], s:b, s:b, s:i, s:{s:s, s:s}, s:I}",
                    "family", "pooling", "op", op, "summary", summary, "canonical", s->planes,
                    s->in[0], s->in[1], s->in[2], "out", s->out[0], s->out[1], s->out[2],
@@ -210,12 +304,21 @@ static json_t *spec_to_json(const struct pool_spec *s) {
                    s->d[1], s->d[2], "ceil_mode", s->ceil_mode, "count_include_pad",
                    s->count_pad, "divisor_override", s->divisor, "tensors", "x", s->x, "out",
                    s->y, "numel", s->numel);
+  if (m && s->pre)
+    json_object_set_new(m, "prologue", json_pack("{s:O, s:i}", "ir", s->pre, "x", s->xleaf));
+  if (m && s->post)
+    json_object_set(m, "epilogue", s->post);
+  return m;
 }
 
 static int pool_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
   struct pool_spec s = {0};
   int rc = match_spec(profile, &s, why, whylen);
-  return rc == 1 ? graph_match_result(spec_to_json(&s), ret_match, why, whylen) : rc;
+  if (rc == 1)
+    rc = graph_match_result(spec_to_json(&s), ret_match, why, whylen);
+  json_decref(s.pre);
+  json_decref(s.post);
+  return rc;
 }
 
 /* Reads a match back. Returns 0, or -1 when it is not a pooling match. */
@@ -244,6 +347,10 @@ static int spec_from_json(json_t *m, struct pool_spec *s) {
   s->numel = numel;
   snprintf(s->x, sizeof s->x, "%s", x);
   snprintf(s->y, sizeof s->y, "%s", y);
+  json_t *pro = json_object_get(m, "prologue");
+  s->pre = json_object_get(pro, "ir");
+  s->xleaf = (int)json_integer_value(json_object_get(pro, "x"));
+  s->post = json_object_get(m, "epilogue");
   return 0;
 }
 
@@ -411,6 +518,59 @@ static int pool_check(json_t *match, const struct knob_set *k, char *why, size_t
 
 /* ---- generation ----------------------------------------------------------------------- */
 
+/* Appends the extra parameter list (with types when typed) of the chains' tensors other
+ * than x: "qa<i>" for prologue leaf i, "qb<i>" for epilogue leaf i. */
+static void chain_params(const struct pool_spec *s, bool typed, struct cg_buf *b) {
+  const json_t *lists[2] = {json_object_get(s->pre, "leaves"), json_object_get(s->post, "leaves")};
+  for (int l = 0; l < 2; l++)
+    for (size_t i = 0; i < json_array_size(lists[l]); i++) {
+      if (l == 0 && (int)i == s->xleaf)
+        continue;
+      const char *dt = json_string_value(json_object_get(json_array_get(lists[l], i), "dtype"));
+      if (typed)
+        cg_printf(b, " , const %s* __restrict__ q%c%zu", expr_ctype(dt), l ? 'b' : 'a', i);
+      else
+        cg_printf(b, " , q%c%zu", l ? 'b' : 'a', i);
+    }
+}
+
+/* The fused chains: POOL_EXTRA_PARAMS/ARGS, and POOL_PRE / POOL_POST over ofg_pool_pre and
+ * ofg_pool_post with their other leaves loaded at the element's flat index. 0, or -1. */
+static int emit_chains(const struct pool_spec *s, struct cg_buf *b) {
+  if (!s->pre && !s->post)
+    return 0;
+  cg_printf(b, "#define POOL_EXTRA_PARAMS");
+  chain_params(s, true, b);
+  cg_printf(b, "\n#define POOL_EXTRA_ARGS");
+  chain_params(s, false, b);
+  cg_printf(b, "\n");
+  const char *sym = "P";
+  for (int l = 0; l < 2; l++) {
+    const json_t *ir = l ? s->post : s->pre;
+    const char *var = l ? "e" : "xi";
+    if (!ir)
+      continue;
+    if (expr_emit(ir, l ? "ofg_pool_post" : "ofg_pool_pre", l ? &sym : NULL, l ? 1 : 0, false,
+                  b) != 0)
+      return -1;
+    cg_printf(b, "__device__ __forceinline__ float ofg_pool_%s_at(float v, idx_t %s "
+                 "POOL_EXTRA_PARAMS) {\n  (void)%s;\n  return ofg_pool_%s(",
+              l ? "post" : "pre", var, var, l ? "post" : "pre");
+    size_t n = json_array_size(json_object_get(ir, "leaves"));
+    for (size_t i = 0; i < n; i++) {
+      char off[512];
+      expr_leaf_offset(ir, i, var, off, sizeof off);
+      if (l == 0 && (int)i == s->xleaf)
+        cg_printf(b, "%sv", i ? ", " : "");
+      else
+        cg_printf(b, "%s(float)OFG_LD(q%c%zu + %s)", i ? ", " : "", l ? 'b' : 'a', i, off);
+    }
+    cg_printf(b, "%s);\n}\n#define POOL_%s(v, %s) ofg_pool_%s_at(v, %s POOL_EXTRA_ARGS)\n",
+              l ? (n ? ", v" : "v") : "", l ? "POST" : "PRE", var, l ? "post" : "pre", var);
+  }
+  return b->failed ? -1 : 0;
+}
+
 /* The candidate source (caller frees): common.cuh, the POOL_* constants, pooling.cu. */
 static char *build_source(const struct pool_spec *s, const struct pool_layout *l) {
   const char *tmpl = builtin_template("pooling.cu");
@@ -447,6 +607,10 @@ static char *build_source(const struct pool_spec *s, const struct pool_layout *l
   cg_define_ll(&b, "POOL_SROW", l->srow);
   cg_define_ll(&b, "POOL_NTW", l->ntw);
   cg_define_ll(&b, "POOL_NTH", l->nth);
+  if (emit_chains(s, &b) != 0) {
+    cg_free(&b);
+    return NULL;
+  }
   cg_printf(&b, "%s", tmpl);
   return cg_take(&b);
 }
@@ -455,6 +619,13 @@ static char *build_source(const struct pool_spec *s, const struct pool_layout *l
 static json_t *build_plan(const struct pool_spec *s, const struct knob_set *k,
                           const struct pool_layout *l) {
   json_t *args = json_pack("[{s:s}, {s:s}]", "tensor", s->x, "tensor", s->y);
+  const json_t *lists[2] = {json_object_get(s->pre, "leaves"), json_object_get(s->post, "leaves")};
+  for (int li = 0; li < 2; li++)
+    for (size_t i = 0; i < json_array_size(lists[li]); i++)
+      if (li == 1 || (int)i != s->xleaf)
+        json_array_append_new(args, json_pack("{s:O}", "tensor",
+                                              json_object_get(json_array_get(lists[li], i),
+                                                              "tensor")));
   json_t *launch =
       l->staged ? json_pack("{s:s, s:[I,i,i], s:[i,i,i], s:i, s:o}", "kernel", "pool_tile",
                             "grid", l->blocks, 1, 1, "block", k->block, 1, 1, "shared_bytes", 0,

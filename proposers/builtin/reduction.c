@@ -1,6 +1,6 @@
-/* The builtin reduction family: matcher, knobs and generator (see reduction.h), and the
- * canonical [outer, R, inner] helpers the softmax and norm families share. One concept
- * (a family), a little longer than 800 lines with the shared helpers. */
+/* The builtin reduction family: matcher, knobs and generator (see reduction.h). The
+ * helpers it shares with the norm and softmax families are in reduce_call.c (what a
+ * reduction node computes) and row_layout.c (row layouts). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,156 +9,28 @@
 #include "proposers/builtin/expr.h"
 #include "proposers/builtin/reduction.h"
 
-
-/* ---- canonical shapes ---- */
-
-int reduce_canonical(const json_t *shape, const json_t *dims, long long ret[3],
-                     int *ret_first, int *ret_last, char *why, size_t whylen) {
-  int rank = (int)json_array_size(shape);
-  bool picked[9] = {false};
-  size_t n = json_is_array(dims) ? json_array_size(dims) : dims ? 1 : 0;
-  if (!json_is_array(shape) || rank > 8) {
-    snprintf(why, whylen, "the reduced tensor has no usable shape");
-    return -1;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const json_t *d = json_is_array(dims) ? json_array_get(dims, i) : dims;
-    long long v = json_integer_value(d);
-    if (!json_is_integer(d) || v < -(rank ? rank : 1) || v >= (rank ? rank : 1)) {
-      snprintf(why, whylen, "reduction dim is not an integer in range for rank %d", rank);
-      return -1;
-    }
-    v = v < 0 ? v + (rank ? rank : 1) : v;
-    if (rank == 0)
-      continue;
-    if (picked[v]) {
-      snprintf(why, whylen, "reduction dim %lld is repeated", v);
-      return -1;
-    }
-    picked[v] = true;
-  }
-  int first = -1, last = -1;
-  for (int d = 0; d < rank; d++)
-    if (picked[d] || n == 0) {
-      if (first < 0)
-        first = d;
-      else if (last != d - 1) {
-        snprintf(why, whylen, "the reduced dims are not one contiguous group");
-        return -1;
-      }
-      last = d;
-    }
-  long long r[3] = {1, 1, 1};
-  for (int d = 0; d < rank; d++) {
-    long long sz = json_integer_value(json_array_get(shape, d));
-    r[first < 0 || d < first ? 0 : d <= last ? 1 : 2] *= sz;
-  }
-  memcpy(ret, r, sizeof r);
-  *ret_first = first < 0 ? 0 : first;
-  *ret_last = last < 0 ? -1 : last;
-  return 0;
-}
-
-bool reduce_is_reduction_op(const char *t) {
-  static const char *const ops[] = {"sum", "mean", "prod", "amax", "amin", "argmax", "argmin",
-                                    "max", "min", "norm", "vector_norm", "linalg_vector_norm",
-                                    "linalg_norm", "logsumexp", "var",
-                                    "std", "nansum", "nanmean", "median", "count_nonzero",
-                                    "all", "any", "aminmax", "var_mean", "std_mean"};
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (strcmp(t, ops[i]) == 0)
-      return true;
-  return false;
-}
-
-const char *reduce_row_mapping(long long r) {
-  return r <= 1024 ? "warp" : "block";
-}
-
 /* ---- matching ---- */
 
-bool reduce_node_is_reduction(json_t *node) {
-  const char *t = expr_target(node);
-  if (!reduce_is_reduction_op(t))
-    return false;
-  if (strcmp(t, "max") == 0 || strcmp(t, "min") == 0)
-    return !json_object_get(expr_arg(node, 1, "other"), "node");
-  return true;
-}
-
-/* The norm op for a p / ord argument: 1, 2 / "fro" / null (default 2), inf. */
-static const char *norm_op(const json_t *p) {
-  double v;
-  if (!p || (json_is_string(p) && strcmp(json_string_value(p), "fro") == 0))
-    return "norm_l2";
-  if (expr_number(p, &v) != 0)
-    return NULL;
-  return v == 1.0 ? "norm_l1" : v == 2.0 ? "norm_l2" : isinf(v) && v > 0 ? "norm_inf" : NULL;
-}
-
-static int norm_spec(json_t *node, struct reduce_call *s, char *why, size_t whylen) {
-  const char *full = json_string_value(json_object_get(node, "target"));
-  const char *t = expr_target(node);
-  bool linalg = (full && strstr(full, "linalg") != NULL) || strncmp(t, "linalg_", 7) == 0;
-  bool vector = strcmp(t, "vector_norm") == 0 || strcmp(t, "linalg_vector_norm") == 0;
-  json_t *p = expr_arg(node, 1, vector || linalg ? "ord" : "p");
-  s->dims = expr_arg(node, 2, "dim");
-  s->keepdim = json_is_true(expr_arg(node, 3, "keepdim"));
-  /* torch.linalg.norm with an ord over two dims is a matrix norm. */
-  if (linalg && !vector && p && json_array_size(s->dims) == 2) {
-    snprintf(why, whylen, "matrix norms (linalg.norm with ord over two dims) are unsupported");
-    return -1;
-  }
-  s->op = norm_op(p);
-  if (!s->op)
-    snprintf(why, whylen, "norm: only p = 1, 2, 'fro' and inf are supported");
-  return s->op ? 0 : -1;
-}
-
-int reduce_call_of(json_t *node, struct reduce_call *s, char *why, size_t whylen) {
-  const char *t = expr_target(node);
-  *s = (struct reduce_call){.op = t};
-  json_t *dtype = expr_arg(node, 99, "dtype");
-  if (dtype && strcmp(json_string_value(dtype) ? json_string_value(dtype) : "",
-                      "torch.float32") != 0) {
-    snprintf(why, whylen, "%s with dtype=%s is unsupported", t,
-             json_string_value(dtype) ? json_string_value(dtype) : "?");
-    return -1;
-  }
-  if (strcmp(t, "norm") == 0 || strcmp(t, "vector_norm") == 0 ||
-      strcmp(t, "linalg_vector_norm") == 0 || strcmp(t, "linalg_norm") == 0)
-    return norm_spec(node, s, why, whylen);
-  s->dims = expr_arg(node, 1, "dim");
-  s->keepdim = json_is_true(expr_arg(node, 2, "keepdim"));
-  if (strcmp(t, "amax") == 0 || strcmp(t, "amin") == 0)
-    s->op = t[2] == 'a' ? "max" : "min";
-  else if ((strcmp(t, "max") == 0 || strcmp(t, "min") == 0) && s->dims)
-    s->tuple = true;
-  else if (strcmp(t, "sum") != 0 && strcmp(t, "mean") != 0 && strcmp(t, "prod") != 0 &&
-           strcmp(t, "argmax") != 0 && strcmp(t, "argmin") != 0 && strcmp(t, "max") != 0 &&
-           strcmp(t, "min") != 0) {
-    snprintf(why, whylen, "unsupported reduction %s", t);
-    return -1;
-  }
-  return 0;
-}
-
-/* The single reduction node of the graph (borrowed); -1 with why when there are several. */
-static int find_reduction(json_t *profile, json_t **ret, char *why, size_t whylen) {
-  json_t *calls = graph_calls(profile), *found = NULL, *node;
+/* The graph's last reduction node into *ret and the one before it, if any, into
+ * *ret_inner (borrowed, NULL when absent); -1 with why when there are more than two. */
+static int find_reduction(json_t *profile, json_t **ret, json_t **ret_inner, char *why,
+                          size_t whylen) {
+  json_t *calls = graph_calls(profile), *found = NULL, *inner = NULL, *node;
   size_t i, count = 0;
   json_array_foreach(calls, i, node) {
     if (reduce_node_is_reduction(node)) {
+      inner = found;
       found = node;
       count++;
     }
   }
   json_decref(calls);
-  if (count > 1) {
+  if (count > 2) {
     snprintf(why, whylen, "%zu reductions in one graph are unsupported", count);
     return -1;
   }
   *ret = found;
+  *ret_inner = inner;
   return 0;
 }
 
@@ -197,16 +69,17 @@ static const char *final_op(const struct reduce_call *s, int index) {
   return s->op;
 }
 
-/* The prologue IR (what is reduced) of red's input, with the norm's abs or square. */
-static int red_prologue(json_t *profile, json_t *red, const char *op, json_t **ret,
-                        char *why, size_t whylen) {
+/* The prologue IR (what is reduced) of red's input, with the norm's abs or square. bound
+ * (borrowed, may be NULL) names the inner reduction's value "S1". */
+static int red_prologue(json_t *profile, json_t *red, const char *op, json_t *bound,
+                        json_t **ret, char *why, size_t whylen) {
   json_t *in = expr_ref(profile, expr_arg(red, 0, "input"));
   json_t *ir = NULL;
   if (!in) {
     snprintf(why, whylen, "%s has no tensor input", expr_target(red));
     return -1;
   }
-  if (expr_build(profile, in, NULL, &ir, why, whylen) != 0)
+  if (expr_build(profile, in, bound, &ir, why, whylen) != 0)
     return -1;
   if (!expr_all_full(ir)) {
     snprintf(why, whylen, "broadcasting before a reduction is unsupported");
@@ -227,7 +100,8 @@ static int red_prologue(json_t *profile, json_t *red, const char *op, json_t **r
 }
 
 /* The epilogue IR on the reduced value (bound symbol S), NULL when the value is the
- * output. 0 when it reads no other tensor; 1 when it does (a norm, not a reduction). */
+ * output. Its other leaves (a bias, a residual) are read at the output's index; that the
+ * output has the reduced tensor's size is checked by red_object. 0, or -1 with why. */
 static int red_epilogue(json_t *profile, json_t *root, json_t *val, json_t **ret, char *why,
                         size_t whylen) {
   *ret = NULL;
@@ -239,49 +113,130 @@ static int red_epilogue(json_t *profile, json_t *root, json_t *val, json_t **ret
   json_decref(bound);
   if (rc != 0)
     return -1;
-  if (json_array_size(json_object_get(ir, "leaves")) > 0) {
-    json_decref(ir);
-    snprintf(why, whylen, "the reduced value is combined with other tensors");
-    return 1;
-  }
   *ret = ir;
   return 0;
 }
 
+/* What an inner reduction (the first of two) computes for the outer one's prologue. */
+struct inner_red {
+  json_t *node, *val;  /* borrowed: the reduction and the node carrying its value */
+  struct reduce_call call;
+  const char *op;
+  json_t *pro;         /* owned: what it reduces */
+  long long c[3];
+};
+
+/* Reads the inner reduction of a nested pair: what it reduces and over which dims, and that
+ * its value reaches the outer reduction only elementwise (checked on the outer prologue by
+ * red_object). 0, or -1 with why. */
+static int red_inner(json_t *profile, json_t *node, struct inner_red *in, char *why,
+                     size_t whylen) {
+  int index = 0, first, last;
+  in->node = node;
+  if (reduce_call_of(node, &in->call, why, whylen) != 0)
+    return -1;
+  in->val = in->call.tuple ? value_node(profile, node, &index) : node;
+  in->op = final_op(&in->call, index);
+  json_t *x = expr_ref(profile, expr_arg(node, 0, "input"));
+  if (!in->val || strncmp(in->op, "arg", 3) == 0 || !x) {
+    snprintf(why, whylen, "%s: a reduction feeding another must give its values", in->op);
+    return -1;
+  }
+  return red_prologue(profile, node, in->op, NULL, &in->pro, why, whylen) != 0 ||
+                 reduce_canonical(json_object_get(x, "shape"), in->call.dims, in->c, &first,
+                                  &last, why, whylen) != 0
+             ? -1
+             : 0;
+}
+
+/* True when operand op of ir is computed from the bound symbol sym. */
+static bool uses_symbol(const json_t *ir, const char *op, const char *sym, int depth) {
+  if (op[0] == 'B')
+    return strcmp(op + 2, sym) == 0;
+  if (op[0] != 't' || depth > 300)
+    return false;
+  const json_t *st = json_array_get(json_object_get(ir, "steps"), strtoul(op + 1, NULL, 10));
+  size_t i;
+  json_t *v;
+  json_array_foreach(json_object_get(st, "in"), i, v) {
+    if (uses_symbol(ir, json_string_value(v), sym, depth + 1))
+      return true;
+  }
+  return false;
+}
+
+/* The match's "inner" object of a nested pair (caller owns; takes over in->pro), after
+ * checking that the outer prologue pro reads the inner value elementwise. NULL with why. */
+static json_t *inner_object(json_t *profile, json_t *red, struct inner_red *in, json_t *pro,
+                            char *why, size_t whylen) {
+  json_t *x = expr_ref(profile, expr_arg(red, 0, "input"));
+  const char *res = json_string_value(json_object_get(pro, "result"));
+  if (expr_numel(json_object_get(x, "shape")) != in->c[0] * in->c[2] ||
+      !uses_symbol(pro, res, "S1", 0) || in->c[1] >= (1LL << 31)) {
+    snprintf(why, whylen, "%s of %s: the inner result must reach the outer reduction "
+             "elementwise", expr_target(red), in->op);
+    return NULL;
+  }
+  json_t *o = json_pack("{s:s, s:[I,I,I], s:o}", "op", in->op, "canonical",
+                        (json_int_t)in->c[0], (json_int_t)in->c[1], (json_int_t)in->c[2],
+                        "prologue", in->pro);
+  in->pro = NULL;
+  return o;
+}
+
 /* The match object of reduction red (caller owns): canonical shape from its input, the
- * prologue, and the epilogue (taken over). NULL with why when the output is not the
- * reduced tensor. */
+ * prologue, the epilogue (taken over) and a nested inner reduction (in, may be NULL). NULL
+ * with why when the output is not the reduced tensor. */
 static json_t *red_object(json_t *profile, json_t *red, const struct reduce_call *s,
-                          const char *op, json_t *epi, char *why, size_t whylen) {
-  json_t *pro = NULL, *in = expr_ref(profile, expr_arg(red, 0, "input"));
+                          const char *op, json_t *epi, struct inner_red *inr, char *why,
+                          size_t whylen) {
+  json_t *pro = NULL, *in = expr_ref(profile, expr_arg(red, 0, "input")), *inner = NULL;
   json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
   const char *odt = json_string_value(json_object_get(out, "dtype"));
   bool arg = strncmp(op, "arg", 3) == 0;
   long long c[3];
   int first, last;
-  if (red_prologue(profile, red, op, &pro, why, whylen) != 0 ||
+  json_t *bound = inr ? json_pack("{s:s}", json_string_value(json_object_get(inr->val, "name")),
+                                  "S1")
+                      : NULL;
+  int rc = red_prologue(profile, red, op, bound, &pro, why, whylen);
+  json_decref(bound);
+  if (rc != 0 ||
       reduce_canonical(json_object_get(in, "shape"), s->dims, c, &first, &last, why,
-                       whylen) != 0) {
+                       whylen) != 0 ||
+      (inr && !(inner = inner_object(profile, red, inr, pro, why, whylen)))) {
     json_decref(pro);
     json_decref(epi);
     return NULL;
   }
   if (!odt || strcmp(odt, arg ? "int64" : "float32") != 0 || c[1] >= (1LL << 31) ||
-      json_integer_value(json_object_get(out, "numel")) != c[0] * c[2]) {
+      json_integer_value(json_object_get(out, "numel")) != c[0] * c[2] ||
+      (epi && expr_numel(json_object_get(epi, "shape")) != c[0] * c[2])) {
     snprintf(why, whylen, "%s: the output is not the reduced tensor", op);
     json_decref(pro);
     json_decref(epi);
+    json_decref(inner);
     return NULL;
   }
-  char summary[200];
-  snprintf(summary, sizeof summary, "%s over dims %d..%d of [%lld, %lld, %lld]", op, first,
-           last, c[0], c[1], c[2]);
-  return json_pack("{s:s, s:s, s:s, s:[I,I,I], s:[i,i], s:b, s:O, s:O, s:s, s:o, s:o, s:i}",
-                   "family", "reduction", "op", op, "summary", summary, "canonical",
-                   (json_int_t)c[0], (json_int_t)c[1], (json_int_t)c[2], "dims", first, last,
-                   "keepdim", s->keepdim, "input_shape", json_object_get(in, "shape"), "output",
-                   json_object_get(out, "name"), "out_dtype", odt, "prologue", pro, "epilogue",
-                   epi ? epi : json_null(), "sm_count", builtin_sm_count(profile));
+  char summary[300];
+  int used = 0;
+  if (inr)
+    used = snprintf(summary, sizeof summary, "%s over [%lld, %lld, %lld], then ", inr->op,
+                    inr->c[0], inr->c[1], inr->c[2]);
+  snprintf(summary + used, sizeof summary - (size_t)used, "%s over dims %d..%d of [%lld, %lld, "
+           "%lld]", op, first, last, c[0], c[1], c[2]);
+  json_t *m = json_pack("{s:s, s:s, s:s, s:[I,I,I], s:[i,i], s:b, s:O, s:O, s:s, s:o, s:o, s:i}",
+                        "family", "reduction", "op", op, "summary", summary, "canonical",
+                        (json_int_t)c[0], (json_int_t)c[1], (json_int_t)c[2], "dims", first,
+                        last, "keepdim", s->keepdim, "input_shape", json_object_get(in, "shape"),
+                        "output", json_object_get(out, "name"), "out_dtype", odt, "prologue",
+                        pro, "epilogue", epi ? epi : json_null(), "sm_count",
+                        builtin_sm_count(profile));
+  if (m && inner)
+    json_object_set_new(m, "inner", inner);
+  else
+    json_decref(inner);
+  return m;
 }
 
 static int red_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
@@ -291,32 +246,35 @@ static int red_match(json_t *profile, json_t **ret_match, char *why, size_t whyl
     snprintf(why, whylen, "%s is not a reduction", foreign);
     return 0;
   }
-  if (find_reduction(profile, &red, why, whylen) != 0)
+  json_t *inner = NULL;
+  if (find_reduction(profile, &red, &inner, why, whylen) != 0)
     return -1;
   if (!red || !root) {
     snprintf(why, whylen, red ? "reductions need one output" : "no reduction in the graph");
     return 0;
   }
   struct reduce_call s;
+  struct inner_red inr = {0};
   int index = 0;
+  json_t *m = NULL, *epi = NULL;
   if (reduce_call_of(red, &s, why, whylen) != 0)
     return -1;
   json_t *val = s.tuple ? value_node(profile, red, &index) : red;
-  if (!val) {
-    snprintf(why, whylen, "%s: only one of values or indices may be used", s.op);
-    return -1;
-  }
   const char *op = final_op(&s, index);
-  json_t *epi = NULL;
-  int erc = red_epilogue(profile, root, val, &epi, why, whylen);
-  if (erc != 0)
-    return erc > 0 ? 0 : -1;
-  if (strncmp(op, "arg", 3) == 0 && epi) {
-    json_decref(epi);
+  if (!val)
+    snprintf(why, whylen, "%s: only one of values or indices may be used", s.op);
+  else if (inner && red_inner(profile, inner, &inr, why, whylen) != 0)
+    ;
+  else if (red_epilogue(profile, root, val, &epi, why, whylen) != 0)
+    ;
+  else if (strncmp(op, "arg", 3) == 0 && epi)
     snprintf(why, whylen, "%s followed by other ops is unsupported", op);
-    return -1;
-  }
-  json_t *m = red_object(profile, red, &s, op, epi, why, whylen);
+  else
+    m = red_object(profile, red, &s, op, epi, inner ? &inr : NULL, why, whylen), epi = NULL;
+  json_decref(epi);
+  json_decref(inr.pro);
+  reduce_call_clear(&inr.call);
+  reduce_call_clear(&s);
   if (!m)
     return -1;
   *ret_match = m;
@@ -466,8 +424,9 @@ static int red_check(json_t *match, const struct knob_set *k, char *why, size_t 
 /* ---- generation ---- */
 
 /* The load function of the reduced values: ofg_in_vec(i, ..., x) reads VEC elements at the
- * flat input index i through the prologue. */
-static void red_loader(const json_t *pro, struct cg_buf *b) {
+ * flat input index i through the prologue (and, for a nested pair, the inner reduction's
+ * value there). */
+static void red_loader(const json_t *pro, bool nested, struct cg_buf *b) {
   size_t n = json_array_size(json_object_get(pro, "leaves"));
   cg_printf(b, "__device__ __forceinline__ void ofg_in_vec(ofg_i i, OFG_IN_PARAMS, float* x) {\n");
   for (size_t l = 0; l < n; l++) {
@@ -485,22 +444,98 @@ static void red_loader(const json_t *pro, struct cg_buf *b) {
     else
       cg_printf(b, "%s(float)p%zu[i + k]", l ? ", " : "", l);
   }
-  cg_printf(b, ");\n}\n");
+  cg_printf(b, "%s);\n}\n", nested ? (n ? ", ofg_inner(i + k, OFG_IN_ARGS)"
+                                         : "ofg_inner(i + k, OFG_IN_ARGS)")
+                                    : "");
 }
 
-/* The leaf pointers as OFG_IN_PARAMS / OFG_IN_ARGS. */
-static void red_params(const json_t *pro, struct cg_buf *b) {
-  size_t n = json_array_size(json_object_get(pro, "leaves"));
-  cg_printf(b, "#define OFG_IN_PARAMS ");
-  for (size_t l = 0; l < n; l++) {
-    const char *dt = json_string_value(
-        json_object_get(json_array_get(json_object_get(pro, "leaves"), l), "dtype"));
-    cg_printf(b, "%sconst %s* __restrict__ p%zu", l ? ", " : "", expr_ctype(dt), l);
+/* ofg_inner(j, ...): the inner reduction of a nested pair at element j of its result,
+ * reading its input (leaves n<l>) through its own prologue ofg_pre1. */
+static int red_inner_fn(const json_t *inner, struct cg_buf *b) {
+  const char *op = json_string_value(json_object_get(inner, "op"));
+  const json_t *pro = json_object_get(inner, "prologue"), *c = json_object_get(inner, "canonical");
+  long long r = json_integer_value(json_array_get(c, 1)), in = json_integer_value(json_array_get(c, 2));
+  bool sum = strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0 || strncmp(op, "norm_l", 6) == 0;
+  bool max = strcmp(op, "max") == 0 || strcmp(op, "norm_inf") == 0;
+  if (expr_emit(pro, "ofg_pre1", NULL, 0, false, b) != 0)
+    return -1;
+  cg_printf(b, "__device__ __forceinline__ float ofg_inner(ofg_i j, OFG_IN_PARAMS) {\n"
+               "  const ofg_i b = j / %lldLL * %lldLL + j %% %lldLL;\n  float acc = %s;\n"
+               "  for (ofg_i r = 0; r < %lldLL; r++) {\n    const ofg_i q = b + r * %lldLL;\n"
+               "    const float v = ofg_pre1(",
+            in, r * in, in, sum ? "0.0f" : strcmp(op, "prod") == 0 ? "1.0f"
+                                     : max ? "(-INFINITY)" : "INFINITY", r, in);
+  for (size_t l = 0; l < json_array_size(json_object_get(pro, "leaves")); l++)
+    cg_printf(b, "%s(float)OFG_LD(n%zu + q)", l ? ", " : "", l);
+  char fin[64];
+  if (strcmp(op, "mean") == 0)
+    snprintf(fin, sizeof fin, "acc / (float)%lld", r);
+  else
+    snprintf(fin, sizeof fin, "%s", strcmp(op, "norm_l2") == 0 ? "sqrtf(acc)" : "acc");
+  cg_printf(b, ");\n    %s;\n  }\n  return %s;\n}\n",
+            sum ? "acc += v" : strcmp(op, "prod") == 0 ? "acc *= v"
+            : max ? "acc = (v > acc || v != v) ? v : acc" : "acc = (v < acc || v != v) ? v : acc",
+            fin);
+  return b->failed ? -1 : 0;
+}
+
+/* Appends the pointers of ir's leaves named <letter><l>, typed or not, each after sep (or
+ * ", " once one has been written: *count counts them). */
+static void leaf_list(const json_t *ir, char letter, bool typed, const char *sep, int *count,
+                      struct cg_buf *b) {
+  const json_t *leaves = json_object_get(ir, "leaves");
+  for (size_t l = 0; l < json_array_size(leaves); l++) {
+    const char *dt = json_string_value(json_object_get(json_array_get(leaves, l), "dtype"));
+    cg_printf(b, "%s", *count || !sep ? ", " : sep);
+    if (typed)
+      cg_printf(b, "const %s* __restrict__ ", expr_ctype(dt));
+    cg_printf(b, "%c%zu", letter, l);
+    (*count)++;
   }
-  cg_printf(b, "\n#define OFG_IN_ARGS ");
-  for (size_t l = 0; l < n; l++)
-    cg_printf(b, "%sp%zu", l ? ", " : "", l);
-  cg_printf(b, "\n");
+}
+
+/* The leaf pointers as OFG_IN_PARAMS / OFG_IN_ARGS (the prologue's p<l>, then a nested
+ * inner reduction's n<l>) and OFG_EPI_PARAMS / OFG_EPI_ARGS (the epilogue's e<l>, each
+ * with a leading comma). */
+static void red_params(json_t *match, struct cg_buf *b) {
+  const json_t *pro = json_object_get(match, "prologue");
+  const json_t *inner = json_object_get(json_object_get(match, "inner"), "prologue");
+  const json_t *epi = json_object_get(match, "epilogue");
+  for (int typed = 1; typed >= 0; typed--) {
+    int count = 0;
+    cg_printf(b, "#define OFG_IN_%s ", typed ? "PARAMS" : "ARGS");
+    leaf_list(pro, 'p', typed, "", &count, b);
+    leaf_list(inner, 'n', typed, "", &count, b);
+    cg_printf(b, "\n");
+  }
+  for (int typed = 1; typed >= 0; typed--) {
+    int count = 0;
+    cg_printf(b, "#define OFG_EPI_%s", typed ? "PARAMS" : "ARGS");
+    leaf_list(epi, 'e', typed, NULL, &count, b);
+    cg_printf(b, "\n");
+  }
+}
+
+/* ofg_post_at(s, idx, ...): the epilogue on the reduced value s of output idx, its other
+ * leaves loaded at their offsets of idx. */
+static int red_post_fn(const json_t *epi, struct cg_buf *b) {
+  const char *sym = "S";
+  if (!json_is_object(epi)) {
+    cg_printf(b, "__device__ __forceinline__ float ofg_post_at(float s, ofg_i idx "
+                 "OFG_EPI_PARAMS) {\n  (void)idx;\n  return s;\n}\n");
+    return b->failed ? -1 : 0;
+  }
+  if (expr_emit(epi, "ofg_post", &sym, 1, false, b) != 0)
+    return -1;
+  cg_printf(b, "__device__ __forceinline__ float ofg_post_at(float s, ofg_i idx "
+               "OFG_EPI_PARAMS) {\n  (void)idx;\n  return ofg_post(");
+  for (size_t l = 0; l < json_array_size(json_object_get(epi, "leaves")); l++) {
+    char off[512];
+    expr_leaf_offset(epi, l, "idx", off, sizeof off);
+    cg_printf(b, "(float)OFG_LD(e%zu + %s), ", l, off);
+  }
+  cg_printf(b, "s);\n}\n");
+  return b->failed ? -1 : 0;
 }
 
 /* Whether ofg_reduce_finish combines the SPLIT partials of an output with a warp (few
@@ -539,17 +574,16 @@ static char *red_fragment(json_t *match, const struct knob_set *k) {
   if (red_finish_warp(match, c[0] * c[2]))
     cg_printf(&b, "#define OFG_FINISH_WARP 1\n");
   const json_t *pro = json_object_get(match, "prologue");
-  const json_t *epi = json_object_get(match, "epilogue");
-  const char *sym = "S";
-  red_params(pro, &b);
-  if (expr_emit(pro, "ofg_pre", NULL, 0, false, &b) != 0 ||
-      (json_is_object(epi) && expr_emit(epi, "ofg_post", &sym, 1, false, &b) != 0)) {
+  const json_t *inner = json_object_get(match, "inner");
+  const char *sym = "S1";
+  red_params(match, &b);
+  if (expr_emit(pro, "ofg_pre", inner ? &sym : NULL, inner ? 1 : 0, false, &b) != 0 ||
+      red_post_fn(json_object_get(match, "epilogue"), &b) != 0 ||
+      (inner && red_inner_fn(inner, &b) != 0)) {
     cg_free(&b);
     return NULL;
   }
-  if (!json_is_object(epi))
-    cg_printf(&b, "__device__ __forceinline__ float ofg_post(float B_S) { return B_S; }\n");
-  red_loader(pro, &b);
+  red_loader(pro, inner != NULL, &b);
   return cg_take(&b);
 }
 
@@ -582,6 +616,9 @@ static json_t *red_plan(json_t *match, const struct knob_set *k) {
   json_t *l;
   json_array_foreach(json_object_get(json_object_get(match, "prologue"), "leaves"), i, l)
     json_array_append_new(args, json_pack("{s:O}", "tensor", json_object_get(l, "tensor")));
+  json_t *inner = json_object_get(json_object_get(match, "inner"), "prologue");
+  json_array_foreach(json_object_get(inner, "leaves"), i, l)
+    json_array_append_new(args, json_pack("{s:O}", "tensor", json_object_get(l, "tensor")));
   json_array_append_new(args, json_pack("{s:O}", "tensor", out));
   if (k->split > 1) {
     json_array_append_new(buffers, json_pack("{s:s, s:I}", "name", "pv", "bytes",
@@ -593,6 +630,11 @@ static json_t *red_plan(json_t *match, const struct knob_set *k) {
       json_array_append_new(args, json_pack("{s:s}", "buffer", "pi"));
     }
   }
+  /* The epilogue's tensors come last, for whichever launch stores the outputs. */
+  json_t *epi = json_array();
+  json_array_foreach(json_object_get(json_object_get(match, "epilogue"), "leaves"), i, l)
+    json_array_append_new(epi, json_pack("{s:O}", "tensor", json_object_get(l, "tensor")));
+  json_array_extend(args, epi);
   if (c[2] == 1)
     json_array_append_new(launches, launch("ofg_reduce_rows",
                                            red_rows_grid(match, k, c[0] * k->split), 1,
@@ -606,10 +648,12 @@ static json_t *red_plan(json_t *match, const struct knob_set *k) {
     json_t *fargs = arg ? json_pack("[{s:s}, {s:s}, {s:O}]", "buffer", "pv", "buffer", "pi",
                                     "tensor", out)
                         : json_pack("[{s:s}, {s:O}]", "buffer", "pv", "tensor", out);
+    json_array_extend(fargs, epi);
     long long per = red_finish_warp(match, nout) ? k->block / 32 : k->block;
     json_array_append_new(launches, launch("ofg_reduce_finish", (nout + per - 1) / per, 1,
                                            k->block, fargs));
   }
+  json_decref(epi);
   return json_pack("{s:o, s:o}", "buffers", buffers, "launches", launches);
 }
 
@@ -634,190 +678,3 @@ const struct builtin_family builtin_family_reduction = {
     .check = red_check,
     .generate = red_generate,
 };
-
-/* ---- layouts of the row-wise families ---- */
-
-#define ROW_REG_FLOATS 64 /* floats one thread may cache in registers */
-
-static int row_resolve_cols(const long long c[3], const struct knob_set *k,
-                            struct row_layout *L, char *why, size_t whylen) {
-  L->cols = true;
-  L->group = 1;
-  L->cl = 1;
-  bool reg = strcmp(k->mode, "cached_row") == 0 || c[1] * k->vec <= ROW_REG_FLOATS;
-  L->path = reg ? ROW_PATH_REG : ROW_PATH_STREAM;
-  if (c[2] % k->vec != 0)
-    snprintf(why, whylen, "VEC=%d: inner length %lld is not a multiple of %d", k->vec, c[2],
-             k->vec);
-  else if (strcmp(k->mode, "warp_per_row") == 0 || strcmp(k->mode, "block_per_row") == 0)
-    snprintf(why, whylen, "MODE %s: inner > 1, threads walk the contiguous inner axis",
-             k->mode);
-  else if (strcmp(k->mode, "smem_row") == 0)
-    snprintf(why, whylen, "MODE smem_row: the column kernel keeps its column in registers "
-             "or re-reads it; nothing to stage in shared memory");
-  else if (reg && c[1] * k->vec > ROW_REG_FLOATS)
-    snprintf(why, whylen, "MODE cached_row: %lld rows x VEC=%d exceed %d registers per "
-             "thread", c[1], k->vec, ROW_REG_FLOATS);
-  else if (k->rows != 1 || k->split != 1 || k->items != 1)
-    snprintf(why, whylen, "ROWS, SPLIT and ITEMS apply to rows (inner == 1); the column "
-             "kernel uses UNROLL");
-  else if (k->unroll < 1 || k->unroll > 16 || (reg && k->unroll != 1))
-    snprintf(why, whylen, "UNROLL=%d: %s", k->unroll,
-             reg ? "the cached column's loops are fully unrolled" : "1 to 16");
-  else
-    return 0;
-  return -1;
-}
-
-/* The path of a row chunk when no MODE forces one. */
-static enum row_path row_auto_path(const struct row_layout *L, int vec) {
-  if (L->multi)
-    return ROW_PATH_STREAM;
-  if (L->nvt <= 8 && L->nvt * vec <= 32)
-    return ROW_PATH_REG;
-  if ((long long)L->rpb * L->chunkv * vec * 4 <= ROW_SMEM_LIMIT)
-    return ROW_PATH_SMEM;
-  return ROW_PATH_STREAM;
-}
-
-/* Checks the knobs that depend on the path of a rows layout. */
-static int row_check_path(const long long c[3], const struct knob_set *k,
-                          const struct row_layout *L, char *why, size_t whylen) {
-  /* The cached values plus about 24 registers of addresses and statistics must fit the
-   * 64K registers of an SM at this block size (255 at most per thread). */
-  int regs = L->nvt * k->vec + 24, allowed = 65536 / k->block > 255 ? 255 : 65536 / k->block;
-  if (L->path == ROW_PATH_REG && L->nvt * k->vec > ROW_REG_FLOATS)
-    snprintf(why, whylen, "a row chunk of %lld floats needs %d floats per thread in "
-             "registers (max %d): raise BLOCK or SPLIT", L->chunkv * k->vec, L->nvt * k->vec,
-             ROW_REG_FLOATS);
-  else if (L->path == ROW_PATH_REG && regs > allowed)
-    snprintf(why, whylen, "a row chunk of %lld floats needs %d floats per thread in "
-             "registers and about %d registers; %d threads per block allow %d",
-             L->chunkv * k->vec, L->nvt * k->vec, regs, k->block, allowed);
-  else if (L->path == ROW_PATH_SMEM && L->smem > ROW_SMEM_LIMIT)
-    snprintf(why, whylen, "%lld bytes of shared memory per block exceed %d: raise SPLIT",
-             L->smem, ROW_SMEM_LIMIT);
-  else if (L->multi && L->path != ROW_PATH_STREAM)
-    snprintf(why, whylen, "SPLIT=%d > 8 splits rows over separate launches, which stream "
-             "the row; cached rows split over clusters of at most 8", k->split);
-  else if (L->path != ROW_PATH_STREAM && k->items != 1)
-    snprintf(why, whylen, "ITEMS=%d batches loads of a streamed row; this row is cached "
-             "(use VEC or BLOCK)", k->items);
-  else if (k->items < 1 || k->items > 16)
-    snprintf(why, whylen, "ITEMS=%d: 1 to 16 vectors per batch", k->items);
-  else if (k->unroll < 1 || k->unroll > 16 || (L->path == ROW_PATH_REG && k->unroll != 1))
-    snprintf(why, whylen, "UNROLL=%d: %s", k->unroll,
-             L->path == ROW_PATH_REG ? "the cached row's loops are fully unrolled" : "1 to 16");
-  else
-    return 0;
-  (void)c;
-  return -1;
-}
-
-int row_layout_resolve(const long long c[3], const struct knob_set *k, struct row_layout *ret,
-                       char *why, size_t whylen) {
-  struct row_layout L = {0};
-  if (c[2] > 1) {
-    if (row_resolve_cols(c, k, &L, why, whylen) != 0)
-      return -1;
-    *ret = L;
-    return 0;
-  }
-  bool force_warp = strcmp(k->mode, "warp_per_row") == 0;
-  bool force_block = strcmp(k->mode, "block_per_row") == 0;
-  L.warp = force_warp || (!force_block && k->split == 1 && c[1] <= 1024);
-  L.group = L.warp ? 32 / (k->rows ? k->rows : 1) : k->block;
-  L.rpb = L.warp ? k->block / L.group : 1;
-  L.multi = k->split > 8;
-  L.cl = k->split > 1 && k->split <= 8 ? k->split : 1;
-  if (c[1] % k->vec != 0) {
-    snprintf(why, whylen, "VEC=%d: rows of %lld floats are not %d-byte aligned", k->vec, c[1],
-             4 * k->vec);
-    return -1;
-  }
-  if (k->split < 1 || k->split > 1024 || k->split > c[1] / k->vec) {
-    snprintf(why, whylen, "SPLIT=%d: 1 to 1024 blocks per row, at most one per vector",
-             k->split);
-    return -1;
-  }
-  if (L.warp && (k->split > 1 || k->rows < 1 || k->rows > 32 || (k->rows & (k->rows - 1)))) {
-    snprintf(why, whylen, k->split > 1 ? "SPLIT=%d splits a row over blocks: use "
-                                         "block_per_row" : "ROWS=%d: rows per warp must be a "
-                                                           "power of two up to 32",
-             k->split > 1 ? k->split : k->rows);
-    return -1;
-  }
-  if (!L.warp && k->rows != 1) {
-    snprintf(why, whylen, "ROWS=%d: a block handles one row (chunk); ROWS applies to "
-             "warp_per_row", k->rows);
-    return -1;
-  }
-  long long nv = c[1] / k->vec;
-  L.chunkv = (nv + k->split - 1) / k->split;
-  long long nvt = (L.chunkv + L.group - 1) / L.group;
-  L.nvt = nvt > 1 << 20 ? 1 << 20 : (int)nvt;
-  if (strcmp(k->mode, "cached_row") == 0)
-    L.path = ROW_PATH_REG;
-  else if (strcmp(k->mode, "smem_row") == 0)
-    L.path = ROW_PATH_SMEM;
-  else
-    L.path = row_auto_path(&L, k->vec);
-  L.smem = L.path == ROW_PATH_SMEM ? (long long)L.rpb * L.chunkv * k->vec * 4 : 0;
-  if (row_check_path(c, k, &L, why, whylen) != 0)
-    return -1;
-  *ret = L;
-  return 0;
-}
-
-/* Defaults for rows (inner == 1) on a device of sms SMs. */
-static void row_defaults_rows(const long long c[3], long long sms, struct knob_set *k) {
-  k->vec = widest_vec(c[1]);
-  long long nv = c[1] / k->vec, bytes = c[1] * 4;
-  if (c[1] <= 1024) {
-    int g = pow2_at_least(nv);
-    k->rows = 32 / g;
-    return;
-  }
-  if (nv <= 8192 && c[0] >= 2 * sms) {
-    k->block = nv <= 2048 ? 256 : nv <= 4096 ? 512 : 1024;
-    return;
-  }
-  if (bytes <= 64 * 1024 && c[0] >= 2 * sms) {
-    k->block = 512;
-    return;
-  }
-  long long want = (bytes + 64 * 1024 - 1) / (64 * 1024);
-  if (want > 8)
-    want = (bytes + 192 * 1024 - 1) / (192 * 1024);
-  if (want <= 8 && c[0] * want >= 2 * sms) {
-    k->split = (int)want;
-    k->block = bytes / want > 96 * 1024 ? 1024 : 512;
-    return;
-  }
-  /* Rows too long for a cluster, or too few rows to fill the GPU: two launches, chunks of
-   * about 64 KiB, at least two blocks per SM. */
-  long long split = (bytes + 64 * 1024 - 1) / (64 * 1024);
-  long long fill = (2 * sms + c[0] - 1) / c[0];
-  split = split < fill ? fill : split;
-  split = split < 9 ? 9 : split;
-  split = split > 1024 ? 1024 : split;
-  split = split > nv ? nv : split;
-  k->split = (int)split;
-  k->block = 512;
-  k->items = 4;
-}
-
-void row_layout_defaults(const long long c[3], int sm_count, struct knob_set *ret) {
-  struct knob_set k = {.block = 256, .vec = 1, .items = 1, .rows = 1, .unroll = 1,
-                       .split = 1};
-  if (c[2] == 1) {
-    row_defaults_rows(c, sm_count, &k);
-  } else {
-    k.vec = widest_vec(c[2]);
-    while (k.vec > 1 && c[1] * k.vec > ROW_REG_FLOATS)
-      k.vec /= 2;
-    if (c[1] * k.vec > ROW_REG_FLOATS)
-      k.unroll = 4;
-  }
-  *ret = k;
-}

@@ -1,6 +1,8 @@
-/* The builtin reduction family (sum, mean, max, min, prod, argmax, argmin and the L1, L2
- * and max-abs vector norms over any dim or contiguous group of dims, with a pointwise
- * prologue on the input and a pointwise epilogue on the result), and the canonical
+/* The builtin reduction family (sum, mean, max, min, prod, argmax, argmin, the L1, L2
+ * and max-abs vector norms, and global adaptive average/max pools, over any dim or
+ * contiguous group of dims, with a pointwise prologue on the input and a pointwise
+ * epilogue on the result that may read other tensors at the output's index; a reduction
+ * may reduce the result of another one, as in x.min(1)[0].sum(2)), and the canonical
  * [outer, R, inner] helpers the softmax and norm families share.
  *
  * Match object (owned by the caller of match):
@@ -11,7 +13,12 @@
  *    "keepdim": bool,
  *    "input_shape": [...], "output": "output:0", "out_dtype": "float32" | "int64",
  *    "prologue": IR,                  what is reduced, over leaves of the input shape
- *    "epilogue": IR | null,           applied to the reduced value (bound symbol "S")
+ *                                     (and the inner reduction's value "S1", if any)
+ *    "epilogue": IR | null,           applied to the reduced value (bound symbol "S"); its
+ *                                     leaves are read at the output element's flat index
+ *    "inner": {"op", "canonical": [o, R, i], "prologue": IR}   (optional) a first
+ *                                     reduction whose value (element j of its o * i) feeds
+ *                                     the prologue as "S1"
  *    "sm_count": 132}                 the device's SM count (builtin_sm_count)
  *
  * Template: proposers/builtin/templates/reduce_rows.cu: ofg_reduce_rows (inner == 1: a warp,
@@ -44,13 +51,19 @@ struct reduce_call {
   json_t *dims;   /* borrowed: an int, a list, or NULL for every dim */
   bool keepdim;
   bool tuple;     /* torch.max/min over a dim: (values, indices) */
+  json_t *owned;  /* dims made up for the call (a global adaptive pool's trailing dims);
+                     released by reduce_call_clear */
 };
 
 /* True when node (borrowed) reduces; max/min with a tensor `other` are elementwise. */
 bool reduce_node_is_reduction(json_t *node);
-/* Reads what reduction node computes. 0, or -1 with why for unsupported forms (dtype=,
- * p other than 1, 2, fro and inf, matrix norms, var, logsumexp ...). */
+/* Reads what reduction node computes (a global adaptive pool is a mean or max over its
+ * trailing dims with keepdim). 0, or -1 with why for unsupported forms (dtype=, p other
+ * than 1, 2, fro and inf, matrix norms, var, logsumexp ...). Release *ret with
+ * reduce_call_clear either way. */
 int reduce_call_of(json_t *node, struct reduce_call *ret, char *why, size_t whylen);
+/* Releases what reduce_call_of made for *s (its owned dims). */
+void reduce_call_clear(struct reduce_call *s);
 
 /* The default mapping of rows of R contiguous elements for the row families: "warp" (R
  * small: one warp or a sub-warp group per row) or "block". */

@@ -275,7 +275,71 @@ static int match_head(json_t *profile, json_t *scan, json_t *seen, struct scan_s
   return match_data(profile, in, seen, s, why, whylen);
 }
 
-/* Fills the canonical shape from the data and output shapes. Returns 0, or -1 with why. */
+/* cat((zeros_like|ones_like(z), scan), dim) as the output: the exclusive scan written on
+ * the output side, equal to the pad form when the pad is the scan's identity (0 for
+ * cumsum, 1 for cumprod). 1 when top is that cat (s->excl set), 0 when top is no cat, -1
+ * with why. */
+static int match_out_pad(json_t *profile, json_t *top, json_t *scan, json_t *seen,
+                         struct scan_spec *s, char *why, size_t whylen) {
+  if (!top || !graph_is_call(top) ||
+      !(graph_target_is(top, "cat") || graph_target_is(top, "concat")))
+    return 0;
+  json_t *parts = graph_arg(top, 0, "tensors");
+  json_t *pad = json_array_size(parts) == 2 ? graph_ref(profile, json_array_get(parts, 0)) : NULL;
+  json_t *second = json_array_size(parts) == 2 ? graph_ref(profile, json_array_get(parts, 1))
+                                               : NULL;
+  long long ts[8], ps[8];
+  int rank = graph_shape(top, ts);
+  const char *pad_dt = json_string_value(json_object_get(pad, "dtype"));
+  bool ok = second == scan && pad && graph_is_call(pad) && pad_dt &&
+            strcmp(pad_dt, "float32") == 0 && rank > 0 &&
+            dim_value(graph_arg(top, 1, "dim"), rank) == s->dim &&
+            graph_shape(pad, ps) == rank && ps[s->dim] == 1 &&
+            (s->prod ? graph_target_is(pad, "ones_like") : graph_target_is(pad, "zeros_like"));
+  if (!ok ||
+      mark_shape_chain(profile, graph_ref(profile, graph_arg(pad, 0, "input")), seen) != 0) {
+    snprintf(why, whylen, "exclusive scan: expected cat((%s(..), %s), dim=%d) after the scan",
+             s->prod ? "ones_like" : "zeros_like", s->prod ? "cumprod" : "cumsum", s->dim);
+    return -1;
+  }
+  json_object_set_new(seen, node_name(top), json_true());
+  json_object_set_new(seen, node_name(pad), json_true());
+  s->excl = 1;
+  s->pad_value = s->prod ? 1.0 : 0.0;
+  return 1;
+}
+
+/* The scanned operand of the output-side exclusive form: x.narrow(dim, 0, n - 1) or
+ * x[..., :-1] of the data x (an input, or input * mask). 0, or -1 with why. */
+static int match_prefix(json_t *profile, json_t *scan, json_t *seen, struct scan_spec *s,
+                        char *why, size_t whylen) {
+  json_t *in = graph_ref(profile, graph_arg(scan, 0, "input"));
+  json_t *x = in && graph_is_call(in) ? graph_ref(profile, graph_arg(in, 0, "input")) : NULL;
+  long long a[8], b[8];
+  int ra = x ? graph_shape(x, a) : -1, rb = in ? graph_shape(in, b) : -1;
+  bool ok = x && ra == rb && ra > s->dim && b[s->dim] == a[s->dim] - 1;
+  for (int i = 0; ok && i < ra; i++)
+    ok = i == s->dim || a[i] == b[i];
+  if (ok && graph_target_is(in, "narrow")) {
+    json_t *start = graph_arg(in, 2, "start");
+    ok = dim_value(graph_arg(in, 1, "dim"), ra) == s->dim && json_is_integer(start) &&
+         json_integer_value(start) == 0;
+  } else if (ok && graph_target_is(in, "getitem")) {
+    ok = match_slice(profile, in, s->dim, why, whylen) == x;
+  } else {
+    ok = false;
+  }
+  if (!ok) {
+    snprintf(why, whylen, "exclusive scan: the scan must read x.narrow(%d, 0, n - 1) or a "
+             "prefix slice of x when cat puts the pad after it", s->dim);
+    return -1;
+  }
+  json_object_set_new(seen, node_name(in), json_true());
+  return match_data(profile, x, seen, s, why, whylen);
+}
+
+/* Fills the canonical shape from the data and output shapes (of scan: the node giving the
+ * output). Returns 0, or -1 with why. */
 static int canonical(json_t *scan, struct scan_spec *s, char *why, size_t whylen) {
   long long o[8];
   int orank = graph_shape(scan, o);
@@ -303,11 +367,16 @@ static int canonical(json_t *scan, struct scan_spec *s, char *why, size_t whylen
   return 0;
 }
 
-/* Every call of the graph must be part of the matched chain. */
+/* Every call of the graph must be part of the matched chain, but for the calls that make
+ * no tensor (x.size(d) - 1 for narrow's length): the matched nodes' shapes, which the
+ * profile records, are what they decide. */
 static int all_seen(json_t *calls, json_t *seen, char *why, size_t whylen) {
   size_t i;
   json_t *node;
   json_array_foreach(calls, i, node) {
+    if (json_is_null(json_object_get(node, "shape")) &&
+        json_is_null(json_object_get(node, "dtype")))
+      continue;
     if (!json_object_get(seen, node_name(node))) {
       snprintf(why, whylen, "unsupported op %s next to the scan",
                json_string_value(json_object_get(node, "target")));
@@ -353,9 +422,13 @@ static int match_spec(json_t *profile, json_t *calls, json_t *seen, struct scan_
   json_object_set_new(seen, node_name(scan), json_true());
   bool flip_out;
   json_t *top = output_value(profile);
-  if (match_tail(profile, top, scan, seen, s, &flip_out, why, whylen) != 0 ||
-      match_head(profile, scan, seen, s, flip_out, why, whylen) != 0 ||
-      canonical(scan, s, why, whylen) != 0 || all_seen(calls, seen, why, whylen) != 0)
+  int out_pad = match_out_pad(profile, top, scan, seen, s, why, whylen);
+  if (out_pad < 0 ||
+      (out_pad ? match_prefix(profile, scan, seen, s, why, whylen)
+               : match_tail(profile, top, scan, seen, s, &flip_out, why, whylen) != 0 ||
+                     match_head(profile, scan, seen, s, flip_out, why, whylen)) != 0 ||
+      canonical(out_pad ? top : scan, s, why, whylen) != 0 ||
+      all_seen(calls, seen, why, whylen) != 0)
     return -1;
   snprintf(s->out, sizeof s->out, "output:0");
   return 1;

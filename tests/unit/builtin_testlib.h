@@ -95,6 +95,13 @@ void prepare_tasks(const char *tmp, size_t n, task_source_fn task);
  * wide; fails the running test on a mismatch. Takes nothing over. */
 void check_runs(json_t *runs, int name_width, int what_width);
 
+/* A C++ prelude, one line per string (NULL-terminated), that runs the CUDA kernels of the
+ * builtin templates on the CPU: the ofg_emu_launch, ofg_emu_ptr, ofg_emu_load/alloc/save
+ * that write_candidate's run() calls. Threads are ucontext fibers of one OS thread per
+ * block; __syncthreads is a block barrier, shuffles and __syncwarp warp barriers; a
+ * cluster's blocks run on OS threads at once. */
+extern const char *const emu_cuda_prelude[];
+
 #endif /* BUILTIN_TESTLIB_EMULATOR */
 
 #endif /* OPFORGE_TESTS_UNIT_BUILTIN_TESTLIB_H */

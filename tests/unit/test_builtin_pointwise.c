@@ -382,6 +382,30 @@ static void test_expr_emit(void **state) {
   json_decref(p);
 }
 
+/* In-place spellings read as their out-of-place ops when nothing else reads the operand. */
+static void test_expr_in_place(void **state) {
+  (void)state;
+  json_t *p = mk_profile("[8]", "", "", "",
+                         CALL("e", "torch.exp", "[{\"node\":\"x\"}]", "{}", "[8]")
+                         ",{\"name\":\"r\",\"op\":\"call_module\",\"target\":\"ReLU\","
+                         "\"attrs\":{\"inplace\":true},\"args\":[{\"node\":\"e\"}],"
+                         "\"kwargs\":{},\"shape\":[8],\"dtype\":\"float32\"},"
+                         CALL("a", "operator.iadd", "[{\"node\":\"r\"},2.0]", "{}", "[8]")
+                         ",{\"name\":\"m\",\"op\":\"call_method\",\"target\":\"mul_\","
+                         "\"args\":[{\"node\":\"a\"},{\"node\":\"x\"}],\"kwargs\":{},"
+                         "\"shape\":[8],\"dtype\":\"float32\"}",
+                         "[8]");
+  char why[256] = "";
+  json_t *ir = ir_of(p, why, sizeof why);
+  if (!ir)
+    fail_msg("in-place chain refused: %s", why);
+  char *ops = json_dumps(json_object_get(ir, "ops"), JSON_COMPACT);
+  assert_string_equal(ops, "[\"exp\",\"relu\",\"add\",\"mul\"]");
+  free(ops);
+  json_decref(ir);
+  json_decref(p);
+}
+
 /* Chains the translator refuses, with the reason. */
 static void test_expr_refusals(void **state) {
   (void)state;
@@ -390,11 +414,14 @@ static void test_expr_refusals(void **state) {
   } cases[] = {
       {CALL("w", "torch.where", "[{\"node\":\"x\"},{\"node\":\"x\"},0.0]", "{}", "[8]"),
        "unsupported op where"},
+      /* In place is out of place unless another node reads what the op overwrites. */
       {"{\"name\":\"r\",\"op\":\"call_method\",\"target\":\"relu_\",\"args\":[{\"node\":\"x\"}],"
-       "\"kwargs\":{},\"shape\":[8],\"dtype\":\"float32\"}",
-       "in-place op relu_ is unsupported"},
-      {CALL("r", "torch.nn.functional.relu", "[{\"node\":\"x\"}]", "{\"inplace\":true}", "[8]"),
-       "in-place op relu is unsupported"},
+       "\"kwargs\":{},\"shape\":[8],\"dtype\":\"float32\"},"
+       CALL("a", "operator.add", "[{\"node\":\"r\"},{\"node\":\"x\"}]", "{}", "[8]"),
+       "in-place op relu_ on a value that other nodes read is unsupported"},
+      {CALL("r", "torch.nn.functional.relu", "[{\"node\":\"x\"}]", "{\"inplace\":true}", "[8]")
+       "," CALL("a", "operator.add", "[{\"node\":\"x\"},{\"node\":\"r\"}]", "{}", "[8]"),
+       "in-place op relu on a value that other nodes read is unsupported"},
       {CALL("d", "torch.nn.functional.dropout", "[{\"node\":\"x\"}]", "{\"p\":0.5}", "[8]"),
        "dropout with p=0.5 in training mode is random"},
       {CALL("g", "torch.nn.functional.gelu", "[{\"node\":\"x\"}]", "{\"approximate\":\"fast\"}",
@@ -671,6 +698,10 @@ static const struct small_task {
      NULL, NULL, {"", "VEC=1"}},
     {"expand", TASKA(NOINIT, "x, y", "x + y.view(1, -1, 1).expand(8, 5, 6)",
                     "[torch.randn(8, 5, 6), torch.randn(5)]"),
+     NULL, NULL, {""}},
+    /* In-place spellings whose operand nothing else reads: computed out of place. */
+    {"inplace", TASK("        self.r = nn.ReLU(inplace=True)\n",
+                     "self.r(x * 2.0).add_(1.0).clamp_(max=2.5)", "[torch.randn(9, 11)]"),
      NULL, NULL, {""}},
 };
 
@@ -1005,6 +1036,7 @@ int main(void) {
       cmocka_unit_test(test_expr_constants),
       cmocka_unit_test(test_expr_broadcast),
       cmocka_unit_test(test_expr_emit),
+      cmocka_unit_test(test_expr_in_place),
       cmocka_unit_test(test_expr_refusals),
       cmocka_unit_test(test_public_tasks),
       cmocka_unit_test(test_refusals),

@@ -293,6 +293,28 @@ static const struct synthetic synthetics[] = {
      "scan", 1, "cumsum",
      "{\"canonical\": [64, 1000, 1], \"exclusive\": \"pad\", \"pad_value\": 0.0,"
      " \"rows_out\": 63, \"r_out\": 1001}", NULL},
+    /* KernelBench's exclusive spelling: the pad concatenated after the scan of a prefix. */
+    {"exclusive_narrow",
+     PY_HEAD "class Model(nn.Module):\n    def forward(self, x):\n"
+             "        c = torch.cumsum(x.narrow(dim=1, start=0, length=x.size(1) - 1), dim=1)\n"
+             "        return torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), c), dim=1)\n"
+             "def get_inputs():\n    return [torch.rand(16, 300)]\n" PY_NOINIT,
+     "scan", 1, "cumsum",
+     "{\"canonical\": [16, 300, 1], \"exclusive\": \"pad\", \"pad_value\": 0.0,"
+     " \"rows_out\": 16, \"r_out\": 300}", NULL},
+    {"exclusive_slice_cumprod",
+     PY_HEAD "class Model(nn.Module):\n    def forward(self, x):\n"
+             "        return torch.cat((torch.ones_like(x[:, :1]), torch.cumprod(x[:, :-1], 1)), 1)\n"
+             "def get_inputs():\n    return [0.5 + torch.rand(8, 40)]\n" PY_NOINIT,
+     "scan", 1, "cumprod",
+     "{\"canonical\": [8, 40, 1], \"exclusive\": \"pad\", \"pad_value\": 1.0,"
+     " \"rows_out\": 8, \"r_out\": 40}", NULL},
+    {"exclusive_wrong_pad",
+     PY_HEAD "class Model(nn.Module):\n    def forward(self, x):\n"
+             "        return torch.cat((torch.ones_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)), 1)\n"
+             "def get_inputs():\n    return [torch.rand(8, 40)]\n" PY_NOINIT,
+     "scan", -1, NULL, NULL,
+     "exclusive scan: expected cat((zeros_like(..), cumsum), dim=1) after the scan"},
     {"exclusive_sub",
      PY_HEAD "class Model(nn.Module):\n    def forward(self, x):\n"
              "        return torch.cumsum(x, -1) - x\n"
@@ -347,6 +369,23 @@ static const struct synthetic synthetics[] = {
              "def get_inputs():\n    return [torch.rand(2, 3, 8, 8)]\n" PY_NOINIT,
      "pooling", -1, NULL, NULL,
      "max_pool2d with return_indices=True (two outputs) is not supported"},
+    /* Pooling with the pointwise ops around it fused: a prologue reading a broadcast
+     * scale and an epilogue. */
+    {"pool_chain",
+     PY_HEAD "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.s = nn.Parameter(torch.rand(3, 1, 1))\n"
+             "        self.p = nn.MaxPool2d(3, stride=2, padding=1)\n"
+             "    def forward(self, x):\n"
+             "        return torch.clamp(self.p(F.relu(x) * self.s), 0.1, 0.6)\n"
+             "def get_inputs():\n    return [torch.randn(2, 3, 12, 16)]\n" PY_NOINIT,
+     "pooling", 1, "max_pool2d",
+     "{\"canonical\": [6, 1, 12, 16], \"out\": [1, 6, 8], \"tensors\": {\"x\": \"input:0\","
+     " \"out\": \"output:0\"}}", NULL},
+    {"pool_then_softmax",
+     PY_HEAD "class Model(nn.Module):\n    def forward(self, x):\n"
+             "        return torch.softmax(F.max_pool2d(x, 2), dim=1)\n"
+             "def get_inputs():\n    return [torch.randn(2, 3, 8, 8)]\n" PY_NOINIT,
+     "pooling", -1, NULL, NULL, "softmax next to the pooling op is not elementwise"},
     {"kl_div_batchmean",
      PY_HEAD "class Model(nn.Module):\n    def forward(self, p, t):\n"
              "        return F.kl_div(torch.log(p), t, reduction='batchmean')\n"
@@ -1096,6 +1135,7 @@ static const char *const emu_runner[] = {
     "    outs = [ref] if torch.is_tensor(ref) else list(ref)\n",
     "    refs64 = [ref64] if torch.is_tensor(ref64) else list(ref64)\n",
     "    tensors = {\"input:%d\" % i: x.contiguous().numpy() for i, x in enumerate(inputs)}\n",
+    "    tensors.update({\"param:\" + k: v.detach().contiguous().numpy() for k, v in model.state_dict().items()})\n",
     "    src = os.path.join(work, \"main.cpp\")\n",
     "    with open(src, \"w\") as f:\n",
     "        f.write(main_cpp(case[\"candidate\"], tensors, outs, work))\n",
@@ -1189,6 +1229,9 @@ static void test_emulated_kernels(void **state) {
   }
   static const struct emu_case cases[] = {
       {"exclusive_cat", NULL, NULL, NULL, 0},
+      {"exclusive_narrow", NULL, NULL, NULL, 0},
+      {"exclusive_narrow", "MODE", "set", "two_level", 0},
+      {"exclusive_slice_cumprod", NULL, NULL, NULL, 0},
       {"exclusive_sub", NULL, NULL, NULL, 0},
       {"reverse_masked", NULL, NULL, NULL, 0},
       {"reverse_masked", "MODE", "set", "decoupled_lookback", 0},
@@ -1199,6 +1242,9 @@ static void test_emulated_kernels(void **state) {
       {"avg_pool2d_functional", NULL, NULL, NULL, 0},
       {"avg_pool2d_functional", "MODE", "set", "pad_smem", 0},
       {"avg_pool3d", NULL, NULL, NULL, 0},
+      {"pool_chain", NULL, NULL, NULL, 0},
+      {"pool_chain", "MODE", "set", "thread_per_output", 0},
+      {"pool_chain", "VEC", "set", NULL, 1},
       {"kl_div_batchmean", NULL, NULL, NULL, 0},
       {"kl_div_log_target", NULL, NULL, NULL, 0},
       {"hinge_broadcast", NULL, NULL, NULL, 0},

@@ -15,6 +15,10 @@
 
 typedef long long i64;
 
+// OFG_PRAGMA(unroll N): a pragma whose argument is a macro (nvcc does not expand the
+// argument of #pragma unroll; NVRTC does).
+#define OFG_STR(x) #x
+#define OFG_PRAGMA(x) _Pragma(OFG_STR(x))
 #ifndef INFINITY  /* NVRTC has no <math.h> macros */
 #define INFINITY __int_as_float(0x7f800000)
 #endif
@@ -202,8 +206,6 @@ __device__ __forceinline__ float ofg_dsmem_ld(const float* p, unsigned rank) {
 // after the fragment has defined OFG_GROUP and the path, and read the kernel's lo, hi (the
 // thread's vectors, of VEC floats, lie in [lo, hi)), g (its lane among the row's
 // OFG_GROUP threads) and xr (the row in global memory) or sm (the row staged). ----
-#define OFG_STR(x) #x
-#define OFG_PRAGMA(x) _Pragma(OFG_STR(x))
 
 // Copies the thread's vectors lo + g, lo + g + G, ... below hi of row xr into dynamic
 // shared memory (cp.async) and waits until all G threads of the row have theirs there.

@@ -254,7 +254,7 @@ __device__ __forceinline__ float row_lse(const float* __restrict__ xr, bool ok, 
 #else
   // One streaming pass with a running (max, sum) per thread, merged across the group.
   float m = -INFINITY, s = 0.0f;
-#pragma unroll UNROLL
+  OFG_PRAGMA(unroll UNROLL)
   for (idx_t base = 0; base < LOSS_D; base += LOSS_STEP) {
     float v[ITEMS][VEC];
     bool in[ITEMS];
@@ -335,7 +335,7 @@ __device__ __forceinline__ void row_loss(LOSS_ROW_PARAMS, idx_t row, bool ok, in
                                          float* scratch, float& loss, float& cnt) {
   const idx_t off = (ok ? row : 0) * (idx_t)LOSS_D;
   float sap = 0.0f, san = 0.0f, spn = 0.0f;
-#pragma unroll UNROLL
+  OFG_PRAGMA(unroll UNROLL)
   for (idx_t base = 0; base < LOSS_D; base += LOSS_STEP) {
     float va[ITEMS][VEC], vp[ITEMS][VEC], vn[ITEMS][VEC];
     bool in[ITEMS];
@@ -379,7 +379,7 @@ __device__ __forceinline__ void row_loss(LOSS_ROW_PARAMS, idx_t row, bool ok, in
                                          float* scratch, float& loss, float& cnt) {
   const idx_t off = (ok ? row : 0) * (idx_t)LOSS_D;
   float dot = 0.0f, na = 0.0f, nb = 0.0f;
-#pragma unroll UNROLL
+  OFG_PRAGMA(unroll UNROLL)
   for (idx_t base = 0; base < LOSS_D; base += LOSS_STEP) {
     float va[ITEMS][VEC], vb[ITEMS][VEC];
     bool in[ITEMS];

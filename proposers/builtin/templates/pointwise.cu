@@ -13,8 +13,6 @@
 #ifndef UNROLL
 #define UNROLL 1
 #endif
-#define OFG_STR(x) #x
-#define OFG_PRAGMA(x) _Pragma(OFG_STR(x))
 
 #ifdef MODE_IDX32
 typedef unsigned int ofg_i;

@@ -1,11 +1,26 @@
 // Max and average pooling, 1D/2D/3D, PyTorch semantics (padding, dilation, ceil_mode,
-// count_include_pad, divisor_override). pooling.c prepends common.cuh and the POOL_*
+// count_include_pad, divisor_override), with an optional fused pointwise prologue and
+// epilogue. pooling.c prepends common.cuh and the POOL_*
 // shape constants; 1D and 2D are 3D with unit leading dims. Knobs arrive as -D macros.
 #ifndef VEC
 #define VEC 1
 #endif
 #ifndef ITEMS
 #define ITEMS 1
+#endif
+
+// A fused pointwise prologue (on each input element, given its flat index xi) and
+// epilogue (on each output, given its flat index e), with the tensors they read as extra
+// kernel parameters; pooling.c defines them when the region has such ops.
+#ifndef POOL_PRE
+#define POOL_PRE(v, xi) (v)
+#endif
+#ifndef POOL_POST
+#define POOL_POST(v, e) (v)
+#endif
+#ifndef POOL_EXTRA_PARAMS
+#define POOL_EXTRA_PARAMS
+#define POOL_EXTRA_ARGS
 #endif
 
 #if defined(MODE_LDG)
@@ -73,9 +88,11 @@ __device__ __forceinline__ float pool_finish(float acc, int od, int oh, int ow) 
 // outputs from there; each input row is read once per kd from global memory.
 #define POOL_FOOT ((ITEMS - 1) * POOL_SH + (POOL_KH - 1) * POOL_DH + 1)
 
-// Copies tile rows [c0, c0 + rows) of input plane slice xp into sm (padding = POOL_FILL).
-__device__ __forceinline__ void pool_stage(const float* __restrict__ xp, float* sm, int ih0,
-                                           int iw0, int c0, int rows) {
+// Copies tile rows [c0, c0 + rows) of input plane slice xp (at flat index xb) into sm
+// (padding = POOL_FILL), through the prologue.
+__device__ __forceinline__ void pool_stage(const float* __restrict__ xp, idx_t xb, float* sm,
+                                           int ih0, int iw0, int c0, int rows POOL_EXTRA_PARAMS) {
+  (void)xb;
 #if VEC > 1
   // VEC-aligned vectors: a vector is entirely inside [0, IW) or entirely padding,
   // because POOL_IW is a multiple of VEC (pooling.c checks it).
@@ -95,6 +112,8 @@ __device__ __forceinline__ void pool_stage(const float* __restrict__ xp, float* 
       const float2 q = *reinterpret_cast<const float2*>(p);
       v[0] = q.x; v[1] = q.y;
 #endif
+#pragma unroll
+      for (int c = 0; c < VEC; c++) v[c] = POOL_PRE(v[c], xb + (idx_t)ih * POOL_IW + col + c);
     } else {
 #pragma unroll
       for (int c = 0; c < VEC; c++) v[c] = POOL_FILL;
@@ -111,14 +130,15 @@ __device__ __forceinline__ void pool_stage(const float* __restrict__ xp, float* 
     const int r = e / POOL_IWT, lc = e % POOL_IWT;
     const int ih = ih0 + c0 + r, iw = iw0 + lc;
     sm[r * POOL_SROW + lc] = (ih >= 0 && ih < POOL_IH && iw >= 0 && iw < POOL_IW)
-                                 ? POOL_LD(xp + (idx_t)ih * POOL_IW + iw)
+                                 ? POOL_PRE(POOL_LD(xp + (idx_t)ih * POOL_IW + iw),
+                                            xb + (idx_t)ih * POOL_IW + iw)
                                  : POOL_FILL;
   }
 #endif
 }
 
 extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
-                                                float* __restrict__ y) {
+                                                float* __restrict__ y POOL_EXTRA_PARAMS) {
   __shared__ float sm[POOL_CH * POOL_SROW];
   const int tx = threadIdx.x % POOL_TX, ty = threadIdx.x / POOL_TX;
   idx_t b = blockIdx.x;
@@ -138,7 +158,8 @@ extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
   for (int kd = 0; kd < POOL_KD; kd++) {
     const int id = od * POOL_SD - POOL_PD + kd * POOL_DD;
     if (id < 0 || id >= POOL_ID) continue;  // the same for the whole block
-    const float* xp = x + (plane * POOL_ID + id) * ((idx_t)POOL_IH * POOL_IW);
+    const idx_t xb = (plane * POOL_ID + id) * ((idx_t)POOL_IH * POOL_IW);
+    const float* xp = x + xb;
 #if POOL_WHOLE_TILE
     // The whole halo tile in one piece: every row a thread needs is staged.
     {
@@ -148,7 +169,7 @@ extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
       const int rows = POOL_IHT - c0 < POOL_CH ? POOL_IHT - c0 : POOL_CH;
 #endif
       __syncthreads();
-      pool_stage(xp, sm, ih0, iw0, c0, rows);
+      pool_stage(xp, xb, sm, ih0, iw0, c0, rows POOL_EXTRA_ARGS);
       __syncthreads();
 #pragma unroll
       for (int r = 0; r < POOL_FOOT; r++) {
@@ -159,7 +180,7 @@ extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
 #pragma unroll
         for (int j = 0; j < POOL_WI; j++) {
 #if UNROLL > 0
-#pragma unroll UNROLL
+OFG_PRAGMA(unroll UNROLL)
 #else
 #pragma unroll
 #endif
@@ -182,9 +203,10 @@ extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
 #pragma unroll
     for (int j = 0; j < POOL_WI; j++) {
       const int ow = ow0 + tx + j * POOL_TX;
-      if (oh < POOL_OH && ow < POOL_OW)
-        y[((plane * POOL_OD + od) * POOL_OH + oh) * (idx_t)POOL_OW + ow] =
-            pool_finish(acc[i][j], od, oh, ow);
+      if (oh < POOL_OH && ow < POOL_OW) {
+        const idx_t e = ((plane * POOL_OD + od) * POOL_OH + oh) * (idx_t)POOL_OW + ow;
+        y[e] = POOL_POST(pool_finish(acc[i][j], od, oh, ow), e);
+      }
     }
   }
 }
@@ -192,7 +214,7 @@ extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
 // One thread per output, threadIdx.x along the output width, gridDim.y over the rows
 // (plane, od, oh); every window tap is read from global memory (L1 serves the overlap).
 extern "C" __global__ void OFG_BOUNDS pool_direct(const float* __restrict__ x,
-                                                  float* __restrict__ y) {
+                                                  float* __restrict__ y POOL_EXTRA_PARAMS) {
   const int ow = blockIdx.x * BLOCK + threadIdx.x;
   if (ow >= POOL_OW) return;
   for (idx_t row = blockIdx.y; row < (idx_t)POOL_ROWS; row += gridDim.y) {
@@ -205,22 +227,22 @@ extern "C" __global__ void OFG_BOUNDS pool_direct(const float* __restrict__ x,
       const int id = od * POOL_SD - POOL_PD + kd * POOL_DD;
       if (id < 0 || id >= POOL_ID) continue;
 #if UNROLL > 0
-#pragma unroll UNROLL
+OFG_PRAGMA(unroll UNROLL)
 #else
 #pragma unroll
 #endif
       for (int kh = 0; kh < POOL_KH; kh++) {
         const int ih = oh * POOL_SH - POOL_PH + kh * POOL_DH;
         if (ih < 0 || ih >= POOL_IH) continue;
-        const float* xr = x + ((plane * POOL_ID + id) * POOL_IH + ih) * (idx_t)POOL_IW;
+        const idx_t xr = ((plane * POOL_ID + id) * POOL_IH + ih) * (idx_t)POOL_IW;
 #pragma unroll
         for (int kw = 0; kw < POOL_KW; kw++) {
           const int iw = ow * POOL_SW - POOL_PW + kw * POOL_DW;
-          if (iw >= 0 && iw < POOL_IW) acc = pool_op(acc, POOL_LD(xr + iw));
+          if (iw >= 0 && iw < POOL_IW) acc = pool_op(acc, POOL_PRE(POOL_LD(x + xr + iw), xr + iw));
         }
       }
     }
-    y[row * POOL_OW + ow] = pool_finish(acc, od, oh, ow);
+    y[row * POOL_OW + ow] = POOL_POST(pool_finish(acc, od, oh, ow), row * POOL_OW + ow);
   }
 }
 #endif

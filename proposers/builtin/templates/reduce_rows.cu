@@ -133,8 +133,11 @@ __device__ __forceinline__ ofg_acc ofg_block_reduce(ofg_acc a) {
   return a;
 }
 
-__device__ __forceinline__ OFG_OUT_T ofg_result(const ofg_acc& a) {
+// The value stored for output idx: the reduced value through the epilogue, whose
+// tensors (OFG_EPI_PARAMS) it reads at idx.
+__device__ __forceinline__ OFG_OUT_T ofg_result(const ofg_acc& a, ofg_i idx OFG_EPI_PARAMS) {
 #ifdef OFG_ARG
+  (void)idx;
   return (OFG_OUT_T)a.i;
 #else
   float s = a.v;
@@ -144,20 +147,21 @@ __device__ __forceinline__ OFG_OUT_T ofg_result(const ofg_acc& a) {
 #ifdef OFG_POST_SQRT
   s = sqrtf(s);
 #endif
-  return ofg_post(s);
+  return ofg_post_at(s, idx OFG_EPI_ARGS);
 #endif
 }
 
 // Stores the result of output idx, or the partial of slice part when the rows are split.
 __device__ __forceinline__ void ofg_put(const ofg_acc& a, ofg_i idx, int part,
-                                        OFG_OUT_T* __restrict__ out OFG_PART_PARAMS) {
+                                        OFG_OUT_T* __restrict__ out OFG_PART_PARAMS
+                                        OFG_EPI_PARAMS) {
 #if SPLIT > 1
   pv[(ofg_i)part * OFG_NOUT + idx] = a.v;
 #ifdef OFG_ARG
   pi[(ofg_i)part * OFG_NOUT + idx] = a.i;
 #endif
 #else
-  out[idx] = ofg_result(a);
+  out[idx] = ofg_result(a, idx OFG_EPI_ARGS);
 #endif
 }
 
@@ -165,7 +169,8 @@ __device__ __forceinline__ void ofg_put(const ofg_acc& a, ofg_i idx, int part,
 // Work item w = (row, slice) for the group `slot` of this block; items past the end read
 // nothing but still take part in the group's shuffles.
 __device__ __forceinline__ void ofg_rows_item(ofg_i w, OFG_IN_PARAMS,
-                                              OFG_OUT_T* __restrict__ out OFG_PART_PARAMS) {
+                                              OFG_OUT_T* __restrict__ out OFG_PART_PARAMS
+                                              OFG_EPI_PARAMS) {
   const int g = threadIdx.x % OFG_GROUP;
   const bool valid = w < (ofg_i)OFG_OUTER * SPLIT;
   const ofg_i row = w / SPLIT;
@@ -200,23 +205,25 @@ __device__ __forceinline__ void ofg_rows_item(ofg_i w, OFG_IN_PARAMS,
 #else
   a = ofg_group_reduce<OFG_GROUP>(a);
 #endif
-  if (valid && g == 0) ofg_put(a, row, part, out OFG_PART_ARGS);
+  if (valid && g == 0) ofg_put(a, row, part, out OFG_PART_ARGS OFG_EPI_ARGS);
 }
 
 extern "C" __global__ void OFG_BOUNDS ofg_reduce_rows(OFG_IN_PARAMS,
-                                                      OFG_OUT_T* __restrict__ out OFG_PART_PARAMS) {
+                                                      OFG_OUT_T* __restrict__ out OFG_PART_PARAMS
+                                                      OFG_EPI_PARAMS) {
   const int rpb = BLOCK / OFG_GROUP, slot = threadIdx.x / OFG_GROUP;
 #if defined(MODE_GRID_STRIDE) || defined(MODE_PERSISTENT)
   // Uniform trip count per block: the groups' shuffles and the block's barriers need it.
   for (ofg_i t = blockIdx.x; t * rpb < (ofg_i)OFG_OUTER * SPLIT; t += gridDim.x)
-    ofg_rows_item(t * rpb + slot, OFG_IN_ARGS, out OFG_PART_ARGS);
+    ofg_rows_item(t * rpb + slot, OFG_IN_ARGS, out OFG_PART_ARGS OFG_EPI_ARGS);
 #else
-  ofg_rows_item((ofg_i)blockIdx.x * rpb + slot, OFG_IN_ARGS, out OFG_PART_ARGS);
+  ofg_rows_item((ofg_i)blockIdx.x * rpb + slot, OFG_IN_ARGS, out OFG_PART_ARGS OFG_EPI_ARGS);
 #endif
 }
 #else
 extern "C" __global__ void OFG_BOUNDS ofg_reduce_cols(OFG_IN_PARAMS,
-                                                      OFG_OUT_T* __restrict__ out OFG_PART_PARAMS) {
+                                                      OFG_OUT_T* __restrict__ out OFG_PART_PARAMS
+                                                      OFG_EPI_PARAMS) {
   const ofg_i ncv = OFG_INNER / VEC;
   const ofg_i t = (ofg_i)blockIdx.x * BLOCK + threadIdx.x;
   if (t >= (ofg_i)OFG_OUTER * ncv) return;
@@ -251,7 +258,7 @@ extern "C" __global__ void OFG_BOUNDS ofg_reduce_cols(OFG_IN_PARAMS,
     ofg_acc a = acc[0][j];
 #pragma unroll
     for (int u = 1; u < UNROLL; u++) a = ofg_acc_merge(a, acc[u][j]);
-    ofg_put(a, o * OFG_INNER + c + j, part, out OFG_PART_ARGS);
+    ofg_put(a, o * OFG_INNER + c + j, part, out OFG_PART_ARGS OFG_EPI_ARGS);
   }
 }
 #endif
@@ -263,7 +270,7 @@ extern "C" __global__ void OFG_BOUNDS ofg_reduce_finish(const float* __restrict_
 #ifdef OFG_ARG
                                                         const int* __restrict__ pi,
 #endif
-                                                        OFG_OUT_T* __restrict__ out) {
+                                                        OFG_OUT_T* __restrict__ out OFG_EPI_PARAMS) {
 #ifdef OFG_FINISH_WARP
   const int lane = threadIdx.x & 31;
   const ofg_i idx = (ofg_i)blockIdx.x * (BLOCK / 32) + (threadIdx.x >> 5);
@@ -280,7 +287,7 @@ extern "C" __global__ void OFG_BOUNDS ofg_reduce_finish(const float* __restrict_
     a = ofg_acc_merge(a, b);
   }
   a = ofg_group_reduce<32>(a);
-  if (lane == 0) out[idx] = ofg_result(a);
+  if (lane == 0) out[idx] = ofg_result(a, idx OFG_EPI_ARGS);
 #else
   const ofg_i idx = (ofg_i)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= OFG_NOUT) return;
@@ -295,7 +302,7 @@ extern "C" __global__ void OFG_BOUNDS ofg_reduce_finish(const float* __restrict_
 #endif
     a = ofg_acc_merge(a, b);
   }
-  out[idx] = ofg_result(a);
+  out[idx] = ofg_result(a, idx OFG_EPI_ARGS);
 #endif
 }
 #endif

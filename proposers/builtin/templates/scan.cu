@@ -244,7 +244,7 @@ __device__ __forceinline__ void scan_range(const float* __restrict__ x SCAN_MASK
                                            idx_t k_begin, idx_t k_end, float carry, int g,
                                            int wg, int lane, float* tot_sm) {
   int parity = 0;
-#pragma unroll UNROLL
+  OFG_PRAGMA(unroll UNROLL)
   for (idx_t k0 = k_begin; k0 < k_end; k0 += SCAN_GTILE) {
     scan_tile t;
     scan_tile_local(x SCAN_MASK_ARG, row, row_ok, k0, k_end, g, wg, lane, parity, tot_sm, t);
@@ -440,7 +440,7 @@ extern "C" __global__ void OFG_BOUNDS scan_cols(const float* __restrict__ x SCAN
   if (col_ok && ty == 0) scan_col_store(y, out_base, carry);
 #endif
   int parity = 0;
-#pragma unroll UNROLL
+  OFG_PRAGMA(unroll UNROLL)
   for (idx_t k0 = 0; k0 < (idx_t)SCAN_K; k0 += SCAN_TY * ITEMS) {
     float v[ITEMS][VEC];
 #if SCAN_SUB_SELF
