@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "engine/loop_internal.h"
 #include "engine/program.h"
+#include "engine/store_failures.h"
 #include "proposers/family.h"
 #include "store/candidates.h"
 #include "store/memory.h"
@@ -326,6 +327,38 @@ static enum loop_result conclude(struct task_run *run) {
   return finish(run, "failed", "no_correct_candidate", message, NULL);
 }
 
+/* A commit of the task's work failed with store status: counts it (a busy store is not
+ * counted) and unclaims the task, which a worker claims again after a pause. */
+static enum loop_result store_failed(struct task_run *run, int status) {
+  if (run->env->store_failures) {
+    int n = store_failures_note(run->env->store_failures, run->id, status);
+    log_warn("task %s: a commit failed (store status %d, %d in a row%s)", run->id, status, n,
+             status == STORE_BUSY ? "; busy is not counted" : "");
+  }
+  store_task_unclaim(run->env->store, run->id);
+  return LOOP_STORE_ERROR;
+}
+
+/* A commit succeeded: the count of failures in a row starts again. */
+static void note_committed(struct task_run *run) {
+  if (run->env->store_failures)
+    store_failures_forget(run->env->store_failures, run->id);
+}
+
+/* The task's commits failed STORE_FAILURES_LIMIT times in a row (not busy): retrying can't
+ * help, so the task fails with store_error, which its events and GET say; the worker is
+ * free for the next task. */
+static enum loop_result fail_on_store(struct task_run *run, int count, int status) {
+  char message[200];
+  snprintf(message, sizeof message,
+           "the store refused this task's commit %d times in a row (%s); the server log "
+           "names the statement",
+           count, status == STORE_CONSTRAINT ? "a constraint or type the statement breaks"
+                                             : "a storage error");
+  snprintf(run->stop_reason, sizeof run->stop_reason, "store_error");
+  return finish(run, "failed", "store_error", message, NULL);
+}
+
 /* The reference, then steps until the budget, the floor, an exhausted space, a cancel,
  * a checkpoint or a store failure. */
 static enum loop_result run_steps(struct task_run *run) {
@@ -333,10 +366,10 @@ static enum loop_result run_steps(struct task_run *run) {
   if (!run->tree->nodes[0].candidate[0]) {
     if (!between_steps(run, &ret))
       return ret;
-    if (loop_reference(run) != STORE_OK) {
-      store_task_unclaim(run->env->store, run->id);
-      return LOOP_STORE_ERROR;
-    }
+    int rc = loop_reference(run);
+    if (rc != STORE_OK)
+      return store_failed(run, rc);
+    note_committed(run);
   }
   snprintf(run->stop_reason, sizeof run->stop_reason, "budget");
   int idle = 0, down = 0;
@@ -352,10 +385,10 @@ static enum loop_result run_steps(struct task_run *run) {
       break;
     }
     enum step_result res = loop_step(run, idle);
-    if (res == STEP_STORE_ERROR) {
-      store_task_unclaim(run->env->store, run->id);
-      return LOOP_STORE_ERROR;
-    }
+    if (res == STEP_STORE_ERROR)
+      return store_failed(run, run->store_status);
+    if (res == STEP_COMMITTED)
+      note_committed(run);
     if (res == STEP_BUDGET_SPENT) {
       snprintf(run->stop_reason, sizeof run->stop_reason, "budget_exhausted");
       break;
@@ -384,10 +417,18 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   if (env->evaluator->set_current_task)
     env->evaluator->set_current_task(env->evaluator->self, task_id);
   if (load_task(&run, &result) == 0 && prepare_evaluator(&run, &result) == 0) {
-    if (restore_tree(&run) == 0)
-      result = run_steps(&run);
-    else
+    int status = 0;
+    int failures = env->store_failures ? store_failures_count(env->store_failures, task_id,
+                                                              &status)
+                                       : 0;
+    if (restore_tree(&run) != 0)
       result = finish(&run, "failed", "bad_tree", "the stored search tree is unreadable", NULL);
+    else if (failures >= STORE_FAILURES_LIMIT)
+      result = fail_on_store(&run, failures, status);
+    else
+      result = run_steps(&run);
+    if (result == LOOP_FINISHED && env->store_failures)
+      store_failures_forget(env->store_failures, task_id);
   }
   if (env->evaluator->set_current_task)
     env->evaluator->set_current_task(env->evaluator->self, NULL);

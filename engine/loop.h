@@ -10,6 +10,7 @@
 
 struct store;
 struct llm_settings;
+struct store_failures;
 
 /* Told after every change a client may be waiting for (a step, a profile, the end),
  * with the task's id (borrowed). The server wakes its event streams with it. */
@@ -24,6 +25,8 @@ struct loop_env {
   const struct search_config *cfg;
   const char *fixtures_dir;     /* for the test proposer; may be NULL */
   const struct llm_settings *llm; /* the LLM proposer's endpoint; NULL: its variables */
+  struct store_failures *store_failures; /* the server's count of failed commits per task
+                                            (engine/store_failures.h); may be NULL */
   const atomic_bool *stopping;  /* set at shutdown: the loop checkpoints and returns */
   double evaluate_deadline_s;   /* 60 */
   double profile_deadline_s;    /* 600 */
@@ -33,7 +36,9 @@ struct loop_env {
 enum loop_result {
   LOOP_FINISHED,      /* the task reached succeeded, failed or cancelled */
   LOOP_CHECKPOINTED,  /* shutdown: the task stays running, unclaimed, and resumes later */
-  LOOP_STORE_ERROR,   /* the store failed; the task is unclaimed and will be retried */
+  LOOP_STORE_ERROR,   /* the store failed; the task is unclaimed and will be retried (a
+                         failure that is not busy at most STORE_FAILURES_LIMIT times in a
+                         row: then the task fails with store_error) */
 };
 
 /* Runs the claimed task task_id to its end (or to a checkpoint). Every step commits its

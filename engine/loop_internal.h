@@ -61,6 +61,8 @@ struct task_run {
   json_t *proposer_error;       /* owned: the last failure of the proposer's service */
   struct skill_run skills;      /* owned: the skill rules of this task (engine/skills.h) */
   char stop_reason[24];         /* why the steps ended: budget, at_floor, space_exhausted */
+  int store_status;             /* the store status of the failure that ended a step
+                                   (STEP_STORE_ERROR), STORE_ERROR when unknown */
 };
 
 /* What loop_step did. */

@@ -328,10 +328,15 @@ enum step_result loop_step(struct task_run *run, int attempt) {
    * not close the root to the others; the idle limit ends such a task instead. */
   if (res == STEP_NOTHING_NEW && crc >= 0 && run->traits->node != NODE_ROOT)
     loop_mark_exhausted(run, choice.node, ctx.region);
-  if (res == STEP_COMMITTED &&
-      record_step(run, &choice, &memory, &ctx, candidate, region_candidate, failure,
-                  started) != STORE_OK)
-    res = STEP_STORE_ERROR;
+  run->store_status = STORE_ERROR;
+  if (res == STEP_COMMITTED) {
+    int rc = record_step(run, &choice, &memory, &ctx, candidate, region_candidate, failure,
+                         started);
+    if (rc != STORE_OK) {
+      run->store_status = rc;
+      res = STEP_STORE_ERROR;
+    }
+  }
   json_decref(region_candidate);
   json_decref(failure);
   json_decref(choice.why);

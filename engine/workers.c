@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "engine/loop.h"
+#include "engine/store_failures.h"
 #include "gpu/supervisor.h"
 #include "base/log.h"
 #include "store/tasks.h"
@@ -30,6 +31,7 @@ struct worker_pool {
   pthread_cond_t wake;
   struct worker *workers;
   size_t n;
+  struct store_failures store_failures; /* shared by the workers' loops */
 };
 
 static int sv_request(void *self, const char *op, json_t *args, double deadline_s,
@@ -83,6 +85,7 @@ int workers_start(struct store *store, loop_notify_fn notify, void *notify_ctx,
     return -1;
   }
   wp->store = store;
+  store_failures_init(&wp->store_failures);
   wp->settings = *settings;
   if (!wp->settings.idle_poll_ms)
     wp->settings.idle_poll_ms = 500;
@@ -101,6 +104,7 @@ int workers_start(struct store *store, loop_notify_fn notify, void *notify_ctx,
                                .evaluator = &w->evaluator,
                                .cfg = settings->search, .fixtures_dir = settings->fixtures_dir,
                                .llm = settings->llm,
+                               .store_failures = &wp->store_failures,
                                .stopping = &wp->stopping,
                                .evaluate_deadline_s = settings->evaluate_deadline_s,
                                .profile_deadline_s = settings->profile_deadline_s,
@@ -135,5 +139,6 @@ void workers_stop(struct worker_pool *wp) {
   pthread_cond_destroy(&wp->wake);
   pthread_mutex_destroy(&wp->lock);
   free(wp->workers);
+  store_failures_destroy(&wp->store_failures);
   free(wp);
 }

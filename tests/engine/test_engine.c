@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "tests/api/harness.h"
 
@@ -1314,6 +1315,64 @@ static void test_evaluator_crash_mid_task(void **state) {
   es_stop(s);
 }
 
+/* Runs sql on the server's database through a connection of its own. */
+static void exec_in_db(const struct engine_server *s, const char *sql) {
+  char path[PATH_MAX + 16];
+  path_in(s, "data/opforge.db", path, sizeof path);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char *err = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+    fail_msg("%s: %s", sql, err ? err : "?");
+  sqlite3_close(db);
+}
+
+/* A commit the store refuses every time (here a trigger that RAISEs on every step's
+ * candidate; in the probe, a CHECK in the memory statistics) is not retried forever: the
+ * task fails with store_error after 3 refused commits in a row, each on a fresh claim
+ * (the reference commits; step 1 is evaluated 3 times, so 4 evaluations), with the error
+ * in GET and in its failed event, and no step committed. The worker is then free: once
+ * the trigger is gone, the next task runs its 3 steps. */
+static void test_store_refuses_every_commit(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  exec_in_db(s, "CREATE TRIGGER refuse BEFORE INSERT ON candidates WHEN NEW.step > 0"
+                " BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
+  long started = now_ms();
+  char *id = submit(s, "softmax_a", "htam+tree", "test", 3, 600);
+  json_t *task = wait_final(s, id);
+  assert_true(now_ms() - started < 30000);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "failed");
+  json_t *error = json_object_get(task, "error");
+  assert_string_equal(json_string_value(json_object_get(error, "code")), "store_error");
+  assert_non_null(strstr(json_string_value(json_object_get(error, "message")),
+                         "3 times in a row"));
+  json_t *progress = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 0);
+  assert_int_equal(count_log_ops(s, "evaluate"), 4);
+  json_t *events = get_events(s, id);
+  size_t n = json_array_size(events);
+  assert_true(n >= 2);
+  assert_string_equal(ev_type(events, n - 2), "failed");
+  assert_string_equal(ev_type(events, n - 1), "finished");
+  json_t *data = json_object_get(json_array_get(events, n - 2), "data");
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(data, "error"), "code")), "store_error");
+  json_decref(events);
+  json_decref(task);
+  exec_in_db(s, "DROP TRIGGER refuse");
+  char *next = submit(s, "softmax_a", "htam+tree", "test", 3, 600);
+  task = wait_final(s, next);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(task, "progress"), "step")), 3);
+  json_decref(task);
+  free(next);
+  free(id);
+  es_stop(s);
+}
+
 /* A task that fails before any step: status failed with error code want_code, the
  * events queued, running, [profiled,] failed, finished, no step and no candidate.
  * Returns the error message (caller frees). */
@@ -1750,6 +1809,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_resume_after_kill9, teardown),
     cmocka_unit_test_teardown(test_concurrent_memory_updates, teardown),
     cmocka_unit_test_teardown(test_evaluator_crash_mid_task, teardown),
+    cmocka_unit_test_teardown(test_store_refuses_every_commit, teardown),
     cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
