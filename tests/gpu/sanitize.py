@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import concurrent.futures
 import subprocess
 import sys
 import time
@@ -445,28 +446,38 @@ def run_one(args, tool, task, label=None):
     return ours, other, summary, samples, outcomes, status
 
 
+def check_pair(args, task, tool):
+    """The rows of one (task, tool): one process for all candidates, then one per
+    candidate when errors or a crash need attributing."""
+    cands = load_candidates(args, task)
+    ours, other, _, samples, outcomes, status = run_one(args, tool, task)
+    per = {c["label"]: {"ours": 0, "samples": []} for c in cands}
+    crashed = status != 0 or len(outcomes) < len(cands)
+    if ours or crashed:  # attribute: one process per candidate
+        for c in cands:
+            o, _, _, s, out1, st1 = run_one(args, tool, task, c["label"])
+            bad = st1 != 0 or c["label"] not in out1
+            per[c["label"]] = {"ours": o + (1 if bad else 0), "samples": s}
+            outcomes[c["label"]] = out1.get(c["label"], "no result (exit %s)" % st1)
+    rows = []
+    for i, c in enumerate(cands):  # the library count goes on the task's first row
+        rows.append({"task": task, "family": c["family"], "label": c["label"],
+                     "tool": tool, "errors": per[c["label"]]["ours"],
+                     "library": other if i == 0 else 0,
+                     "outcome": outcomes.get(c["label"], "?"),
+                     "samples": per[c["label"]]["samples"]})
+    return rows
+
+
 def run(args):
+    """Every (task, tool) pair, args.jobs sanitizer processes at a time (they share the
+    GPU; nothing here is timed), rows in task then tool order."""
     tools = [t for t in args.tools.split(",") if t]
     tasks = sorted(os.listdir(os.path.join(args.dir, "candidates")))
-    rows = []
-    for task in tasks:
-        cands = load_candidates(args, task)
-        for tool in tools:
-            ours, other, _, samples, outcomes, status = run_one(args, tool, task)
-            per = {c["label"]: {"ours": 0, "samples": []} for c in cands}
-            crashed = status != 0 or len(outcomes) < len(cands)
-            if ours or crashed:  # attribute: one process per candidate
-                for c in cands:
-                    o, _, _, s, out1, st1 = run_one(args, tool, task, c["label"])
-                    bad = st1 != 0 or c["label"] not in out1
-                    per[c["label"]] = {"ours": o + (1 if bad else 0), "samples": s}
-                    outcomes[c["label"]] = out1.get(c["label"], "no result (exit %s)" % st1)
-            for i, c in enumerate(cands):  # the library count goes on the task's first row
-                rows.append({"task": task, "family": c["family"], "label": c["label"],
-                             "tool": tool, "errors": per[c["label"]]["ours"],
-                             "library": other if i == 0 else 0,
-                             "outcome": outcomes.get(c["label"], "?"),
-                             "samples": per[c["label"]]["samples"]})
+    pairs = [(task, tool) for task in tasks for tool in tools]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(lambda p: check_pair(args, p[0], p[1]), pairs))
+    rows = [r for rs in results for r in rs]
     with open(os.path.join(args.dir, "report.json"), "w") as f:
         json.dump(rows, f, indent=1)
     return table(rows)
@@ -513,6 +524,8 @@ def main():
     p.add_argument("--tools", default=",".join(TOOLS))
     p.add_argument("--sanitizer", default="compute-sanitizer")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per sanitizer run")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="sanitizer processes at a time (they share the GPU)")
     args = p.parse_intermixed_args()
     args.dir = os.path.abspath(args.dir)
     args.lib = os.path.abspath(args.lib)
