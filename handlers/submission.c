@@ -153,9 +153,9 @@ static int check_search(json_t *v, const char *path, struct validation_error *er
   search_config_defaults(&cfg);
   if (search_config_apply(&cfg, v, &why) == 0)
     return 0;
-  char field[64];
-  snprintf(field, sizeof field, "%s.%.*s", path, (int)(sizeof field - sizeof "search."),
-           why.key);
+  char field[64];  /* a longer key is cut: the message names it whole */
+  if (snprintf(field, sizeof field, "%s.%s", path, why.key) >= (int)sizeof field)
+    field[sizeof field - 1] = '\0';
   return fail(err, why.unknown ? API_ERR_UNKNOWN_FIELD : API_ERR_INVALID_FIELD, field,
               "%s.%s", path, why.message);
 }

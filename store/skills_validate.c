@@ -54,12 +54,17 @@ static const struct rule example_rules[] = {
   {NULL, K_ID, ""},
 };
 
-/* prefix + key as a JSON path, as memory_validate.c writes them. */
+/* prefix + key as a JSON path, as memory_validate.c writes them; a path longer than 127
+ * bytes is cut (it only names the field in an error message). */
 static void path_join(char out[128], const char *prefix, const char *key) {
-  if (!prefix || !*prefix || !*key)
-    snprintf(out, 128, "%s", prefix && *prefix ? prefix : key);
-  else
-    snprintf(out, 128, "%s%s%s", prefix, key[0] == '[' ? "" : ".", key);
+  size_t n = 0;
+  const char *parts[3] = {prefix && *prefix ? prefix : "",
+                          prefix && *prefix && *key && key[0] != '[' ? "." : "",
+                          prefix && *prefix && !*key ? "" : key};
+  for (size_t i = 0; i < 3; i++)
+    for (const char *p = parts[i]; *p && n < 127; p++)
+      out[n++] = *p;
+  out[n] = '\0';
 }
 
 __attribute__((format(printf, 5, 6))) static int bad(struct memory_invalid *why,
