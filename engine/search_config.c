@@ -58,8 +58,8 @@ static const struct key_spec keys[] = {
   D(tree_reward_incorrect, 0.05, 0, 10, false),
   D(tree_reward_base, 0.4, 0, 10, false),
   D(tree_reward_span, 1.2, 0, 10, false),
-  D(speedup_min, 0.1, 0, 1e6, true),
-  D(speedup_max, 10, 0, 1e6, true),
+  D(speedup_min, 0.1, 0, 1, true),    /* (0, 1]: below speedup_max whatever it is */
+  D(speedup_max, 10, 1, 1e6, true),   /* (1, 1e6] */
 };
 #undef D
 #undef U
@@ -167,10 +167,7 @@ int search_config_apply(struct search_config *cfg, const json_t *obj,
     if (apply_one(&next, spec, value, ret_err) < 0)
       return -1;
   }
-  if (!(next.speedup_min < next.speedup_max))
-    return refuse(ret_err, false, "speedup_min", "speedup_min: must be below speedup_max (%g)",
-                  next.speedup_max);
-  *cfg = next;
+  *cfg = next;  /* speedup_min <= 1 < speedup_max by their bounds */
   return 0;
 }
 

@@ -61,9 +61,16 @@ enum route_match router_match(const struct route *table, const char *method,
     allow[0] = '\0';
   /* HEAD is GET without the body (libmicrohttpd drops it). */
   const char *want = strcmp(method, "HEAD") == 0 ? "GET" : method;
+  /* A path some route spells out literally (/v1/skills/adapt) is that resource only, not
+   * also a parameter of a pattern (/v1/skills/{id}): other methods on it get 405. */
+  bool literal = false;
+  for (const struct route *r = table; r->method && !literal; r++) {
+    unsigned n;
+    literal = pattern_matches(r->pattern, path, NULL, &n) && n == 0;
+  }
   for (const struct route *r = table; r->method; r++) {
     unsigned n;
-    if (!pattern_matches(r->pattern, path, NULL, &n))
+    if (!pattern_matches(r->pattern, path, NULL, &n) || (literal && n > 0))
       continue;
     path_known = true;
     if (strcmp(r->method, want) == 0) {

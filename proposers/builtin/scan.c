@@ -1,4 +1,8 @@
-/* The builtin scan family: matches cumsum/cumprod graphs and generates scan.cu candidates. */
+/* The builtin scan family: matches cumsum/cumprod graphs and generates scan.cu candidates.
+ * It is a little longer than 800 lines: the matcher reads every spelling of a scan
+ * (reverse by flip, exclusive by pad or by cat on the output side, narrow or slice
+ * prefixes, masks) into the one scan_spec the generator reads, and that spec stays
+ * private to this file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

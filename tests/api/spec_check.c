@@ -55,8 +55,8 @@ static const char *const http_methods[] = {"get", "put", "post", "delete", "opti
 static const char *const schema_keywords[] = {
   "$ref", "type", "properties", "required", "additionalProperties", "items", "enum",
   "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-  "maxLength", "minItems", "maxItems", "uniqueItems", "pattern", "oneOf", "anyOf", "allOf",
-  "not", "format",
+  "maxLength", "minItems", "maxItems", "uniqueItems", "maxProperties", "pattern", "oneOf",
+  "anyOf", "allOf", "not", "format",
   "description", "title", "default", "examples", "example", "deprecated", "readOnly",
   "writeOnly", "$comment", "contentMediaType", "contentSchema", NULL};
 
@@ -419,6 +419,12 @@ static int check_array(struct vctx *v, const json_t *schema, const json_t *inst)
 static int check_object(struct vctx *v, const json_t *schema, const json_t *inst) {
   if (!json_is_object(inst))
     return 0;
+  const json_t *most = json_object_get(schema, "maxProperties");
+  if (most && json_object_size(inst) > (size_t)json_integer_value(most)) {
+    verr(v, "%zu properties, above maxProperties %lld", json_object_size(inst),
+         (long long)json_integer_value(most));
+    return -1;
+  }
   size_t i;
   const json_t *req;
   json_array_foreach(json_object_get(schema, "required"), i, req) {

@@ -465,6 +465,7 @@ static void test_wrong_key_is_scrubbed(void **state) {
   assert_string_equal(json_string_value(json_object_get(err, "class")), "parse/llm_http_401");
   assert_non_null(strstr(json_string_value(json_object_get(err, "message")),
                          "Incorrect API key provided"));
+  json_decref(events);
   json_decref(cands);
   json_decref(task);
   free(id);

@@ -253,8 +253,8 @@ static void sub_profile(struct cut *c, size_t first, size_t len, json_t **ret_su
     const char *t = json_string_value(json_object_get(node, "tensor"));
     if (t && strncmp(t, "param:", 6) == 0)
       json_array_append(names, json_object_get(node, "tensor"));
-    json_array_extend(names, json_object_get(node, "params") ? json_object_get(node, "params")
-                                                             : json_array());
+    if (json_is_array(json_object_get(node, "params")))
+      json_array_extend(names, json_object_get(node, "params"));
     json_array_foreach(names, j, p) {
       bool have = false;
       size_t k;

@@ -134,6 +134,13 @@ static void test_method_not_allowed(void **state) {
   /* Methods are case-sensitive (RFC 9110). */
   expect_miss(opforge_routes, "get", "/healthz", ROUTE_METHOD_NOT_ALLOWED,
               "GET, HEAD, OPTIONS");
+  /* A literal path is that resource alone, not an {id} of its sibling pattern. */
+  expect_miss(opforge_routes, "PATCH", "/v1/skills/adapt", ROUTE_METHOD_NOT_ALLOWED,
+              "POST, OPTIONS");
+  expect_miss(opforge_routes, "DELETE", "/v1/skills/export", ROUTE_METHOD_NOT_ALLOWED,
+              "GET, HEAD, OPTIONS");
+  expect_miss(opforge_routes, "GET", "/v1/skills/import", ROUTE_METHOD_NOT_ALLOWED,
+              "POST, OPTIONS");
 }
 
 /* HEAD is answered by the GET route; OPTIONS on a known path lists its methods. */
