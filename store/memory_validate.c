@@ -113,7 +113,7 @@ bool memory_id_valid(const char *id) {
 
 /* A JSON string without NUL bytes of min..max characters (code points, as the spec's
  * minLength and maxLength count them; Jansson holds valid UTF-8). */
-static bool str_ok(const json_t *v, size_t min, size_t max) {
+bool memory_string_valid(const json_t *v, size_t min, size_t max) {
   if (!json_is_string(v))
     return false;
   size_t len = json_string_length(v), chars = 0;
@@ -133,9 +133,9 @@ static int two_digits(const char *s) {
 /* The form store_time_now writes, YYYY-MM-DDTHH:MM:SS.mmmZ, and a real instant (an RFC
  * 3339 date-time, years 0001-9999): exports hand it back, and the spec's date-time
  * format holds them to it. */
-static bool time_ok(const json_t *v) {
+bool memory_time_valid(const json_t *v) {
   static const char form[] = "dddd-dd-ddTdd:dd:dd.dddZ";
-  if (!str_ok(v, sizeof form - 1, sizeof form - 1))
+  if (!memory_string_valid(v, sizeof form - 1, sizeof form - 1))
     return false;
   const char *s = json_string_value(v);
   for (size_t i = 0; form[i]; i++)
@@ -152,7 +152,7 @@ static bool time_ok(const json_t *v) {
 
 /* A knob mode name: [a-z0-9_]{1,64} (modes may start with a digit, e.g. "3xtf32"). */
 static bool mode_ok(const json_t *v) {
-  if (!str_ok(v, 1, MEMORY_ID_MAX))
+  if (!memory_string_valid(v, 1, MEMORY_ID_MAX))
     return false;
   for (const char *c = json_string_value(v); *c; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
@@ -175,7 +175,7 @@ static int check_list(const json_t *v, bool (*vocab)(const char *), const char *
   for (size_t i = 0; i < json_array_size(v); i++) {
     const json_t *s = json_array_get(v, i);
     snprintf(item, sizeof item, "[%zu]", i);
-    if (!str_ok(s, 1, MEMORY_ITEM_MAX))
+    if (!memory_string_valid(s, 1, MEMORY_ITEM_MAX))
       return bad(why, MEMORY_PROBLEM_INVALID, path, item, "must be a string of 1..%d characters",
                  MEMORY_ITEM_MAX);
     if (vocab && !vocab(json_string_value(s)))
@@ -210,7 +210,7 @@ static int check_knob(const json_t *v, const char *prefix, const char *key,
   const char *missing = !knob ? "knob" : !op ? "op" : !value ? "value" : NULL;
   if (missing)
     return bad(why, MEMORY_PROBLEM_MISSING, path, missing, "is required");
-  bool name_ok = str_ok(knob, 1, KNOB_NAME_MAX) && json_string_value(knob)[0] >= 'A' &&
+  bool name_ok = memory_string_valid(knob, 1, KNOB_NAME_MAX) && json_string_value(knob)[0] >= 'A' &&
                  json_string_value(knob)[0] <= 'Z';
   for (const char *c = name_ok ? json_string_value(knob) : ""; *c; c++)
     name_ok = name_ok && ((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_');
@@ -318,11 +318,11 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be an id matching ^[a-z][a-z0-9_]{1,63}$");
   case K_NAME:
-    return str_ok(v, 1, MEMORY_NAME_MAX) ? 0
+    return memory_string_valid(v, 1, MEMORY_NAME_MAX) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                      MEMORY_NAME_MAX);
   case K_TEXT:
-    return str_ok(v, 0, MEMORY_TEXT_MAX) ? 0
+    return memory_string_valid(v, 0, MEMORY_TEXT_MAX) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a string of at most %d characters", MEMORY_TEXT_MAX);
   case K_LIST: return check_list(v, NULL, prefix, key, why);
@@ -339,12 +339,12 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
   case K_EDGE_STATS: return check_stats(v, kind, prefix, key, why);
   case K_EVIDENCE: return check_evidence(v, prefix, key, why);
   case K_TIME:
-    return time_ok(v) ? 0
+    return memory_time_valid(v) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a UTC time like 2026-11-29T07:42:04.123Z");
   case K_REF:
   case K_NULLABLE_REF:
-    return (kind == K_NULLABLE_REF && json_is_null(v)) || str_ok(v, 1, MEMORY_REF_MAX)
+    return (kind == K_NULLABLE_REF && json_is_null(v)) || memory_string_valid(v, 1, MEMORY_REF_MAX)
                ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a string of 1..%d characters or null", MEMORY_REF_MAX);
@@ -352,11 +352,11 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
     return finite_number(v) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a finite number");
   case K_OUTCOME:
-    return str_ok(v, 1, MEMORY_OUTCOME_MAX) ? 0
+    return memory_string_valid(v, 1, MEMORY_OUTCOME_MAX) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                      MEMORY_OUTCOME_MAX);
   case K_NOTE:
-    return json_is_null(v) || str_ok(v, 0, MEMORY_NOTE_MAX)
+    return json_is_null(v) || memory_string_valid(v, 0, MEMORY_NOTE_MAX)
                ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a string of at most %d characters or null", MEMORY_NOTE_MAX);
@@ -500,7 +500,7 @@ static int check_top(const json_t *doc, struct memory_invalid *why) {
   if (!json_is_integer(version) || json_integer_value(version) != 1)
     return bad(why, MEMORY_PROBLEM_INVALID, "", "version", "must be 1");
   const json_t *at = json_object_get(doc, "exported_at");
-  if (at && !time_ok(at))
+  if (at && !memory_time_valid(at))
     return bad(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
                "must be a UTC time like 2026-11-29T07:42:04.123Z");
   if (check_records(doc, "globals", MEMORY_MAX_GLOBALS, memory_check_global, why) != 0 ||

@@ -50,6 +50,13 @@ enum memory_mode {
 /* True when id matches ^[a-z][a-z0-9_]{1,63}$. */
 bool memory_id_valid(const char *id);
 
+/* True when v is a time as store_time_now writes it (YYYY-MM-DDTHH:MM:SS.mmmZ) and a real
+ * instant (month lengths and leap years, years 0001-9999). */
+bool memory_time_valid(const json_t *v);
+
+/* True when v is a string without NUL of min..max characters (UTF-8 code points). */
+bool memory_string_valid(const json_t *v, size_t min, size_t max);
+
 /* Checks a global node body (borrowed) for mode. prefix is the path of obj in its
  * document ("" for a request body, "globals[2]" in an import) and starts every field
  * path. Returns 0, or -1 with *ret_why filled. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ids.h"
 #include "schema/memory_vocab.h"
 #include "store/util.h"
 
@@ -88,25 +89,7 @@ static bool in_list(const char *const *list, const char *s) {
   return false;
 }
 
-/* A JSON string without NUL bytes whose length is in [min, max]. */
-static bool str_ok(const json_t *v, size_t min, size_t max) {
-  if (!json_is_string(v))
-    return false;
-  size_t len = json_string_length(v);
-  return len == strlen(json_string_value(v)) && len >= min && len <= max;
-}
 
-/* The form store_time_now writes: YYYY-MM-DDTHH:MM:SS.mmmZ. */
-static bool time_ok(const json_t *v) {
-  static const char form[] = "dddd-dd-ddTdd:dd:dd.dddZ";
-  if (!str_ok(v, sizeof form - 1, sizeof form - 1))
-    return false;
-  const char *s = json_string_value(v);
-  for (size_t i = 0; form[i]; i++)
-    if (form[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != form[i])
-      return false;
-  return true;
-}
 
 static bool int_in(const json_t *v, json_int_t lo, json_int_t hi) {
   return json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi;
@@ -117,15 +100,15 @@ bool skill_rule_valid(const char *rule) {
   if (n < SKILL_RULE_MIN || n > SKILL_RULE_MAX ||
       strncmp(rule, SKILL_RULE_PREFIX, strlen(SKILL_RULE_PREFIX)) != 0 || rule[n - 1] != '.')
     return false;
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)rule[i] < ' ' || rule[i] == 0x7f)
+  for (size_t i = 0; i < n; i++)  /* printable ASCII: bytes are characters */
+    if (rule[i] < ' ' || rule[i] > '~')
       return false;
   return true;
 }
 
 /* A mode name: [a-z0-9_]{1,SKILL_MODE_MAX}. */
 static bool mode_ok(const json_t *v) {
-  if (!str_ok(v, 1, SKILL_MODE_MAX))
+  if (!memory_string_valid(v, 1, SKILL_MODE_MAX))
     return false;
   const char *s = json_string_value(v);
   return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(s);
@@ -230,10 +213,10 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
     return int_in(v, 1, (json_int_t)1 << 53)
                ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 1");
   case K_RULE:
-    return json_is_string(v) && str_ok(v, 0, SKILL_RULE_MAX) && skill_rule_valid(json_string_value(v))
+    return json_is_string(v) && memory_string_valid(v, 0, SKILL_RULE_MAX) && skill_rule_valid(json_string_value(v))
                ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be one sentence of %d..%d bytes that starts with \"You cannot \" and "
+                     "must be one sentence of %d..%d printable ASCII characters that starts with \"You cannot \" and "
                      "ends with \".\"", SKILL_RULE_MIN, SKILL_RULE_MAX);
   case K_SCORE:
     return int_in(v, 0, SKILL_SCORE_MAX)
@@ -251,29 +234,28 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
                          "must be grouping, llm, user or import");
   case K_SIGNATURE:
   case K_EXAMPLE_SIGNATURE:
-    return (kind == K_SIGNATURE && json_is_null(v)) || str_ok(v, 1, SKILL_SIGNATURE_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d bytes%s",
+    return (kind == K_SIGNATURE && json_is_null(v)) || memory_string_valid(v, 1, SKILL_SIGNATURE_MAX)
+               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters%s",
                          SKILL_SIGNATURE_MAX, kind == K_SIGNATURE ? " or null" : "");
   case K_COUNT:
     return int_in(v, 0, SKILL_REFUSALS_MAX)
                ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 0");
   case K_EXAMPLES: return check_examples(v, prefix, key, why);
   case K_TIME:
-    return time_ok(v) ? 0
+    return memory_time_valid(v) ? 0
                : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a UTC time like 2026-11-29T07:42:04.123Z");
   case K_REF:
-    return json_is_null(v) || str_ok(v, 1, SKILL_REF_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                         "must be a string of 1..%d bytes or null", SKILL_REF_MAX);
+    return json_is_null(v) || (json_is_string(v) && id_valid(json_string_value(v)))
+               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a UUID or null");
   case K_CLASS:
-    return str_ok(v, 1, SKILL_CLASS_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d bytes",
+    return memory_string_valid(v, 1, SKILL_CLASS_MAX)
+               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                          SKILL_CLASS_MAX);
   case K_MESSAGE:
-    return str_ok(v, 0, SKILL_MESSAGE_MAX)
+    return memory_string_valid(v, 0, SKILL_MESSAGE_MAX)
                ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                         "must be a string of at most %d bytes", SKILL_MESSAGE_MAX);
+                         "must be a string of at most %d characters", SKILL_MESSAGE_MAX);
   case K_DERIVED: break;
   }
   return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "cannot be set here");
@@ -328,7 +310,7 @@ static int check_top(const json_t *doc, struct memory_invalid *why) {
   if (!json_is_integer(version) || json_integer_value(version) != 1)
     return bad(why, MEMORY_PROBLEM_INVALID, "", "version", "must be 1");
   const json_t *at = json_object_get(doc, "exported_at");
-  if (at && !time_ok(at))
+  if (at && !memory_time_valid(at))
     return bad(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
                "must be a UTC time like 2026-11-29T07:42:04.123Z");
   const json_t *skills = json_object_get(doc, "skills");

@@ -18,7 +18,6 @@
 #define SKILL_SIGNATURE_MAX 200         /* a normalized failure signature */
 #define SKILL_CLASS_MAX 96              /* a failure class (base/outcome.h) */
 #define SKILL_MESSAGE_MAX 512           /* the excerpt of a failure's message kept */
-#define SKILL_REF_MAX 64                /* an example's task_id / candidate_id */
 #define SKILL_EXAMPLES_KEEP 20          /* newest examples kept per rule */
 #define SKILL_GROUP_KEEP 20             /* newest examples kept per waiting group */
 #define SKILL_LOOSE_KEEP 5000           /* examples without a rule kept in all */
@@ -44,8 +43,8 @@ extern const char *const skill_features[];   /* inner: the last dimension of the
                                                 first output */
 extern const char *const skill_predicates[]; /* multiple_of not_multiple_of lt ge */
 
-/* True when rule is a sentence of SKILL_RULE_MIN..SKILL_RULE_MAX bytes that starts with
- * SKILL_RULE_PREFIX, ends with '.', and has no control characters. */
+/* True when rule is a sentence of SKILL_RULE_MIN..SKILL_RULE_MAX printable ASCII
+ * characters that starts with SKILL_RULE_PREFIX and ends with '.'. */
 bool skill_rule_valid(const char *rule);
 
 /* Checks a constraint (null or the object above); prefix and key name it as in

@@ -282,6 +282,8 @@ static void test_rule_validation(void **state) {
   assert_false(skill_rule_valid("You cannot x"));
   assert_false(skill_rule_valid("you cannot use VEC=4."));
   assert_false(skill_rule_valid("You cannot\nuse it."));
+  assert_false(skill_rule_valid("You cannot use \xc3\x97 here."));  /* not ASCII */
+  assert_false(skill_rule_valid("You cannot use \x7f here."));
   assert_false(skill_rule_valid("You cannot."));
   assert_false(skill_rule_valid(NULL));
   expect_valid("{\"rule\":\"You cannot use VEC=4 in softmax kernels.\"}", MEMORY_CREATE);
@@ -358,6 +360,8 @@ static void expect_document(const char *doc, int want_rc, enum memory_problem pr
   json_decref(d);
 }
 
+#define A_UUID "\"00000000-0000-4000-8000-00000000000a\""
+
 static void test_document_validation(void **state) {
   (void)state;
   expect_document("{\"version\":1,\"skills\":[]}", 0, 0, "");
@@ -379,9 +383,16 @@ static void test_document_validation(void **state) {
                   "\"family\":\"norm\"},{\"rule\":\"You cannot y.\",\"signature\":\"s\","
                   "\"family\":\"gemm\"}]}", 0, 0, "");
   expect_document("{\"version\":1,\"skills\":[{\"rule\":\"You cannot x.\",\"examples\":["
-                  "{\"class\":\"c\",\"signature\":\"s\",\"candidate_id\":\"a\"},"
-                  "{\"class\":\"c\",\"signature\":\"s\",\"candidate_id\":\"a\"}]}]}", -1,
+                  "{\"class\":\"c\",\"signature\":\"s\",\"candidate_id\":" A_UUID "},"
+                  "{\"class\":\"c\",\"signature\":\"s\",\"candidate_id\":" A_UUID "}]}]}", -1,
                   MEMORY_PROBLEM_DUPLICATE, "skills[0].examples[1].candidate_id");
+  /* Examples name tasks and candidates by their UUIDs. */
+  expect_document("{\"version\":1,\"skills\":[{\"rule\":\"You cannot x.\",\"examples\":["
+                  "{\"class\":\"c\",\"signature\":\"s\",\"candidate_id\":\"a\"}]}]}", -1,
+                  MEMORY_PROBLEM_INVALID, "skills[0].examples[0].candidate_id");
+  expect_document("{\"version\":1,\"skills\":[{\"rule\":\"You cannot x.\",\"examples\":["
+                  "{\"class\":\"c\",\"signature\":\"s\",\"task_id\":\"task-1\"}]}]}", -1,
+                  MEMORY_PROBLEM_INVALID, "skills[0].examples[0].task_id");
 }
 
 /* ---- the constraints as proposers apply them ---- */

@@ -169,8 +169,21 @@ static json_t *fixed_rule(void *ctx, struct store *s, json_t *examples, const ch
            "\"when\":{\"family\":\"softmax\"}}}");
 }
 
+/* A UUID that stands for name (the store keeps task and candidate ids as UUIDs): a
+ * 48-bit FNV-1a hash of name in its last group. */
+static void uuid_of(const char *name, char out[37]) {
+  unsigned long long h = 1469598103934665603ULL;
+  for (const char *p = name; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  snprintf(out, 37, "00000000-0000-4000-8000-%012llx", h & 0xffffffffffffULL);
+}
+
 /* Records one compile failure of task in the group, as the engine does. */
-static struct skill_result group_failure(struct store *s, const char *task, const char *cand) {
+static struct skill_result group_failure(struct store *s, const char *task_name,
+                                         const char *cand_name) {
+  char task[37], cand[37];
+  uuid_of(task_name, task);
+  uuid_of(cand_name, cand);
   json_t *knobs = J("{\"VEC\":4}"), *features = J("{\"inner\":510}");
   struct skill_result r = {0};
   struct skill_update u = {
@@ -215,7 +228,9 @@ static void test_group_becomes_rule_at_three_tasks(void **state) {
   assert_int_equal(member(skill, "score"), 3);
   assert_int_equal(member(skill, "example_count"), 4);
   json_t *ex = json_array_get(json_object_get(skill, "examples"), 0); /* newest first */
-  assert_string_equal(json_string_value(json_object_get(ex, "candidate_id")), "c4");
+  char c4[37];
+  uuid_of("c4", c4);
+  assert_string_equal(json_string_value(json_object_get(ex, "candidate_id")), c4);
   assert_string_equal(json_string_value(json_object_get(ex, "class")), "compile/x");
   assert_string_equal(json_string_value(json_object_get(ex, "message")),
                       "k.cu(3): error: identifier \"a\" is undefined");
@@ -230,18 +245,24 @@ static void test_group_becomes_rule_at_three_tasks(void **state) {
   json_decref(skill);
   assert_int_equal(g_calls, 1);
   bool seen = false;
-  assert_int_equal(store_skills_examined(f->s, "c5", &seen), STORE_OK);
+  char c5[37], c9[37];
+  uuid_of("c5", c5);
+  uuid_of("c9", c9);
+  assert_int_equal(store_skills_examined(f->s, c5, &seen), STORE_OK);
   assert_true(seen);
-  assert_int_equal(store_skills_examined(f->s, "c9", &seen), STORE_OK);
+  assert_int_equal(store_skills_examined(f->s, c9, &seen), STORE_OK);
   assert_false(seen);
 }
 
 static struct skill_result verdict(struct store *s, enum skill_action action, const char *rule,
-                                   long long match, const char *cand) {
+                                   long long match, const char *cand_name) {
+  char task[37], cand[37];
+  uuid_of("t", task);
+  uuid_of(cand_name, cand);
   struct skill_result r = {0};
   struct skill_update u = {
     .action = action, .rule = rule, .match_id = match, .result = &r,
-    .example = {.task_id = "t", .candidate_id = cand, .family = "norm",
+    .example = {.task_id = task, .candidate_id = cand, .family = "norm",
                 .failure_class = "launch/x", .signature = "launch/x", .message = "m"},
   };
   assert_int_equal(store_skills_record(s, &u), STORE_OK);
