@@ -79,6 +79,11 @@ json_t *program_reference(const struct partition *pt) {
   return program_compose(pt, NULL, "false");
 }
 
+json_t *program_whole_model(void) {
+  return json_pack("{s:{s:s, s:[{s:s}]}}", "program", "graph", "auto", "steps", "library",
+                   "model");
+}
+
 void program_choices(const struct partition *pt, json_t *candidate, json_t **ret_choices) {
   for (size_t k = 0; k < pt->n; k++)
     ret_choices[k] = NULL;

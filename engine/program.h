@@ -19,6 +19,10 @@ json_t *program_compose(const struct partition *pt, json_t *const *choices, cons
 /* The reference program: every region as library steps, in stream order (caller owns). */
 json_t *program_reference(const struct partition *pt);
 
+/* The whole model as its one library step, replayed as a CUDA graph where that is faster
+ * ("graph": "auto"): eager's own time or better, the floor of every task (caller owns). */
+json_t *program_whole_model(void);
+
 /* Reads candidate (borrowed) back into one choice per region: ret_choices[k] (caller owns
  * each; NULL for a library region) in the region's local names. ret_choices has pt->n
  * entries. A candidate that does not fit the partition gives all NULL. */

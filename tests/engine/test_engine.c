@@ -1328,6 +1328,39 @@ static void exec_in_db(const struct engine_server *s, const char *sql) {
   sqlite3_close(db);
 }
 
+/* A reference program slower than eager (node by node 2.6 ms, eager 2.0) gives way to the
+ * whole model as one library step (2.0 ms): step 0's candidate is that program, the
+ * task's best is x1.0 of eager, never the slower x0.77, and the per-node program was
+ * still evaluated (3 evaluations: node by node, the whole model, step 1's CUDA graph of
+ * the node-by-node program at 2.6). */
+static void test_slow_reference_gives_way_to_whole_model(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "exotic_slowref", "htam+tree", "builtin", 5, 600);
+  json_t *task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *progress = json_object_get(task, "progress");
+  assert_float_equal(json_number_value(json_object_get(progress, "best_speedup")), 1.0, 1e-9);
+  json_t *cands = get_all_candidates(s, id);
+  assert_int_equal(json_array_size(cands), 2);
+  json_t *step0 = json_array_get(cands, 0);
+  assert_string_equal(json_string_value(json_object_get(step0, "step_kind")), "reference");
+  json_t *steps = json_object_get(json_object_get(step0, "program"), "steps");
+  assert_int_equal(json_array_size(steps), 1);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(steps, 0), "library")),
+                      "model");
+  assert_float_equal(
+      json_number_value(json_object_get(json_object_get(json_object_get(step0, "result"),
+                                                        "time"), "median_ms")), 2.0, 1e-9);
+  assert_string_equal(json_string_value(json_object_get(progress, "best_candidate")),
+                      json_string_value(json_object_get(step0, "id")));
+  assert_int_equal(count_log_ops(s, "evaluate"), 3);
+  json_decref(cands);
+  json_decref(task);
+  free(id);
+  es_stop(s);
+}
+
 /* A commit the store refuses every time (here a trigger that RAISEs on every step's
  * candidate; in the probe, a CHECK in the memory statistics) is not retried forever: the
  * task fails with store_error after 3 refused commits in a row, each on a fresh claim
@@ -1812,6 +1845,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_store_refuses_every_commit, teardown),
     cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
+    cmocka_unit_test_teardown(test_slow_reference_gives_way_to_whole_model, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
     cmocka_unit_test_teardown(test_search_settings_per_task, teardown),
     cmocka_unit_test_teardown(test_memory_namespaces_isolate_tasks, teardown),
