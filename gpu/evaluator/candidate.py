@@ -303,6 +303,11 @@ class CandidateRun:
             if self.ev.is_cuda and sticky_cuda_class(exc):
                 raise
             self.ev._release_memory()
+            if isinstance(exc, torch.OutOfMemoryError):
+                # Out of memory says nothing about the candidate: it is the machine's
+                # failure (evaluate/out_of_memory), never a mismatch the budget could not
+                # excuse (seen with 4 evaluator slots sharing one GPU).
+                raise
             self.result[key] = {"skipped": "float64 reference failed: %s: %s"
                                 % (type(exc).__name__, str(exc)[:300])}
             return False

@@ -285,6 +285,22 @@ def test_trial_mismatch_within_float64_budget_passes(make_ev):
     assert acc["budget"] == 8 * acc["eager_err"] + 1e-6 * acc["max_ref"]
 
 
+def test_float64_budget_out_of_memory_is_not_a_mismatch(make_ev, monkeypatch):
+    """A candidate that needs the float64 budget, when the float64 reference runs out of
+    memory: the reply is evaluate/out_of_memory (the machine's failure), not
+    correctness/mismatch (the candidate's)."""
+    ev, _ = make_ev(ROWSUM_TASK)
+
+    def no_memory(self):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+    monkeypatch.setattr(torch.nn.Module, "double", no_memory)
+    reply, action = evaluate(ev, "rowsum_other_order")
+    assert action is None
+    assert reply["ok"] is False
+    assert reply["error"]["class"] == "evaluate/out_of_memory"
+    assert "8.00 GiB" in reply["error"]["message"]
+
+
 def test_trial_mismatch_over_float64_budget_fails(make_ev):
     ev, _ = make_ev(ROWSUM_TASK)
     r = result_of(ev, "rowsum_off")
