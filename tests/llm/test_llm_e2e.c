@@ -4,7 +4,8 @@
  * malformed, or edits whose old text is not unique, so every kind of step shows. The key
  * never appears in the server's log, the store's files, any API response or the events,
  * not even when the endpoint quotes a wrong key back. `opforge llm check` answers 0, 1 or
- * 2. Responses are checked against the spec (tests/api/harness.c). */
+ * 2. kill -9 and cancel while a request is in flight lose nothing and count nothing twice.
+ * Responses are checked against the spec (tests/api/harness.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -98,20 +99,30 @@ static void path_in(const char *dir, const char *name, char *out, size_t len) {
   assert_true(n > 0 && (size_t)n < len);
 }
 
+static void server_spawn_llm(struct llm_server *s, const char *llm_url);
+
 /* Starts opforge serve on a new temp dir, with the endpoint at llm_url and the key in a
  * key file, through the OPFORGE_LLM_* variables. */
 static void server_start_llm(struct llm_server *s, const char *llm_url, const char *key) {
   memset(s, 0, sizeof *s);
   snprintf(s->dir, sizeof s->dir, "/tmp/opforge-llme2e-XXXXXX");
   assert_non_null(mkdtemp(s->dir));
-  char data[PATH_MAX + 8], log[PATH_MAX + 16], key_path[PATH_MAX + 8];
+  char data[PATH_MAX + 8], key_path[PATH_MAX + 8];
   path_in(s->dir, "data", data, sizeof data);
-  path_in(s->dir, "server.log", log, sizeof log);
   path_in(s->dir, "key", key_path, sizeof key_path);
   assert_int_equal(mkdir(data, 0700), 0);
   char key_text[128];
   snprintf(key_text, sizeof key_text, "%s\n", key);
   llm_write_file(key_path, key_text);
+  server_spawn_llm(s, llm_url);
+}
+
+/* Starts the server of s on its dir (again, after a kill -9: the same data and key). */
+static void server_spawn_llm(struct llm_server *s, const char *llm_url) {
+  char data[PATH_MAX + 8], log[PATH_MAX + 16], key_path[PATH_MAX + 8];
+  path_in(s->dir, "data", data, sizeof data);
+  path_in(s->dir, "server.log", log, sizeof log);
+  path_in(s->dir, "key", key_path, sizeof key_path);
   char base[128], key_var[PATH_MAX + 32];
   snprintf(base, sizeof base, "OPFORGE_LLM_BASE_URL=%s/v1", llm_url);
   snprintf(key_var, sizeof key_var, "OPFORGE_LLM_KEY_FILE=%s", key_path);
@@ -619,6 +630,105 @@ static int group_teardown(void **state) {
   return 0;
 }
 
+/* Every answer a correct kernel, each 1.5 s late, so a request is in flight most of the
+ * time. */
+static const char SLOW_SCRIPT[] =
+    "{\"key\": \"" KEY "\", \"rules\": [{\"replies\": [{\"content\": \"" KERNEL("correct 1.")
+    "\", \"delay_ms\": 1500}]}]}";
+
+/* Waits until the endpoint has received at least n requests; returns how many. */
+static size_t wait_requests(const struct scripted_llm *llm, size_t n) {
+  long deadline = now_ms() + 20000;
+  for (;;) {
+    json_t *reqs = scripted_llm_requests(llm);
+    size_t got = json_array_size(reqs);
+    json_decref(reqs);
+    if (got >= n)
+      return got;
+    if (now_ms() > deadline)
+      fail_msg("the endpoint got %zu requests, not %zu", got, n);
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* The task's step events after the reference, checked: steps 1..n, each once, in order.
+ * Returns n. */
+static int step_events_once(struct llm_server *s, const char *id) {
+  json_t *events = events_of(s, id);
+  size_t i;
+  json_t *e;
+  int n = 0;
+  json_array_foreach(events, i, e) {
+    const char *type = json_string_value(json_object_get(e, "type"));
+    if (!type || strcmp(type, "step") != 0)
+      continue;
+    json_t *step = json_object_get(json_object_get(e, "data"), "step");
+    assert_true(json_is_integer(step));
+    if (json_integer_value(step) == 0)
+      continue;  /* the reference */
+    assert_int_equal(json_integer_value(step), ++n);
+  }
+  json_decref(events);
+  return n;
+}
+
+/* kill -9 while step 2's request is in flight: after a restart on the same data the task
+ * resumes and ends with steps 1, 2, 3 each committed once (4 candidates with the
+ * reference), the tokens of exactly those 3 requests (100 + 50 each) and 4 requests in all
+ * (the killed one is redone). Then a cancel while a request is in flight ends the task
+ * cancelled; what it committed stays, each step once. */
+static void test_kill9_and_cancel_mid_request(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(SLOW_SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  char *id = submit(&s, "plain_llm_kill", "htam+tree", 3);
+  wait_requests(&llm, 2);
+  struct timespec ts = {0, 300 * 1000000L};
+  nanosleep(&ts, NULL);
+  assert_int_equal(kill(s.pid, SIGKILL), 0);
+  assert_int_equal(waitpid(s.pid, NULL, 0), s.pid);
+  close(s.out_fd);
+  server_spawn_llm(&s, llm.url);
+  json_t *task = wait_final(&s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *progress = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 3);
+  assert_int_equal(json_integer_value(json_object_get(progress, "llm_prompt_tokens")), 300);
+  assert_int_equal(json_integer_value(json_object_get(progress, "llm_completion_tokens")), 150);
+  json_t *cands = candidates_of(&s, id);
+  assert_int_equal(json_array_size(cands), 4);
+  json_decref(cands);
+  assert_int_equal(step_events_once(&s, id), 3);
+  assert_int_equal(wait_requests(&llm, 4), 4);
+  json_decref(task);
+  free(id);
+
+  id = submit(&s, "plain_llm_cancel", "htam+tree", 5);
+  wait_requests(&llm, 5);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/tasks/%s/cancel", id);
+  long asked = now_ms();
+  struct http_response *r = request(&s, "POST", path, NULL);
+  assert_int_equal(r->status, 200);
+  http_response_free(r);
+  task = wait_final(&s, id);
+  assert_true(now_ms() - asked < 10000);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "cancelled");
+  int steps = (int)json_integer_value(json_object_get(json_object_get(task, "progress"), "step"));
+  assert_true(steps <= 1);
+  cands = candidates_of(&s, id);
+  assert_int_equal(json_array_size(cands), (size_t)steps + 1);
+  json_decref(cands);
+  assert_int_equal(step_events_once(&s, id), steps);
+  json_decref(task);
+  free(id);
+  server_stop_llm(&s);
+  scripted_llm_stop(&llm);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_every_policy_end_to_end),
@@ -626,6 +736,7 @@ int main(void) {
     cmocka_unit_test(test_token_budget_stops_the_task),
     cmocka_unit_test(test_llm_check),
     cmocka_unit_test(test_skill_rule_reaches_next_prompt),
+    cmocka_unit_test(test_kill9_and_cancel_mid_request),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
