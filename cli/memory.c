@@ -3,16 +3,14 @@
 #include "cli/memory.h"
 #include "cli/args.h"
 #include "cli/client.h"
+#include "cli/document.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define IMPORT_MAX_BYTES (64L * 1024 * 1024) /* a larger file is refused before sending */
 
 struct memory_opts {
   const char *command;    /* export, import, reset, show, namespaces, create, delete */
@@ -159,46 +157,11 @@ static int do_export(struct cli_client *client, const struct memory_opts *o) {
   char path[CLI_MAX_URL];
   if (!in_memory("/v1/memory/export", path) || cli_call(client, "GET", path, NULL, &doc) != 0)
     return CLI_EXIT_FAIL;
-  int ret = CLI_EXIT_OK;
-  if (o->output) {
-    if (json_dump_file(doc, o->output, JSON_INDENT(2)) != 0) {
-      fprintf(stderr, "error: cannot write %s: %s\n", o->output, strerror(errno));
-      ret = CLI_EXIT_FAIL;
-    }
-  } else if (json_dumpf(doc, stdout, JSON_INDENT(2)) != 0 || fputc('\n', stdout) == EOF ||
-             fflush(stdout) != 0) {
-    fprintf(stderr, "error: cannot write to standard output\n");
-    ret = CLI_EXIT_FAIL;
-  }
+  int ret = cli_document_write(doc, o->output) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   json_decref(doc);
   return ret;
 }
 
-/* Reads the import document from path ("-": standard input); caller owns *ret_doc.
- * Prints why and returns -1 when it cannot be read or is not JSON. */
-static int read_document(const char *path, json_t **ret_doc) {
-  struct stat st;
-  bool is_stdin = strcmp(path, "-") == 0;
-  if (!is_stdin && (stat(path, &st) != 0 || S_ISDIR(st.st_mode))) {
-    fprintf(stderr, "error: cannot read %s: %s\n", path,
-            strerror(S_ISDIR(st.st_mode) ? EISDIR : errno));
-    return -1;
-  }
-  if (!is_stdin && st.st_size > IMPORT_MAX_BYTES) {
-    fprintf(stderr, "error: %s is over %ld bytes\n", path, IMPORT_MAX_BYTES);
-    return -1;
-  }
-  json_error_t jerr;
-  json_t *doc = is_stdin ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
-                         : json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-  if (!doc) {
-    fprintf(stderr, "error: %s is not JSON: %s (line %d)\n", is_stdin ? "standard input" : path,
-            jerr.text, jerr.line);
-    return -1;
-  }
-  *ret_doc = doc;
-  return 0;
-}
 
 /* Prints what the memory holds after an import or reset. */
 static void print_counts(const char *what, const json_t *counts) {
@@ -211,7 +174,7 @@ static void print_counts(const char *what, const json_t *counts) {
 
 static int do_import(struct cli_client *client, const char *path) {
   json_t *doc = NULL, *counts = NULL;
-  if (read_document(path, &doc) != 0)
+  if (cli_document_read(path, &doc) != 0)
     return CLI_EXIT_USAGE;
   char url[CLI_MAX_URL];
   int rc = in_memory("/v1/memory/import", url) ? cli_call(client, "POST", url, doc, &counts) : -1;
