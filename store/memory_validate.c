@@ -24,14 +24,7 @@ enum kind {
   K_REF, K_NULLABLE_REF, K_REWARD, K_OUTCOME, K_NOTE,
 };
 
-/* One key of a record; modes[m] is its presence in enum memory_mode m. */
-struct rule {
-  const char *key;
-  enum kind kind;
-  char modes[4];
-};
-
-static const struct rule global_rules[] = {
+static const struct memory_field global_rules[] = {
   {"id", K_ID, "OXR"},           {"name", K_NAME, "ROR"},
   {"intent", K_TEXT, "OOO"},     {"objectives", K_LIST, "OOO"},
   {"triggers", K_TRIGGERS, "OOO"}, {"risks", K_LIST, "OOO"},
@@ -40,7 +33,7 @@ static const struct rule global_rules[] = {
   {"updated_at", K_TIME, "XXO"}, {NULL, K_ID, ""},
 };
 
-static const struct rule local_rules[] = {
+static const struct memory_field local_rules[] = {
   {"id", K_ID, "OXR"},             {"global", K_ID, "XOR"},
   {"name", K_NAME, "ROR"},         {"edit_pattern", K_TEXT, "OOO"},
   {"knob_move", K_KNOB, "OOO"},    {"checks", K_LIST, "OOO"},
@@ -49,7 +42,7 @@ static const struct rule local_rules[] = {
   {"updated_at", K_TIME, "XXO"},   {NULL, K_ID, ""},
 };
 
-static const struct rule edge_rules[] = {
+static const struct memory_field edge_rules[] = {
   {"from", K_ID, "RXR"},         {"to", K_ID, "RXR"},
   {"when", K_TEXT, "OOO"},       {"rationale", K_TEXT, "OOO"},
   {"risks", K_LIST, "OOO"},      {"stats", K_EDGE_STATS, "XXO"},
@@ -58,7 +51,7 @@ static const struct rule edge_rules[] = {
 };
 
 /* Evidence rows exist only in import documents. */
-static const struct rule evidence_rules[] = {
+static const struct memory_field evidence_rules[] = {
   {"task_id", K_NULLABLE_REF, "--O"}, {"candidate_id", K_NULLABLE_REF, "--O"},
   {"reward", K_REWARD, "--R"},        {"outcome", K_OUTCOME, "--R"},
   {"note", K_NOTE, "--O"},            {"created_at", K_TIME, "--O"},
@@ -86,11 +79,8 @@ static void path_join(char out[128], const char *prefix, const char *key) {
     snprintf(out, 128, "%s%s%s", prefix, key[0] == '[' ? "" : ".", key);
 }
 
-/* Fills why for the field key under prefix and returns -1. */
-__attribute__((format(printf, 5, 6))) static int bad(struct memory_invalid *why,
-                                                     enum memory_problem problem,
-                                                     const char *prefix, const char *key,
-                                                     const char *fmt, ...) {
+int memory_invalid_at(struct memory_invalid *why, enum memory_problem problem,
+                      const char *prefix, const char *key, const char *fmt, ...) {
   char path[128], msg[256];
   path_join(path, prefix, key);
   va_list ap;
@@ -168,7 +158,7 @@ static bool finite_number(const json_t *v) {
 static int check_list(const json_t *v, bool (*vocab)(const char *), const char *prefix,
                       const char *key, struct memory_invalid *why) {
   if (!json_is_array(v) || json_array_size(v) > MEMORY_LIST_MAX)
-    return bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                "must be an array of at most %d strings", MEMORY_LIST_MAX);
   char path[128], item[32];
   path_join(path, prefix, key);
@@ -176,14 +166,14 @@ static int check_list(const json_t *v, bool (*vocab)(const char *), const char *
     const json_t *s = json_array_get(v, i);
     snprintf(item, sizeof item, "[%zu]", i);
     if (!memory_string_valid(s, 1, MEMORY_ITEM_MAX))
-      return bad(why, MEMORY_PROBLEM_INVALID, path, item, "must be a string of 1..%d characters",
+      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, item, "must be a string of 1..%d characters",
                  MEMORY_ITEM_MAX);
     if (vocab && !vocab(json_string_value(s)))
-      return bad(why, MEMORY_PROBLEM_INVALID, path, item, "unknown value '%s'",
+      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, item, "unknown value '%s'",
                  json_string_value(s));
     for (size_t j = 0; vocab && j < i; j++)
       if (strcmp(json_string_value(json_array_get(v, j)), json_string_value(s)) == 0)
-        return bad(why, MEMORY_PROBLEM_INVALID, path, item, "'%s' is listed twice",
+        return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, item, "'%s' is listed twice",
                    json_string_value(s));
   }
   return 0;
@@ -198,28 +188,28 @@ static int check_knob(const json_t *v, const char *prefix, const char *key,
   char path[128];
   path_join(path, prefix, key);
   if (!json_is_object(v))
-    return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an object or null");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an object or null");
   const char *k;
   const json_t *m;
   json_object_foreach((json_t *)v, k, m) {
     if (strcmp(k, "knob") != 0 && strcmp(k, "op") != 0 && strcmp(k, "value") != 0)
-      return bad(why, MEMORY_PROBLEM_UNKNOWN, path, k, "unknown key");
+      return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, path, k, "unknown key");
   }
   const json_t *knob = json_object_get(v, "knob"), *op = json_object_get(v, "op");
   const json_t *value = json_object_get(v, "value");
   const char *missing = !knob ? "knob" : !op ? "op" : !value ? "value" : NULL;
   if (missing)
-    return bad(why, MEMORY_PROBLEM_MISSING, path, missing, "is required");
+    return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, path, missing, "is required");
   bool name_ok = memory_string_valid(knob, 1, KNOB_NAME_MAX) && json_string_value(knob)[0] >= 'A' &&
                  json_string_value(knob)[0] <= 'Z';
   for (const char *c = name_ok ? json_string_value(knob) : ""; *c; c++)
     name_ok = name_ok && ((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_');
   if (!name_ok)
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "knob", "must match ^[A-Z][A-Z0-9_]{0,31}$");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "knob", "must match ^[A-Z][A-Z0-9_]{0,31}$");
   const char *o = json_is_string(op) ? json_string_value(op) : "";
   bool set = strcmp(o, "set") == 0;
   if (!set && strcmp(o, "mul") != 0 && strcmp(o, "div") != 0)
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "op", "must be set, mul or div");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "op", "must be set, mul or div");
   if (json_is_integer(value)) {
     json_int_t x = json_integer_value(value);
     if (x >= (set ? 1 : 2) && x <= MEMORY_KNOB_VALUE_MAX)
@@ -227,7 +217,7 @@ static int check_knob(const json_t *v, const char *prefix, const char *key,
   } else if (set && mode_ok(value)) {
     return 0;
   }
-  return bad(why, MEMORY_PROBLEM_INVALID, path, "value",
+  return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value",
              "must be an integer %s..%d%s", set ? "1" : "2", MEMORY_KNOB_VALUE_MAX,
              set ? " or a [a-z0-9_]{1,64} string" : "");
 }
@@ -236,7 +226,7 @@ static int check_knob(const json_t *v, const char *prefix, const char *key,
 static int stats_keys(const json_t *v, const char *const *keys, const char *path,
                       struct memory_invalid *why) {
   if (!json_is_object(v))
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "", "must be an object");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "", "must be an object");
   const char *k;
   const json_t *m;
   json_object_foreach((json_t *)v, k, m) {
@@ -244,11 +234,11 @@ static int stats_keys(const json_t *v, const char *const *keys, const char *path
     while (keys[i] && strcmp(keys[i], k) != 0)
       i++;
     if (!keys[i])
-      return bad(why, MEMORY_PROBLEM_UNKNOWN, path, k, "unknown key");
+      return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, path, k, "unknown key");
   }
   for (size_t i = 0; keys[i]; i++)
     if (!json_object_get(v, keys[i]))
-      return bad(why, MEMORY_PROBLEM_MISSING, path, keys[i], "is required");
+      return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, path, keys[i], "is required");
   return 0;
 }
 
@@ -270,60 +260,60 @@ static int check_stats(const json_t *v, enum kind kind, const char *prefix, cons
     return -1;
   const json_t *n = json_object_get(v, "n");
   if (!finite_number(json_object_get(v, "reward_sum")))
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "reward_sum", "must be a finite number");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "reward_sum", "must be a finite number");
   if (kind == K_EDGE_STATS)
     return finite_number(n) && json_number_value(n) >= 0
                ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, path, "n", "must be a number >= 0");
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "n", "must be a number >= 0");
   if (!count_ok(n, (json_int_t)1 << 53))
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "n", "must be an integer >= 0");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "n", "must be an integer >= 0");
   json_int_t tries = json_integer_value(n);
   for (size_t i = 1; keys[i] && strcmp(keys[i], "reward_sum") != 0; i++)
     if (!count_ok(json_object_get(v, keys[i]), tries))
-      return bad(why, MEMORY_PROBLEM_INVALID, path, keys[i], "must be an integer in 0..n");
+      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, keys[i], "must be an integer in 0..n");
   if (kind == K_GLOBAL_STATS) {
     const json_t *ema = json_object_get(v, "ema");
     if (tries == 0 ? !json_is_null(ema) : !finite_number(ema))
-      return bad(why, MEMORY_PROBLEM_INVALID, path, "ema",
+      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "ema",
                  "must be null when n is 0 and a finite number otherwise");
   }
   return 0;
 }
 
-static int check_record(const json_t *obj, const struct rule *rules, enum memory_mode mode,
-                        const char *prefix, struct memory_invalid *why);
+static int check_value(const json_t *v, int kind, const char *prefix, const char *key,
+                       struct memory_invalid *why);
 
 static int check_evidence(const json_t *v, const char *prefix, const char *key,
                           struct memory_invalid *why) {
   if (!json_is_array(v) || json_array_size(v) > MEMORY_EVIDENCE_KEEP)
-    return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an array of at most %d rows",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an array of at most %d rows",
                MEMORY_EVIDENCE_KEEP);
   char path[128], item[160];
   path_join(path, prefix, key);
   for (size_t i = 0; i < json_array_size(v); i++) {
     snprintf(item, sizeof item, "%s[%zu]", path, i);
-    if (check_record(json_array_get(v, i), evidence_rules, MEMORY_IMPORT, item, why) != 0)
+    if (memory_check_fields(json_array_get(v, i), evidence_rules, MEMORY_IMPORT, item, check_value, why) != 0)
       return -1;
   }
   return 0;
 }
 
 /* Checks one present value of a rule's kind. */
-static int check_value(const json_t *v, enum kind kind, const char *prefix, const char *key,
+static int check_value(const json_t *v, int kind, const char *prefix, const char *key,
                        struct memory_invalid *why) {
   switch (kind) {
   case K_ID:
     return json_is_string(v) && memory_id_valid(json_string_value(v))
                ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be an id matching ^[a-z][a-z0-9_]{1,63}$");
   case K_NAME:
     return memory_string_valid(v, 1, MEMORY_NAME_MAX) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                      MEMORY_NAME_MAX);
   case K_TEXT:
     return memory_string_valid(v, 0, MEMORY_TEXT_MAX) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a string of at most %d characters", MEMORY_TEXT_MAX);
   case K_LIST: return check_list(v, NULL, prefix, key, why);
   case K_TRIGGERS: return check_list(v, htam_trigger_known, prefix, key, why);
@@ -331,7 +321,7 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
   case K_PRIOR:
     return finite_number(v) && fabs(json_number_value(v)) <= MEMORY_PRIOR_ABS_MAX
                ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a number in [-%g, %g]",
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a number in [-%g, %g]",
                      MEMORY_PRIOR_ABS_MAX, MEMORY_PRIOR_ABS_MAX);
   case K_KNOB: return check_knob(v, prefix, key, why);
   case K_GLOBAL_STATS:
@@ -340,53 +330,51 @@ static int check_value(const json_t *v, enum kind kind, const char *prefix, cons
   case K_EVIDENCE: return check_evidence(v, prefix, key, why);
   case K_TIME:
     return memory_time_valid(v) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a UTC time like 2026-11-29T07:42:04.123Z");
   case K_REF:
   case K_NULLABLE_REF:
     return (kind == K_NULLABLE_REF && json_is_null(v)) || memory_string_valid(v, 1, MEMORY_REF_MAX)
                ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a string of 1..%d characters or null", MEMORY_REF_MAX);
   case K_REWARD:
     return finite_number(v) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a finite number");
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a finite number");
   case K_OUTCOME:
     return memory_string_valid(v, 1, MEMORY_OUTCOME_MAX) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                      MEMORY_OUTCOME_MAX);
   case K_NOTE:
     return json_is_null(v) || memory_string_valid(v, 0, MEMORY_NOTE_MAX)
                ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a string of at most %d characters or null", MEMORY_NOTE_MAX);
   }
-  return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "unchecked kind");
+  return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "unchecked kind");
 }
 
-/* Unknown and read-only keys first (in the body's order), then every rule in table
- * order, so the field reported does not depend on how the client ordered its keys
- * beyond which unknown key comes first. */
-static int check_record(const json_t *obj, const struct rule *rules, enum memory_mode mode,
-                        const char *prefix, struct memory_invalid *why) {
+int memory_check_fields(const json_t *obj, const struct memory_field *fields,
+                        enum memory_mode mode, const char *prefix, memory_value_check check,
+                        struct memory_invalid *why) {
   if (!json_is_object(obj))
-    return bad(why, MEMORY_PROBLEM_INVALID, prefix, "", "must be an object");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, "", "must be an object");
   const char *key;
   const json_t *v;
   json_object_foreach((json_t *)obj, key, v) {
-    const struct rule *r = rules;
+    const struct memory_field *r = fields;
     while (r->key && strcmp(r->key, key) != 0)
       r++;
     if (!r->key || r->modes[mode] == P_UNKNOWN)
-      return bad(why, MEMORY_PROBLEM_UNKNOWN, prefix, key, "unknown key");
+      return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, prefix, key, "unknown key");
     if (r->modes[mode] == P_READONLY)
-      return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "cannot be set here");
+      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "cannot be set here");
   }
-  for (const struct rule *r = rules; r->key; r++) {
+  for (const struct memory_field *r = fields; r->key; r++) {
     v = json_object_get(obj, r->key);
     if (!v && r->modes[mode] == P_REQUIRED)
-      return bad(why, MEMORY_PROBLEM_MISSING, prefix, r->key, "is required");
-    if (v && check_value(v, r->kind, prefix, r->key, why) != 0)
+      return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, prefix, r->key, "is required");
+    if (v && check(v, r->kind, prefix, r->key, why) != 0)
       return -1;
   }
   return 0;
@@ -394,17 +382,17 @@ static int check_record(const json_t *obj, const struct rule *rules, enum memory
 
 int memory_check_global(const json_t *obj, enum memory_mode mode, const char *prefix,
                         struct memory_invalid *ret_why) {
-  return check_record(obj, global_rules, mode, prefix, ret_why);
+  return memory_check_fields(obj, global_rules, mode, prefix, check_value, ret_why);
 }
 
 int memory_check_local(const json_t *obj, enum memory_mode mode, const char *prefix,
                        struct memory_invalid *ret_why) {
-  return check_record(obj, local_rules, mode, prefix, ret_why);
+  return memory_check_fields(obj, local_rules, mode, prefix, check_value, ret_why);
 }
 
 int memory_check_edge(const json_t *obj, enum memory_mode mode, const char *prefix,
                       struct memory_invalid *ret_why) {
-  return check_record(obj, edge_rules, mode, prefix, ret_why);
+  return memory_check_fields(obj, edge_rules, mode, prefix, check_value, ret_why);
 }
 
 /* ---- the whole document ---- */
@@ -453,7 +441,7 @@ static int check_unique(struct key *keys, size_t n, const char *list, const char
     if (same) {
       char prefix[64];
       snprintf(prefix, sizeof prefix, "%s[%zu]", list, keys[i].index);
-      return bad(why, MEMORY_PROBLEM_DUPLICATE, prefix, field, "'%s%s%s' appears twice",
+      return memory_invalid_at(why, MEMORY_PROBLEM_DUPLICATE, prefix, field, "'%s%s%s' appears twice",
                  keys[i].a, keys[i].b ? "' -> '" : "", keys[i].b ? keys[i].b : "");
     }
   }
@@ -467,9 +455,9 @@ static int check_records(const json_t *doc, const char *list, size_t max,
                          struct memory_invalid *why) {
   const json_t *a = json_object_get(doc, list);
   if (!a)
-    return bad(why, MEMORY_PROBLEM_MISSING, "", list, "is required");
+    return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, "", list, "is required");
   if (!json_is_array(a) || json_array_size(a) > max)
-    return bad(why, MEMORY_PROBLEM_INVALID, "", list, "must be an array of at most %zu records",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", list, "must be an array of at most %zu records",
                max);
   char prefix[64];
   for (size_t i = 0; i < json_array_size(a); i++) {
@@ -482,7 +470,7 @@ static int check_records(const json_t *doc, const char *list, size_t max,
 
 static int check_top(const json_t *doc, struct memory_invalid *why) {
   if (!json_is_object(doc))
-    return bad(why, MEMORY_PROBLEM_INVALID, "", "", "must be a JSON object");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "", "must be a JSON object");
   static const char *const keys[] = {"version", "exported_at", "globals", "locals", "edges",
                                      NULL};
   const char *k;
@@ -492,16 +480,16 @@ static int check_top(const json_t *doc, struct memory_invalid *why) {
     while (keys[i] && strcmp(keys[i], k) != 0)
       i++;
     if (!keys[i])
-      return bad(why, MEMORY_PROBLEM_UNKNOWN, "", k, "unknown key");
+      return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, "", k, "unknown key");
   }
   const json_t *version = json_object_get(doc, "version");
   if (!version)
-    return bad(why, MEMORY_PROBLEM_MISSING, "", "version", "is required");
+    return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, "", "version", "is required");
   if (!json_is_integer(version) || json_integer_value(version) != 1)
-    return bad(why, MEMORY_PROBLEM_INVALID, "", "version", "must be 1");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "version", "must be 1");
   const json_t *at = json_object_get(doc, "exported_at");
   if (at && !memory_time_valid(at))
-    return bad(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
                "must be a UTC time like 2026-11-29T07:42:04.123Z");
   if (check_records(doc, "globals", MEMORY_MAX_GLOBALS, memory_check_global, why) != 0 ||
       check_records(doc, "locals", MEMORY_MAX_LOCALS, memory_check_local, why) != 0 ||
@@ -528,7 +516,7 @@ static int check_links(const json_t *doc, struct key *keys, struct key *globals,
     keys[i] = (struct key){json_string_value(json_object_get(rec, "id")), NULL, i};
     if (!key_find(globals, ng, json_string_value(json_object_get(rec, "global")), NULL)) {
       snprintf(prefix, sizeof prefix, "locals[%zu]", i);
-      return bad(why, MEMORY_PROBLEM_REFERENCE, prefix, "global", "names no global node");
+      return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "global", "names no global node");
     }
   }
   if (check_unique(keys, nl, "locals", "id", why) != 0)
@@ -539,9 +527,9 @@ static int check_links(const json_t *doc, struct key *keys, struct key *globals,
     const char *to = json_string_value(json_object_get(rec, "to"));
     snprintf(prefix, sizeof prefix, "edges[%zu]", i);
     if (!key_find(globals, ng, from, NULL))
-      return bad(why, MEMORY_PROBLEM_REFERENCE, prefix, "from", "names no global node");
+      return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "from", "names no global node");
     if (!key_find(globals, ng, to, NULL))
-      return bad(why, MEMORY_PROBLEM_REFERENCE, prefix, "to", "names no global node");
+      return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "to", "names no global node");
     keys[i] = (struct key){from, to, i};
   }
   return check_unique(keys, ne, "edges", "", why);

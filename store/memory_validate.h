@@ -50,6 +50,35 @@ enum memory_mode {
 /* True when id matches ^[a-z][a-z0-9_]{1,63}$. */
 bool memory_id_valid(const char *id);
 
+/* Fills why for the field key under prefix (their JSON path, "document" when both are
+ * empty) with the message fmt, and returns -1. */
+__attribute__((format(printf, 5, 6))) int memory_invalid_at(struct memory_invalid *why,
+                                                            enum memory_problem problem,
+                                                            const char *prefix,
+                                                            const char *key, const char *fmt,
+                                                            ...);
+
+/* One key of a record's schema: kind is the checker's own enum; modes[m] is its presence
+ * in enum memory_mode m: 'R' required, 'O' optional, 'X' read-only (present is an error
+ * that says so), '-' unknown. */
+struct memory_field {
+  const char *key;
+  int kind;
+  char modes[4];
+};
+
+/* Checks one value of kind at prefix.key; 0, or -1 with why filled. */
+typedef int (*memory_value_check)(const json_t *v, int kind, const char *prefix,
+                                  const char *key, struct memory_invalid *why);
+
+/* Checks obj against fields (ended by a NULL key) in mode: unknown and read-only keys
+ * first, in the body's order, then every field in table order through check, so the field
+ * reported does not depend on the client's key order beyond which unknown key comes
+ * first. Memory records and skill rules share it. 0, or -1 with why filled. */
+int memory_check_fields(const json_t *obj, const struct memory_field *fields,
+                        enum memory_mode mode, const char *prefix, memory_value_check check,
+                        struct memory_invalid *why);
+
 /* True when v is a time as store_time_now writes it (YYYY-MM-DDTHH:MM:SS.mmmZ) and a real
  * instant (month lengths and leap years, years 0001-9999). */
 bool memory_time_valid(const json_t *v);

@@ -30,13 +30,7 @@ enum kind {
   K_EXAMPLE_SIGNATURE, K_COUNT, K_EXAMPLES, K_TIME, K_REF, K_CLASS, K_MESSAGE, K_DERIVED,
 };
 
-struct rule {
-  const char *key;
-  enum kind kind;
-  char modes[4];
-};
-
-static const struct rule skill_rules[] = {
+static const struct memory_field skill_rules[] = {
   {"id", K_ID, "XXO"},           {"rule", K_RULE, "ROR"},
   {"score", K_SCORE, "OOO"},     {"family", K_FAMILY, "OOO"},
   {"enabled", K_BOOL, "OOO"},    {"constraint", K_CONSTRAINT, "OOO"},
@@ -48,7 +42,7 @@ static const struct rule skill_rules[] = {
 };
 
 /* Examples exist only in import documents. */
-static const struct rule example_rules[] = {
+static const struct memory_field example_rules[] = {
   {"task_id", K_REF, "--O"},     {"candidate_id", K_REF, "--O"},
   {"class", K_CLASS, "--R"},     {"signature", K_EXAMPLE_SIGNATURE, "--R"},
   {"message", K_MESSAGE, "--O"}, {"created_at", K_TIME, "--O"},
@@ -68,19 +62,6 @@ static void path_join(char out[128], const char *prefix, const char *key) {
   out[n] = '\0';
 }
 
-__attribute__((format(printf, 5, 6))) static int bad(struct memory_invalid *why,
-                                                     enum memory_problem problem,
-                                                     const char *prefix, const char *key,
-                                                     const char *fmt, ...) {
-  char path[128], msg[256];
-  path_join(path, prefix, key);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  memory_why(why, problem, path, "%s: %s", *path ? path : "document", msg);
-  return -1;
-}
 
 static bool in_list(const char *const *list, const char *s) {
   for (size_t i = 0; s && list[i]; i++)
@@ -120,7 +101,7 @@ static int check_condition(const char *key, const json_t *v, const char *path,
   if (strcmp(key, "family") == 0)
     return json_is_string(v) && htam_family_known(json_string_value(v))
                ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, path, key, "must be an op family");
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key, "must be an op family");
   for (size_t f = 0; skill_features[f]; f++) {
     size_t n = strlen(skill_features[f]);
     if (strncmp(key, skill_features[f], n) != 0 || key[n] != '_' || !in_list(skill_predicates, key + n + 1))
@@ -128,18 +109,18 @@ static int check_condition(const char *key, const json_t *v, const char *path,
     bool multiple = strstr(key + n + 1, "multiple_of") != NULL;
     if (multiple ? int_in(v, 2, SKILL_MULTIPLE_MAX) : int_in(v, 1, SKILL_BOUND_MAX))
       return 0;
-    return multiple ? bad(why, MEMORY_PROBLEM_INVALID, path, key, "must be an integer 2..%d",
+    return multiple ? memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key, "must be an integer 2..%d",
                           SKILL_MULTIPLE_MAX)
-                    : bad(why, MEMORY_PROBLEM_INVALID, path, key, "must be an integer 1..%lld",
+                    : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key, "must be an integer 1..%lld",
                           (long long)SKILL_BOUND_MAX);
   }
-  return bad(why, MEMORY_PROBLEM_UNKNOWN, path, key,
+  return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, path, key,
              "unknown condition (family, or <inner|numel>_<multiple_of|not_multiple_of|lt|ge>)");
 }
 
 static int check_when(const json_t *v, const char *path, struct memory_invalid *why) {
   if (!json_is_object(v) || json_object_size(v) > SKILL_WHEN_MAX)
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "when", "must be an object of at most %d conditions",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "when", "must be an object of at most %d conditions",
                SKILL_WHEN_MAX);
   char when_path[128];
   path_join(when_path, path, "when");
@@ -157,167 +138,141 @@ int skill_check_constraint(const json_t *v, const char *prefix, const char *key,
   if (json_is_null(v))
     return 0;
   if (!json_is_object(v))
-    return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an object or null");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an object or null");
   char path[128];
   path_join(path, prefix, key);
   const char *k;
   const json_t *m;
   json_object_foreach((json_t *)v, k, m) {
     if (strcmp(k, "knob") && strcmp(k, "op") && strcmp(k, "value") && strcmp(k, "when"))
-      return bad(why, MEMORY_PROBLEM_UNKNOWN, path, k, "unknown key");
+      return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, path, k, "unknown key");
   }
   const json_t *knob = json_object_get(v, "knob"), *op = json_object_get(v, "op");
   const json_t *value = json_object_get(v, "value"), *when = json_object_get(v, "when");
   const char *missing = !knob ? "knob" : !op ? "op" : !value ? "value" : NULL;
   if (missing)
-    return bad(why, MEMORY_PROBLEM_MISSING, path, missing, "is required");
+    return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, path, missing, "is required");
   const char *kn = json_string_value(knob), *o = json_string_value(op);
   if (!in_list(skill_knobs, kn))
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "knob",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "knob",
                "must be one of BLOCK, VEC, ITEMS, ROWS, BM, BN, BK, TM, TN, STAGES, UNROLL, "
                "MINB, SPLIT, MODE");
   bool mode = strcmp(kn, "MODE") == 0;
   if (!in_list(skill_ops, o) || (mode && strcmp(o, "eq") && strcmp(o, "ne")))
-    return bad(why, MEMORY_PROBLEM_INVALID, path, "op",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "op",
                mode ? "must be eq or ne for MODE" : "must be eq, ne, gt, ge, lt or le");
   if (mode ? !mode_ok(value) : !int_in(value, 0, SKILL_KNOB_VALUE_MAX))
-    return mode ? bad(why, MEMORY_PROBLEM_INVALID, path, "value",
+    return mode ? memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value",
                       "must be a mode name matching ^[a-z0-9_]{1,%d}$", SKILL_MODE_MAX)
-                : bad(why, MEMORY_PROBLEM_INVALID, path, "value", "must be an integer 0..%d",
+                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value", "must be an integer 0..%d",
                       SKILL_KNOB_VALUE_MAX);
   return when ? check_when(when, path, why) : 0;
 }
 
-static int check_record(const json_t *obj, const struct rule *rules, enum memory_mode mode,
-                        const char *prefix, struct memory_invalid *why);
+static int check_value(const json_t *v, int kind, const char *prefix, const char *key,
+                       struct memory_invalid *why);
 
 static int check_examples(const json_t *v, const char *prefix, const char *key,
                           struct memory_invalid *why) {
   if (!json_is_array(v) || json_array_size(v) > SKILL_EXAMPLES_KEEP)
-    return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an array of at most %d examples",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an array of at most %d examples",
                SKILL_EXAMPLES_KEEP);
   char path[128], item[160];
   path_join(path, prefix, key);
   for (size_t i = 0; i < json_array_size(v); i++) {
     snprintf(item, sizeof item, "%s[%zu]", path, i);
-    if (check_record(json_array_get(v, i), example_rules, MEMORY_IMPORT, item, why) != 0)
+    if (memory_check_fields(json_array_get(v, i), example_rules, MEMORY_IMPORT, item, check_value, why) != 0)
       return -1;
   }
   return 0;
 }
 
-static int check_value(const json_t *v, enum kind kind, const char *prefix, const char *key,
+static int check_value(const json_t *v, int kind, const char *prefix, const char *key,
                        struct memory_invalid *why) {
   switch (kind) {
   case K_ID:
     return int_in(v, 1, (json_int_t)1 << 53)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 1");
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 1");
   case K_RULE:
     return json_is_string(v) && memory_string_valid(v, 0, SKILL_RULE_MAX) && skill_rule_valid(json_string_value(v))
                ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be one sentence of %d..%d printable ASCII characters that starts with \"You cannot \" and "
                      "ends with \".\"", SKILL_RULE_MIN, SKILL_RULE_MAX);
   case K_SCORE:
     return int_in(v, 0, SKILL_SCORE_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer 0..%d",
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer 0..%d",
                          SKILL_SCORE_MAX);
   case K_FAMILY:
     return json_is_null(v) || (json_is_string(v) && htam_family_known(json_string_value(v)))
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an op family or null");
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an op family or null");
   case K_BOOL:
-    return json_is_boolean(v) ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a boolean");
+    return json_is_boolean(v) ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a boolean");
   case K_CONSTRAINT: return skill_check_constraint(v, prefix, key, why);
   case K_ORIGIN:
     return json_is_string(v) && in_list(origins, json_string_value(v))
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                          "must be grouping, llm, user or import");
   case K_SIGNATURE:
   case K_EXAMPLE_SIGNATURE:
     return (kind == K_SIGNATURE && json_is_null(v)) || memory_string_valid(v, 1, SKILL_SIGNATURE_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters%s",
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters%s",
                          SKILL_SIGNATURE_MAX, kind == K_SIGNATURE ? " or null" : "");
   case K_COUNT:
     return int_in(v, 0, SKILL_REFUSALS_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 0");
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 0");
   case K_EXAMPLES: return check_examples(v, prefix, key, why);
   case K_TIME:
     return memory_time_valid(v) ? 0
-               : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                      "must be a UTC time like 2026-11-29T07:42:04.123Z");
   case K_REF:
     return json_is_null(v) || (json_is_string(v) && id_valid(json_string_value(v)))
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a UUID or null");
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a UUID or null");
   case K_CLASS:
     return memory_string_valid(v, 1, SKILL_CLASS_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
                          SKILL_CLASS_MAX);
   case K_MESSAGE:
     return memory_string_valid(v, 0, SKILL_MESSAGE_MAX)
-               ? 0 : bad(why, MEMORY_PROBLEM_INVALID, prefix, key,
+               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
                          "must be a string of at most %d characters", SKILL_MESSAGE_MAX);
   case K_DERIVED: break;
   }
-  return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "cannot be set here");
+  return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "cannot be set here");
 }
 
-/* Unknown and read-only keys first (in the body's order), then every rule in table order,
- * as memory_validate.c does. */
-static int check_record(const json_t *obj, const struct rule *rules, enum memory_mode mode,
-                        const char *prefix, struct memory_invalid *why) {
-  if (!json_is_object(obj))
-    return bad(why, MEMORY_PROBLEM_INVALID, prefix, "", "must be an object");
-  const char *key;
-  const json_t *v;
-  json_object_foreach((json_t *)obj, key, v) {
-    const struct rule *r = rules;
-    while (r->key && strcmp(r->key, key) != 0)
-      r++;
-    if (!r->key || r->modes[mode] == P_UNKNOWN)
-      return bad(why, MEMORY_PROBLEM_UNKNOWN, prefix, key, "unknown key");
-    if (r->modes[mode] == P_READONLY)
-      return bad(why, MEMORY_PROBLEM_INVALID, prefix, key, "cannot be set here");
-  }
-  for (const struct rule *r = rules; r->key; r++) {
-    v = json_object_get(obj, r->key);
-    if (!v && r->modes[mode] == P_REQUIRED)
-      return bad(why, MEMORY_PROBLEM_MISSING, prefix, r->key, "is required");
-    if (v && check_value(v, r->kind, prefix, r->key, why) != 0)
-      return -1;
-  }
-  return 0;
-}
 
 int skill_check(const json_t *obj, enum memory_mode mode, const char *prefix,
                 struct memory_invalid *ret_why) {
-  return check_record(obj, skill_rules, mode, prefix, ret_why);
+  return memory_check_fields(obj, skill_rules, mode, prefix, check_value, ret_why);
 }
 
 /* ---- the whole document ---- */
 
 static int check_top(const json_t *doc, struct memory_invalid *why) {
   if (!json_is_object(doc))
-    return bad(why, MEMORY_PROBLEM_INVALID, "", "", "must be a JSON object");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "", "must be a JSON object");
   const char *k;
   const json_t *v;
   json_object_foreach((json_t *)doc, k, v) {
     if (strcmp(k, "version") && strcmp(k, "exported_at") && strcmp(k, "skills"))
-      return bad(why, MEMORY_PROBLEM_UNKNOWN, "", k, "unknown key");
+      return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, "", k, "unknown key");
   }
   const json_t *version = json_object_get(doc, "version");
   if (!version)
-    return bad(why, MEMORY_PROBLEM_MISSING, "", "version", "is required");
+    return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, "", "version", "is required");
   if (!json_is_integer(version) || json_integer_value(version) != 1)
-    return bad(why, MEMORY_PROBLEM_INVALID, "", "version", "must be 1");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "version", "must be 1");
   const json_t *at = json_object_get(doc, "exported_at");
   if (at && !memory_time_valid(at))
-    return bad(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
                "must be a UTC time like 2026-11-29T07:42:04.123Z");
   const json_t *skills = json_object_get(doc, "skills");
   if (!skills)
-    return bad(why, MEMORY_PROBLEM_MISSING, "", "skills", "is required");
+    return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, "", "skills", "is required");
   if (!json_is_array(skills) || json_array_size(skills) > SKILL_MAX_IMPORT)
-    return bad(why, MEMORY_PROBLEM_INVALID, "", "skills", "must be an array of at most %d rules",
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "skills", "must be an array of at most %d rules",
                SKILL_MAX_IMPORT);
   char prefix[64];
   for (size_t i = 0; i < json_array_size(skills); i++) {
@@ -387,7 +342,7 @@ int skill_check_document(const json_t *doc, struct memory_invalid *ret_why) {
   int rc = 0;
   for (size_t i = 1; i < n && rc == 0; i++)
     if (strcmp(keys[i - 1].text, keys[i].text) == 0)
-      rc = bad(ret_why, MEMORY_PROBLEM_DUPLICATE, keys[i].field, "",
+      rc = memory_invalid_at(ret_why, MEMORY_PROBLEM_DUPLICATE, keys[i].field, "",
                "appears twice (ids, a signature within a family, and candidate ids are unique)");
   free(keys);
   return rc;
