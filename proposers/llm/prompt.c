@@ -374,9 +374,8 @@ enum { S_RULES, S_PITFALLS, S_REGION, S_DIRECTION, S_POOL, S_HISTORY, S_GUIDANCE
 /* A plan as JSON with one launch a line (caller frees), or NULL when out of memory. */
 static char *plan_text(json_t *plan) {
   struct ltext t = {0};
-  char *buffers = json_dumps(json_object_get(plan, "buffers") ? json_object_get(plan, "buffers")
-                                                              : json_array(),
-                             JSON_COMPACT | JSON_ENCODE_ANY);
+  json_t *list = json_object_get(plan, "buffers");
+  char *buffers = list ? json_dumps(list, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
   ltext_printf(&t, "{\"buffers\": %s,\n \"launches\": [", buffers ? buffers : "[]");
   free(buffers);
   size_t i;

@@ -792,7 +792,7 @@ static void region_candidates(json_t *profile, const char *name, json_t *locals,
     struct knob_set k0;
     fam->defaults(m, &k0);
     size_t j;
-    json_array_foreach(locals ? locals : json_array(), j, local) {
+    json_array_foreach(locals, j, local) {  /* none when locals is NULL */
       bool applies = local == NULL;
       size_t f;
       json_t *fn;
