@@ -79,8 +79,8 @@ static void path_join(char out[128], const char *prefix, const char *key) {
     snprintf(out, 128, "%s%s%s", prefix, key[0] == '[' ? "" : ".", key);
 }
 
-int memory_invalid_at(struct memory_invalid *why, enum memory_problem problem,
-                      const char *prefix, const char *key, const char *fmt, ...) {
+int memory_invalid_at(struct memory_invalid *why, enum memory_problem problem, const char *prefix,
+                      const char *key, const char *fmt, ...) {
   char path[128], msg[256];
   path_join(path, prefix, key);
   va_list ap;
@@ -159,22 +159,22 @@ static int check_list(const json_t *v, bool (*vocab)(const char *), const char *
                       const char *key, struct memory_invalid *why) {
   if (!json_is_array(v) || json_array_size(v) > MEMORY_LIST_MAX)
     return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-               "must be an array of at most %d strings", MEMORY_LIST_MAX);
+                             "must be an array of at most %d strings", MEMORY_LIST_MAX);
   char path[128], item[32];
   path_join(path, prefix, key);
   for (size_t i = 0; i < json_array_size(v); i++) {
     const json_t *s = json_array_get(v, i);
     snprintf(item, sizeof item, "[%zu]", i);
     if (!memory_string_valid(s, 1, MEMORY_ITEM_MAX))
-      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, item, "must be a string of 1..%d characters",
-                 MEMORY_ITEM_MAX);
+      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, item,
+                               "must be a string of 1..%d characters", MEMORY_ITEM_MAX);
     if (vocab && !vocab(json_string_value(s)))
       return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, item, "unknown value '%s'",
-                 json_string_value(s));
+                               json_string_value(s));
     for (size_t j = 0; vocab && j < i; j++)
       if (strcmp(json_string_value(json_array_get(v, j)), json_string_value(s)) == 0)
         return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, item, "'%s' is listed twice",
-                   json_string_value(s));
+                                 json_string_value(s));
   }
   return 0;
 }
@@ -205,7 +205,8 @@ static int check_knob(const json_t *v, const char *prefix, const char *key,
   for (const char *c = name_ok ? json_string_value(knob) : ""; *c; c++)
     name_ok = name_ok && ((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_');
   if (!name_ok)
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "knob", "must match ^[A-Z][A-Z0-9_]{0,31}$");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "knob",
+                             "must match ^[A-Z][A-Z0-9_]{0,31}$");
   const char *o = json_is_string(op) ? json_string_value(op) : "";
   bool set = strcmp(o, "set") == 0;
   if (!set && strcmp(o, "mul") != 0 && strcmp(o, "div") != 0)
@@ -218,8 +219,8 @@ static int check_knob(const json_t *v, const char *prefix, const char *key,
     return 0;
   }
   return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value",
-             "must be an integer %s..%d%s", set ? "1" : "2", MEMORY_KNOB_VALUE_MAX,
-             set ? " or a [a-z0-9_]{1,64} string" : "");
+                           "must be an integer %s..%d%s", set ? "1" : "2", MEMORY_KNOB_VALUE_MAX,
+                           set ? " or a [a-z0-9_]{1,64} string" : "");
 }
 
 /* A stats object: exactly the keys of the shape, each present. */
@@ -260,7 +261,8 @@ static int check_stats(const json_t *v, enum kind kind, const char *prefix, cons
     return -1;
   const json_t *n = json_object_get(v, "n");
   if (!finite_number(json_object_get(v, "reward_sum")))
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "reward_sum", "must be a finite number");
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "reward_sum",
+                             "must be a finite number");
   if (kind == K_EDGE_STATS)
     return finite_number(n) && json_number_value(n) >= 0
                ? 0
@@ -270,29 +272,29 @@ static int check_stats(const json_t *v, enum kind kind, const char *prefix, cons
   json_int_t tries = json_integer_value(n);
   for (size_t i = 1; keys[i] && strcmp(keys[i], "reward_sum") != 0; i++)
     if (!count_ok(json_object_get(v, keys[i]), tries))
-      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, keys[i], "must be an integer in 0..n");
+      return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, keys[i],
+                               "must be an integer in 0..n");
   if (kind == K_GLOBAL_STATS) {
     const json_t *ema = json_object_get(v, "ema");
     if (tries == 0 ? !json_is_null(ema) : !finite_number(ema))
       return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "ema",
-                 "must be null when n is 0 and a finite number otherwise");
+                               "must be null when n is 0 and a finite number otherwise");
   }
   return 0;
 }
 
-static int check_value(const json_t *v, int kind, const char *prefix, const char *key,
-                       struct memory_invalid *why);
-
-static int check_evidence(const json_t *v, const char *prefix, const char *key,
-                          struct memory_invalid *why) {
-  if (!json_is_array(v) || json_array_size(v) > MEMORY_EVIDENCE_KEEP)
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an array of at most %d rows",
-               MEMORY_EVIDENCE_KEEP);
+int memory_check_records(const json_t *v, size_t max, const char *what,
+                         const struct memory_field *fields, const char *prefix,
+                         const char *key, memory_value_check check,
+                         struct memory_invalid *why) {
+  if (!json_is_array(v) || json_array_size(v) > max)
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                             "must be an array of at most %zu %s", max, what);
   char path[128], item[160];
   path_join(path, prefix, key);
   for (size_t i = 0; i < json_array_size(v); i++) {
     snprintf(item, sizeof item, "%s[%zu]", path, i);
-    if (memory_check_fields(json_array_get(v, i), evidence_rules, MEMORY_IMPORT, item, check_value, why) != 0)
+    if (memory_check_fields(json_array_get(v, i), fields, MEMORY_IMPORT, item, check, why) != 0)
       return -1;
   }
   return 0;
@@ -306,57 +308,68 @@ static int check_value(const json_t *v, int kind, const char *prefix, const char
     return json_is_string(v) && memory_id_valid(json_string_value(v))
                ? 0
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be an id matching ^[a-z][a-z0-9_]{1,63}$");
+                                   "must be an id matching ^[a-z][a-z0-9_]{1,63}$");
   case K_NAME:
-    return memory_string_valid(v, 1, MEMORY_NAME_MAX) ? 0
-               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
-                     MEMORY_NAME_MAX);
-  case K_TEXT:
-    return memory_string_valid(v, 0, MEMORY_TEXT_MAX) ? 0
+    return memory_string_valid(v, 1, MEMORY_NAME_MAX)
+               ? 0
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a string of at most %d characters", MEMORY_TEXT_MAX);
-  case K_LIST: return check_list(v, NULL, prefix, key, why);
-  case K_TRIGGERS: return check_list(v, htam_trigger_known, prefix, key, why);
+                                   "must be a string of 1..%d characters", MEMORY_NAME_MAX);
+  case K_TEXT:
+    return memory_string_valid(v, 0, MEMORY_TEXT_MAX)
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be a string of at most %d characters", MEMORY_TEXT_MAX);
+  case K_LIST:
+    return check_list(v, NULL, prefix, key, why);
+  case K_TRIGGERS:
+    return check_list(v, htam_trigger_known, prefix, key, why);
   case K_FAMILIES: return check_list(v, htam_family_known, prefix, key, why);
   case K_PRIOR:
     return finite_number(v) && fabs(json_number_value(v)) <= MEMORY_PRIOR_ABS_MAX
                ? 0
-               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a number in [-%g, %g]",
-                     MEMORY_PRIOR_ABS_MAX, MEMORY_PRIOR_ABS_MAX);
-  case K_KNOB: return check_knob(v, prefix, key, why);
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be a number in [-%g, %g]", MEMORY_PRIOR_ABS_MAX,
+                                   MEMORY_PRIOR_ABS_MAX);
+  case K_KNOB:
+    return check_knob(v, prefix, key, why);
   case K_GLOBAL_STATS:
   case K_LOCAL_STATS:
   case K_EDGE_STATS: return check_stats(v, kind, prefix, key, why);
-  case K_EVIDENCE: return check_evidence(v, prefix, key, why);
+  case K_EVIDENCE:
+    return memory_check_records(v, MEMORY_EVIDENCE_KEEP, "rows", evidence_rules, prefix, key,
+                                check_value, why);
   case K_TIME:
-    return memory_time_valid(v) ? 0
+    return memory_time_valid(v)
+               ? 0
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a UTC time like 2026-11-29T07:42:04.123Z");
+                                   "must be a UTC time like 2026-11-29T07:42:04.123Z");
   case K_REF:
   case K_NULLABLE_REF:
     return (kind == K_NULLABLE_REF && json_is_null(v)) || memory_string_valid(v, 1, MEMORY_REF_MAX)
                ? 0
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a string of 1..%d characters or null", MEMORY_REF_MAX);
+                                   "must be a string of 1..%d characters or null", MEMORY_REF_MAX);
   case K_REWARD:
     return finite_number(v) ? 0
-               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a finite number");
+                            : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                                "must be a finite number");
   case K_OUTCOME:
-    return memory_string_valid(v, 1, MEMORY_OUTCOME_MAX) ? 0
-               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
-                     MEMORY_OUTCOME_MAX);
+    return memory_string_valid(v, 1, MEMORY_OUTCOME_MAX)
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be a string of 1..%d characters", MEMORY_OUTCOME_MAX);
   case K_NOTE:
     return json_is_null(v) || memory_string_valid(v, 0, MEMORY_NOTE_MAX)
                ? 0
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a string of at most %d characters or null", MEMORY_NOTE_MAX);
+                                   "must be a string of at most %d characters or null",
+                                   MEMORY_NOTE_MAX);
   }
   return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "unchecked kind");
 }
 
-int memory_check_fields(const json_t *obj, const struct memory_field *fields,
-                        enum memory_mode mode, const char *prefix, memory_value_check check,
-                        struct memory_invalid *why) {
+int memory_check_fields(const json_t *obj, const struct memory_field *fields, enum memory_mode mode,
+                        const char *prefix, memory_value_check check, struct memory_invalid *why) {
   if (!json_is_object(obj))
     return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, "", "must be an object");
   const char *key;
@@ -441,8 +454,9 @@ static int check_unique(struct key *keys, size_t n, const char *list, const char
     if (same) {
       char prefix[64];
       snprintf(prefix, sizeof prefix, "%s[%zu]", list, keys[i].index);
-      return memory_invalid_at(why, MEMORY_PROBLEM_DUPLICATE, prefix, field, "'%s%s%s' appears twice",
-                 keys[i].a, keys[i].b ? "' -> '" : "", keys[i].b ? keys[i].b : "");
+      return memory_invalid_at(why, MEMORY_PROBLEM_DUPLICATE, prefix, field,
+                               "'%s%s%s' appears twice", keys[i].a, keys[i].b ? "' -> '" : "",
+                               keys[i].b ? keys[i].b : "");
     }
   }
   return 0;
@@ -457,8 +471,8 @@ static int check_records(const json_t *doc, const char *list, size_t max,
   if (!a)
     return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, "", list, "is required");
   if (!json_is_array(a) || json_array_size(a) > max)
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", list, "must be an array of at most %zu records",
-               max);
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", list,
+                             "must be an array of at most %zu records", max);
   char prefix[64];
   for (size_t i = 0; i < json_array_size(a); i++) {
     snprintf(prefix, sizeof prefix, "%s[%zu]", list, i);
@@ -471,8 +485,7 @@ static int check_records(const json_t *doc, const char *list, size_t max,
 static int check_top(const json_t *doc, struct memory_invalid *why) {
   if (!json_is_object(doc))
     return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "", "must be a JSON object");
-  static const char *const keys[] = {"version", "exported_at", "globals", "locals", "edges",
-                                     NULL};
+  static const char *const keys[] = {"version", "exported_at", "globals", "locals", "edges", NULL};
   const char *k;
   const json_t *v;
   json_object_foreach((json_t *)doc, k, v) {
@@ -490,7 +503,7 @@ static int check_top(const json_t *doc, struct memory_invalid *why) {
   const json_t *at = json_object_get(doc, "exported_at");
   if (at && !memory_time_valid(at))
     return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
-               "must be a UTC time like 2026-11-29T07:42:04.123Z");
+                             "must be a UTC time like 2026-11-29T07:42:04.123Z");
   if (check_records(doc, "globals", MEMORY_MAX_GLOBALS, memory_check_global, why) != 0 ||
       check_records(doc, "locals", MEMORY_MAX_LOCALS, memory_check_local, why) != 0 ||
       check_records(doc, "edges", MEMORY_MAX_EDGES, memory_check_edge, why) != 0)
@@ -516,7 +529,8 @@ static int check_links(const json_t *doc, struct key *keys, struct key *globals,
     keys[i] = (struct key){json_string_value(json_object_get(rec, "id")), NULL, i};
     if (!key_find(globals, ng, json_string_value(json_object_get(rec, "global")), NULL)) {
       snprintf(prefix, sizeof prefix, "locals[%zu]", i);
-      return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "global", "names no global node");
+      return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "global",
+                               "names no global node");
     }
   }
   if (check_unique(keys, nl, "locals", "id", why) != 0)
@@ -527,7 +541,8 @@ static int check_links(const json_t *doc, struct key *keys, struct key *globals,
     const char *to = json_string_value(json_object_get(rec, "to"));
     snprintf(prefix, sizeof prefix, "edges[%zu]", i);
     if (!key_find(globals, ng, from, NULL))
-      return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "from", "names no global node");
+      return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "from",
+                               "names no global node");
     if (!key_find(globals, ng, to, NULL))
       return memory_invalid_at(why, MEMORY_PROBLEM_REFERENCE, prefix, "to", "names no global node");
     keys[i] = (struct key){from, to, i};

@@ -79,6 +79,14 @@ int memory_check_fields(const json_t *obj, const struct memory_field *fields,
                         enum memory_mode mode, const char *prefix, memory_value_check check,
                         struct memory_invalid *why);
 
+/* Checks v as an array of at most max records (what names them in the message), each
+ * against fields in MEMORY_IMPORT mode at prefix.key[i]: evidence rows, skill examples.
+ * 0, or -1 with why filled. */
+int memory_check_records(const json_t *v, size_t max, const char *what,
+                         const struct memory_field *fields, const char *prefix,
+                         const char *key, memory_value_check check,
+                         struct memory_invalid *why);
+
 /* True when v is a time as store_time_now writes it (YYYY-MM-DDTHH:MM:SS.mmmZ) and a real
  * instant (month lengths and leap years, years 0001-9999). */
 bool memory_time_valid(const json_t *v);

@@ -104,24 +104,26 @@ static int check_condition(const char *key, const json_t *v, const char *path,
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key, "must be an op family");
   for (size_t f = 0; skill_features[f]; f++) {
     size_t n = strlen(skill_features[f]);
-    if (strncmp(key, skill_features[f], n) != 0 || key[n] != '_' || !in_list(skill_predicates, key + n + 1))
+    if (strncmp(key, skill_features[f], n) != 0 || key[n] != '_' ||
+        !in_list(skill_predicates, key + n + 1))
       continue;
     bool multiple = strstr(key + n + 1, "multiple_of") != NULL;
     if (multiple ? int_in(v, 2, SKILL_MULTIPLE_MAX) : int_in(v, 1, SKILL_BOUND_MAX))
       return 0;
-    return multiple ? memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key, "must be an integer 2..%d",
-                          SKILL_MULTIPLE_MAX)
-                    : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key, "must be an integer 1..%lld",
-                          (long long)SKILL_BOUND_MAX);
+    return multiple ? memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key,
+                                        "must be an integer 2..%d", SKILL_MULTIPLE_MAX)
+                    : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, key,
+                                        "must be an integer 1..%lld", (long long)SKILL_BOUND_MAX);
   }
-  return memory_invalid_at(why, MEMORY_PROBLEM_UNKNOWN, path, key,
-             "unknown condition (family, or <inner|numel>_<multiple_of|not_multiple_of|lt|ge>)");
+  return memory_invalid_at(
+      why, MEMORY_PROBLEM_UNKNOWN, path, key,
+      "unknown condition (family, or <inner|numel>_<multiple_of|not_multiple_of|lt|ge>)");
 }
 
 static int check_when(const json_t *v, const char *path, struct memory_invalid *why) {
   if (!json_is_object(v) || json_object_size(v) > SKILL_WHEN_MAX)
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "when", "must be an object of at most %d conditions",
-               SKILL_WHEN_MAX);
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "when",
+                             "must be an object of at most %d conditions", SKILL_WHEN_MAX);
   char when_path[128];
   path_join(when_path, path, "when");
   const char *key;
@@ -154,37 +156,22 @@ int skill_check_constraint(const json_t *v, const char *prefix, const char *key,
     return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, path, missing, "is required");
   const char *kn = json_string_value(knob), *o = json_string_value(op);
   if (!in_list(skill_knobs, kn))
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "knob",
-               "must be one of BLOCK, VEC, ITEMS, ROWS, BM, BN, BK, TM, TN, STAGES, UNROLL, "
-               "MINB, SPLIT, MODE");
+    return memory_invalid_at(
+        why, MEMORY_PROBLEM_INVALID, path, "knob",
+        "must be one of BLOCK, VEC, ITEMS, ROWS, BM, BN, BK, TM, TN, STAGES, UNROLL, "
+        "MINB, SPLIT, MODE");
   bool mode = strcmp(kn, "MODE") == 0;
   if (!in_list(skill_ops, o) || (mode && strcmp(o, "eq") && strcmp(o, "ne")))
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "op",
-               mode ? "must be eq or ne for MODE" : "must be eq, ne, gt, ge, lt or le");
+    return memory_invalid_at(
+        why, MEMORY_PROBLEM_INVALID, path, "op",
+        mode ? "must be eq or ne for MODE" : "must be eq, ne, gt, ge, lt or le");
   if (mode ? !mode_ok(value) : !int_in(value, 0, SKILL_KNOB_VALUE_MAX))
-    return mode ? memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value",
-                      "must be a mode name matching ^[a-z0-9_]{1,%d}$", SKILL_MODE_MAX)
-                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value", "must be an integer 0..%d",
-                      SKILL_KNOB_VALUE_MAX);
+    return mode
+               ? memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value",
+                                   "must be a mode name matching ^[a-z0-9_]{1,%d}$", SKILL_MODE_MAX)
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, path, "value",
+                                   "must be an integer 0..%d", SKILL_KNOB_VALUE_MAX);
   return when ? check_when(when, path, why) : 0;
-}
-
-static int check_value(const json_t *v, int kind, const char *prefix, const char *key,
-                       struct memory_invalid *why);
-
-static int check_examples(const json_t *v, const char *prefix, const char *key,
-                          struct memory_invalid *why) {
-  if (!json_is_array(v) || json_array_size(v) > SKILL_EXAMPLES_KEEP)
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an array of at most %d examples",
-               SKILL_EXAMPLES_KEEP);
-  char path[128], item[160];
-  path_join(path, prefix, key);
-  for (size_t i = 0; i < json_array_size(v); i++) {
-    snprintf(item, sizeof item, "%s[%zu]", path, i);
-    if (memory_check_fields(json_array_get(v, i), example_rules, MEMORY_IMPORT, item, check_value, why) != 0)
-      return -1;
-  }
-  return 0;
 }
 
 static int check_value(const json_t *v, int kind, const char *prefix, const char *key,
@@ -192,56 +179,79 @@ static int check_value(const json_t *v, int kind, const char *prefix, const char
   switch (kind) {
   case K_ID:
     return int_in(v, 1, (json_int_t)1 << 53)
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 1");
-  case K_RULE:
-    return json_is_string(v) && memory_string_valid(v, 0, SKILL_RULE_MAX) && skill_rule_valid(json_string_value(v))
                ? 0
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be one sentence of %d..%d printable ASCII characters that starts with \"You cannot \" and "
-                     "ends with \".\"", SKILL_RULE_MIN, SKILL_RULE_MAX);
+                                   "must be an integer >= 1");
+  case K_RULE:
+    return json_is_string(v) && memory_string_valid(v, 0, SKILL_RULE_MAX) &&
+                   skill_rule_valid(json_string_value(v))
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be one sentence of %d..%d printable ASCII characters that "
+                                   "starts with \"You cannot \" and "
+                                   "ends with \".\"",
+                                   SKILL_RULE_MIN, SKILL_RULE_MAX);
   case K_SCORE:
     return int_in(v, 0, SKILL_SCORE_MAX)
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer 0..%d",
-                         SKILL_SCORE_MAX);
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be an integer 0..%d", SKILL_SCORE_MAX);
   case K_FAMILY:
     return json_is_null(v) || (json_is_string(v) && htam_family_known(json_string_value(v)))
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an op family or null");
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be an op family or null");
   case K_BOOL:
-    return json_is_boolean(v) ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a boolean");
-  case K_CONSTRAINT: return skill_check_constraint(v, prefix, key, why);
+    return json_is_boolean(v)
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a boolean");
+  case K_CONSTRAINT:
+    return skill_check_constraint(v, prefix, key, why);
   case K_ORIGIN:
     return json_is_string(v) && in_list(origins, json_string_value(v))
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                         "must be grouping, llm, user or import");
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be grouping, llm, user or import");
   case K_SIGNATURE:
   case K_EXAMPLE_SIGNATURE:
-    return (kind == K_SIGNATURE && json_is_null(v)) || memory_string_valid(v, 1, SKILL_SIGNATURE_MAX)
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters%s",
-                         SKILL_SIGNATURE_MAX, kind == K_SIGNATURE ? " or null" : "");
-  case K_COUNT:
-    return int_in(v, 0, SKILL_REFUSALS_MAX)
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be an integer >= 0");
-  case K_EXAMPLES: return check_examples(v, prefix, key, why);
-  case K_TIME:
-    return memory_time_valid(v) ? 0
+    return (kind == K_SIGNATURE && json_is_null(v)) ||
+                   memory_string_valid(v, 1, SKILL_SIGNATURE_MAX)
+               ? 0
                : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                     "must be a UTC time like 2026-11-29T07:42:04.123Z");
+                                   "must be a string of 1..%d characters%s", SKILL_SIGNATURE_MAX,
+                                   kind == K_SIGNATURE ? " or null" : "");
+  case K_COUNT:
+    return int_in(v, 0, SKILL_REFUSALS_MAX) ? 0
+                                            : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix,
+                                                                key, "must be an integer >= 0");
+  case K_EXAMPLES:
+    return memory_check_records(v, SKILL_EXAMPLES_KEEP, "examples", example_rules, prefix,
+                                key, check_value, why);
+  case K_TIME:
+    return memory_time_valid(v)
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be a UTC time like 2026-11-29T07:42:04.123Z");
   case K_REF:
     return json_is_null(v) || (json_is_string(v) && id_valid(json_string_value(v)))
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a UUID or null");
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be a UUID or null");
   case K_CLASS:
     return memory_string_valid(v, 1, SKILL_CLASS_MAX)
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "must be a string of 1..%d characters",
-                         SKILL_CLASS_MAX);
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be a string of 1..%d characters", SKILL_CLASS_MAX);
   case K_MESSAGE:
     return memory_string_valid(v, 0, SKILL_MESSAGE_MAX)
-               ? 0 : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
-                         "must be a string of at most %d characters", SKILL_MESSAGE_MAX);
-  case K_DERIVED: break;
+               ? 0
+               : memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key,
+                                   "must be a string of at most %d characters", SKILL_MESSAGE_MAX);
+  case K_DERIVED:
+    break;
   }
   return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, prefix, key, "cannot be set here");
 }
-
 
 int skill_check(const json_t *obj, enum memory_mode mode, const char *prefix,
                 struct memory_invalid *ret_why) {
@@ -267,13 +277,13 @@ static int check_top(const json_t *doc, struct memory_invalid *why) {
   const json_t *at = json_object_get(doc, "exported_at");
   if (at && !memory_time_valid(at))
     return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "exported_at",
-               "must be a UTC time like 2026-11-29T07:42:04.123Z");
+                             "must be a UTC time like 2026-11-29T07:42:04.123Z");
   const json_t *skills = json_object_get(doc, "skills");
   if (!skills)
     return memory_invalid_at(why, MEMORY_PROBLEM_MISSING, "", "skills", "is required");
   if (!json_is_array(skills) || json_array_size(skills) > SKILL_MAX_IMPORT)
-    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "skills", "must be an array of at most %d rules",
-               SKILL_MAX_IMPORT);
+    return memory_invalid_at(why, MEMORY_PROBLEM_INVALID, "", "skills",
+                             "must be an array of at most %d rules", SKILL_MAX_IMPORT);
   char prefix[64];
   for (size_t i = 0; i < json_array_size(skills); i++) {
     snprintf(prefix, sizeof prefix, "skills[%zu]", i);
@@ -342,8 +352,9 @@ int skill_check_document(const json_t *doc, struct memory_invalid *ret_why) {
   int rc = 0;
   for (size_t i = 1; i < n && rc == 0; i++)
     if (strcmp(keys[i - 1].text, keys[i].text) == 0)
-      rc = memory_invalid_at(ret_why, MEMORY_PROBLEM_DUPLICATE, keys[i].field, "",
-               "appears twice (ids, a signature within a family, and candidate ids are unique)");
+      rc = memory_invalid_at(
+          ret_why, MEMORY_PROBLEM_DUPLICATE, keys[i].field, "",
+          "appears twice (ids, a signature within a family, and candidate ids are unique)");
   free(keys);
   return rc;
 }
