@@ -1,6 +1,7 @@
 /* Helpers shared by the builtin-family unit tests: the environment lookups, a client of one
  * meta-device evaluator process, and the CPU-emulation harness of generated candidates. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,6 +20,7 @@
 
 #define BUILTIN_TESTLIB_EMULATOR
 #include "builtin_testlib.h"
+#include "gpu/nvrtc_compile.h"
 
 /* ---- environment: source tree, KernelBench, the venv's python ---- */
 
@@ -653,3 +655,52 @@ const char *const emu_cuda_prelude[] = {
     "}",
     NULL,
 };
+
+/* ---- NVRTC compiles of many candidates ---- */
+
+/* Candidates to compile, shared by the compile threads. */
+struct compile_queue {
+  json_t *cands; /* [{"source", "options", "tag"}] */
+  size_t next, failed;
+  pthread_mutex_t lock;
+};
+
+/* Compiles the queue's next candidates until none is left; prints each failure. */
+static void *compile_worker(void *arg) {
+  struct compile_queue *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->lock);
+    size_t i = q->next++;
+    pthread_mutex_unlock(&q->lock);
+    json_t *cand = json_array_get(q->cands, i);
+    if (!cand)
+      return NULL;
+    const char *opts[NVRTC_MAX_OPTIONS];
+    size_t n = 0, j;
+    json_t *o;
+    json_array_foreach(json_object_get(cand, "options"), j, o) opts[n++] = json_string_value(o);
+    struct compile_request req = {json_string_value(json_object_get(cand, "source")), opts, n,
+                                  "sm_90a", GPU_PREC_FP32, NULL};
+    struct compile_result r;
+    if (nvrtc_compile(&req, &r) != 0 || !r.ok) {
+      pthread_mutex_lock(&q->lock);
+      q->failed++;
+      printf("  COMPILE FAILED (%s): %.800s\n", json_string_value(json_object_get(cand, "tag")),
+             r.log ? r.log : "");
+      pthread_mutex_unlock(&q->lock);
+    }
+    compile_result_clear(&r);
+  }
+}
+
+size_t compile_all(json_t *cands) {
+  struct compile_queue q = {.cands = cands};
+  pthread_mutex_init(&q.lock, NULL);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, compile_worker, &q), 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  pthread_mutex_destroy(&q.lock);
+  return q.failed;
+}

@@ -102,6 +102,12 @@ void check_runs(json_t *runs, int name_width, int what_width);
  * cluster's blocks run on OS threads at once. */
 extern const char *const emu_cuda_prelude[];
 
+/* ---- NVRTC ---- */
+
+/* Compiles every candidate of cands ({"source", "options", "tag"}; borrowed) for sm_90a
+ * with two threads, printing each failure with its tag; returns how many failed. */
+size_t compile_all(json_t *cands);
+
 #endif /* BUILTIN_TESTLIB_EMULATOR */
 
 #endif /* OPFORGE_TESTS_UNIT_BUILTIN_TESTLIB_H */

@@ -6,7 +6,6 @@
  * against PyTorch. */
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -730,53 +729,6 @@ static json_t *small_profile(size_t i) {
   }
   return cache[i];
 }
-/* Candidates to compile, shared by the compile threads. */
-struct compile_queue {
-  json_t *cands; /* array of candidates */
-  size_t next, failed;
-  pthread_mutex_t lock;
-};
-
-static void *compile_worker(void *arg) {
-  struct compile_queue *q = arg;
-  for (;;) {
-    pthread_mutex_lock(&q->lock);
-    size_t i = q->next++;
-    pthread_mutex_unlock(&q->lock);
-    json_t *cand = json_array_get(q->cands, i);
-    if (!cand)
-      return NULL;
-    const char *opts[NVRTC_MAX_OPTIONS];
-    size_t n = 0, j;
-    json_t *o;
-    json_array_foreach(json_object_get(cand, "options"), j, o) opts[n++] = json_string_value(o);
-    struct compile_request req = {json_string_value(json_object_get(cand, "source")), opts, n,
-                                  "sm_90a", GPU_PREC_FP32, NULL};
-    struct compile_result r;
-    if (nvrtc_compile(&req, &r) != 0 || !r.ok) {
-      pthread_mutex_lock(&q->lock);
-      q->failed++;
-      printf("  COMPILE FAILED (%s): %.600s\n", json_string_value(json_object_get(cand, "tag")),
-             r.log ? r.log : "");
-      pthread_mutex_unlock(&q->lock);
-    }
-    compile_result_clear(&r);
-  }
-}
-
-/* Compiles every candidate of cands with two threads; returns the failures. */
-static size_t compile_all(json_t *cands) {
-  struct compile_queue q = {.cands = cands};
-  pthread_mutex_init(&q.lock, NULL);
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++)
-    assert_int_equal(pthread_create(&t[i], NULL, compile_worker, &q), 0);
-  for (int i = 0; i < 2; i++)
-    pthread_join(t[i], NULL);
-  pthread_mutex_destroy(&q.lock);
-  return q.failed;
-}
-
 /* The candidate's source and options: what NVRTC compiles (caller frees). */
 static char *compile_key(json_t *cand) {
   json_t *c = json_pack("{s:O, s:O}", "source", json_object_get(cand, "source"), "options",

@@ -10,7 +10,6 @@
  * last node, and its float64 reference the region's nodes replayed in float64 on those
  * inputs. */
 #include <errno.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +25,6 @@
 
 #include "proposers/builtin/builtin.h"
 #include "proposers/builtin/propose.h"
-#include "gpu/nvrtc_compile.h"
 
 #define BUILTIN_TESTLIB_EMULATOR
 #include "builtin_testlib.h"
@@ -715,40 +713,6 @@ static void test_region_emulation(void **state) {
 
 /* ---- (3) NVRTC compiles of the region candidates ---- */
 
-/* Candidates to compile, shared by the compile threads. */
-struct compile_queue {
-  json_t *cands; /* [{"source", "options", "tag"}] */
-  size_t next, failed;
-  pthread_mutex_t lock;
-};
-
-static void *compile_worker(void *arg) {
-  struct compile_queue *q = arg;
-  for (;;) {
-    pthread_mutex_lock(&q->lock);
-    size_t i = q->next++;
-    pthread_mutex_unlock(&q->lock);
-    json_t *cand = json_array_get(q->cands, i);
-    if (!cand)
-      return NULL;
-    const char *opts[NVRTC_MAX_OPTIONS];
-    size_t n = 0, j;
-    json_t *o;
-    json_array_foreach(json_object_get(cand, "options"), j, o) opts[n++] = json_string_value(o);
-    struct compile_request req = {json_string_value(json_object_get(cand, "source")), opts, n,
-                                  "sm_90a", GPU_PREC_FP32, NULL};
-    struct compile_result r;
-    if (nvrtc_compile(&req, &r) != 0 || !r.ok) {
-      pthread_mutex_lock(&q->lock);
-      q->failed++;
-      printf("  COMPILE FAILED (%s): %.800s\n", json_string_value(json_object_get(cand, "tag")),
-             r.log ? r.log : "");
-      pthread_mutex_unlock(&q->lock);
-    }
-    compile_result_clear(&r);
-  }
-}
-
 /* Adds cand's source and options under tag to cands unless seen holds a candidate of the
  * same kind: its match's summary with the sizes left out, and its options (the regions of
  * a model repeat a few kinds at many sizes; the sizes only change constants). */
@@ -850,17 +814,10 @@ static void test_region_nvrtc(void **state) {
     region_candidates(p, small_tasks[t].name, json_object_get(seed, "locals"), cands, seen);
     json_decref(p);
   }
-  struct compile_queue q = {.cands = cands};
-  pthread_mutex_init(&q.lock, NULL);
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++)
-    assert_int_equal(pthread_create(&th[i], NULL, compile_worker, &q), 0);
-  for (int i = 0; i < 2; i++)
-    pthread_join(th[i], NULL);
-  pthread_mutex_destroy(&q.lock);
+  size_t failed = compile_all(cands);
   printf("  %zu distinct region candidates compiled with NVRTC, %zu failed\n",
-         json_array_size(cands), q.failed);
-  assert_int_equal(q.failed, 0);
+         json_array_size(cands), failed);
+  assert_int_equal(failed, 0);
   json_decref(cands);
   json_decref(seen);
   json_decref(seed);
