@@ -76,7 +76,7 @@ json_t *program_compose(const struct partition *pt, json_t *const *choices, cons
 }
 
 json_t *program_reference(const struct partition *pt) {
-  return program_compose(pt, NULL, "false");
+  return program_compose(pt, NULL, "auto");
 }
 
 json_t *program_whole_model(void) {

@@ -16,7 +16,9 @@
  * "steps"}}. Returns NULL when out of memory. */
 json_t *program_compose(const struct partition *pt, json_t *const *choices, const char *graph);
 
-/* The reference program: every region as library steps, in stream order (caller owns). */
+/* The reference program: every region as library steps, "graph": "auto" (the evaluator
+ * times stream order and the CUDA-graph replay and keeps the faster; its per-step times
+ * are stream order either way). Caller owns. */
 json_t *program_reference(const struct partition *pt);
 
 /* The whole model as its one library step, replayed as a CUDA graph where that is faster

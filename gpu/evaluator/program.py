@@ -353,9 +353,11 @@ def _tokens(target):
 
 def random_nodes(program, index_graph, traced, model):
     """Names of the nodes (or "model") whose results depend on the random generators, so
-    that the program cannot be captured into a CUDA graph: a dropout/rand/bernoulli/
-    normal/multinomial target (dropout only while training), a module of such a type in
-    training mode, or any call with training=True."""
+    that the program cannot be captured into a CUDA graph: a rand/bernoulli/normal/
+    multinomial target, a dropout or rrelu call that trains with p > 0, an attention call
+    with dropout_p > 0, or a module of such a kind with a nonzero probability in training
+    mode. A training flag alone is not random: batch norm in training mode is
+    deterministic (its running statistics update on every replay, as in eager)."""
     if program.whole_model:
         return ["model"] if any(_random_module(m) for m in model.modules()) else []
     found = []
@@ -367,21 +369,50 @@ def random_nodes(program, index_graph, traced, model):
             if mod is not None and _random_module(mod):
                 found.append(entry["name"])
             continue
-        tokens = _tokens(entry.get("target"))
-        kwargs = entry.get("kwargs") or {}
-        train = kwargs.get("training", kwargs.get("train"))
-        dropout = bool(tokens & {"dropout"})
-        args = entry.get("args") or []
-        if dropout and train is None and len(args) > 2 and isinstance(args[2], bool):
-            train = args[2]  # F.dropout(x, p, training) and aten dropout(x, p, train)
-        if tokens & RANDOM_TOKENS or (dropout and train is not False) or train is True:
+        if _random_call(entry):
             found.append(entry["name"])
     return found
 
 
+def _nonzero(p):
+    """False only for a probability known to be 0 (a node reference or anything unknown
+    counts as nonzero)."""
+    return not (isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0)
+
+
+def _random_call(entry):
+    """True when a call node draws random numbers (see random_nodes)."""
+    tokens = _tokens(entry.get("target"))
+    if tokens & RANDOM_TOKENS:
+        return True
+    args = entry.get("args") or []
+    kwargs = entry.get("kwargs") or {}
+    if "dropout_p" in kwargs:  # scaled_dot_product_attention, multi_head_attention_forward
+        train = kwargs.get("training", True)
+        return train is not False and _nonzero(kwargs["dropout_p"])
+    if not tokens & DROPOUT_TOKENS:
+        return False
+    train = kwargs.get("training", kwargs.get("train"))
+    if train is None and len(args) > 2 and isinstance(args[2], bool):
+        train = args[2]  # F.dropout(x, p, training) and aten dropout(x, p, train)
+    if "rrelu" in tokens:
+        return train is True  # F.rrelu's training defaults to False
+    p = kwargs.get("p", args[1] if len(args) > 1 else None)
+    return train is not False and _nonzero(p)
+
+
 def _random_module(mod):
+    """True for a module in training mode that draws random numbers: a dropout kind with
+    p > 0, RReLU, or one holding a nonzero float `dropout` (MultiheadAttention)."""
+    if not mod.training:
+        return False
     name = type(mod).__name__.lower()
-    return mod.training and any(t in name for t in DROPOUT_TOKENS)
+    if "rrelu" in name:
+        return True
+    if "dropout" in name:
+        return _nonzero(getattr(mod, "p", None))
+    p = getattr(mod, "dropout", None)
+    return isinstance(p, float) and p > 0
 
 
 def _submodule(traced, path):

@@ -424,9 +424,47 @@ def test_random_functions_by_name(ev_module):
              {"name": "g", "op": "call_function", "target": "aten.native_dropout.default",
               "args": [{"node": "x"}, 0.5, True], "kwargs": {}},
              {"name": "h", "op": "call_method", "target": "bernoulli_", "args": [],
-              "kwargs": {}}]
+              "kwargs": {}},
+             {"name": "i", "op": "call_function", "target": "aten.dropout.default",
+              "args": [{"node": "x"}, 0.0, True], "kwargs": {}},
+             {"name": "j", "op": "call_function",
+              "target": "aten._native_batch_norm_legit_functional.default",
+              "args": [{"node": "x"}, None, None, {"node": "m"}, {"node": "v"}, True, 0.1,
+                       1e-5], "kwargs": {}},
+             {"name": "k", "op": "call_function",
+              "target": "torch._C._nn.scaled_dot_product_attention",
+              "args": [{"node": "q"}, {"node": "k"}, {"node": "v"}],
+              "kwargs": {"dropout_p": 0.1}},
+             {"name": "l", "op": "call_function",
+              "target": "torch._C._nn.scaled_dot_product_attention",
+              "args": [{"node": "q"}, {"node": "k"}, {"node": "v"}],
+              "kwargs": {"dropout_p": 0.0}},
+             {"name": "m", "op": "call_function", "target": "torch.nn.functional.rrelu",
+              "args": [{"node": "x"}], "kwargs": {"training": True}},
+             {"name": "n", "op": "call_function", "target": "torch.nn.functional.rrelu",
+              "args": [{"node": "x"}], "kwargs": {}},
+             {"name": "o", "op": "call_function", "target": "torch.nn.functional.dropout",
+              "args": [{"node": "x"}], "kwargs": {"p": {"node": "p"}}}]
     program = ev_module.program.Program("auto", [], [], False)
-    assert ev_module.program.random_nodes(program, nodes, None, None) == ["a", "c", "f", "g", "h"]
+    # Batch norm in training mode (f, j) is deterministic; p = 0 (i, l) draws nothing;
+    # a probability given by a node (o) may be nonzero.
+    assert ev_module.program.random_nodes(program, nodes, None, None) == [
+        "a", "c", "g", "h", "k", "m", "o"]
+
+
+def test_random_modules_need_a_nonzero_probability_and_training(ev_module):
+    import torch.nn as nn
+    program = ev_module.program.Program("auto", [], [], True)
+
+    def whole(model):
+        return ev_module.program.random_nodes(program, None, None, model)
+    assert whole(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))) == ["model"]
+    assert whole(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.0))) == []
+    assert whole(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).eval()) == []
+    assert whole(nn.Sequential(nn.BatchNorm1d(4), nn.ReLU())) == []
+    assert whole(nn.MultiheadAttention(8, 2, dropout=0.1)) == ["model"]
+    assert whole(nn.MultiheadAttention(8, 2, dropout=0.0)) == []
+    assert whole(nn.Sequential(nn.RReLU())) == ["model"]
 
 
 def test_batchnorm_mutable_buffers(make_ev):
