@@ -105,6 +105,12 @@ void loop_default_choices(struct task_run *run, json_t **ret_choices);
 /* Marks region k at tree node as having no new move in this run. */
 void loop_mark_exhausted(struct task_run *run, size_t node, size_t k);
 
+/* The node a step falls back to when the policy's node has nothing left in any generated
+ * region (the policy's descent is deterministic, so it would pick that node again): the
+ * correct node with the highest speed-up, the root included, that still has a generated
+ * region with moves; -1 when there is none. */
+long loop_open_node(const struct task_run *run);
+
 /* The result this run got for candidate, or NULL (borrowed). */
 json_t *loop_cached_result(const struct task_run *run, json_t *candidate);
 

@@ -89,6 +89,26 @@ void loop_mark_exhausted(struct task_run *run, size_t node, size_t k) {
   json_object_set_new(run->exhausted, key, json_true());
 }
 
+/* True when some generated region at node still has moves. */
+static bool node_open(const struct task_run *run, size_t node) {
+  for (size_t k = 0; k < run->partition.n; k++)
+    if (run->partition.regions[k].generated && !exhausted(run, node, k))
+      return true;
+  return false;
+}
+
+long loop_open_node(const struct task_run *run) {
+  long best = -1;
+  for (size_t i = 0; i < run->tree->n; i++) {
+    const struct tree_node *n = &run->tree->nodes[i];
+    if (n->result != TREE_CORRECT || !n->candidate[0] || !node_open(run, i))
+      continue;
+    if (best < 0 || n->speedup > run->tree->nodes[best].speedup)
+      best = (long)i;
+  }
+  return best;
+}
+
 /* The generated region with the most time above its floor that still has moves at node;
  * regions never timed come first. -1 when none is left. */
 static long pick_region(struct task_run *run, size_t node, const double *ms) {

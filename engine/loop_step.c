@@ -309,6 +309,15 @@ enum step_result loop_step(struct task_run *run, int attempt) {
   struct step_context ctx;
   policy_choose_node(&in, &choice);
   int crc = loop_context_init(run, choice.node, &ctx);
+  long open = crc == 1 && run->traits->node != NODE_ROOT ? loop_open_node(run) : -1;
+  if (open >= 0) {  /* nothing left at the policy's node: the best node that has some */
+    log_info("task %s step %d: node %zu has no move left: expanding node %ld", run->id,
+             run->step + 1, choice.node, open);
+    loop_context_clear(run, &ctx);
+    choice.node = (size_t)open;
+    choice.kind = open == 0 ? TREE_STEP_LARGE : TREE_STEP_SMALL;
+    crc = loop_context_init(run, choice.node, &ctx);
+  }
   enum step_result res = crc < 0 ? STEP_STORE_ERROR : STEP_NOTHING_NEW;
   if (crc == 0) {
     if (run->partition.n > 0 && run->partition.regions[ctx.region].generated)

@@ -9,13 +9,15 @@
  *   "SCRIPT crash"         the process aborts (SIGABRT) without a reply
  *   "SCRIPT fail STAGE CLASS MESSAGE"  a failure of that stage and class whose message
  *                          (and, for stage compile, compile log) is the rest of the line
- * Anything else gets an ok:false reply of stage "check", class "check/no_script".
+ * Anything else gets an ok:false reply of stage "check", class "check/no_script", except
+ * for a task whose name holds "timed": there it is correct in a time its text fixes.
  * A program (a candidate with "program" instead of a source: the reference of step 0,
  * or library steps composed with regions) follows SCRIPTED_EVAL_PROGRAM, a directive
  * of the same form ("correct 2.1" when unset; "wrong" for a task whose name starts with
  * "allfail", so that nothing of it is correct; for a name holding "slowref", 2.6 ms node
- * by node and 2.0 ms for the whole model as one library step), and reports each step's share of the
- * time in "steps_ms", its library steps' in "library_ms" and a graph that was not used.
+ * by node and 2.0 ms for the whole model as one library step), and reports each step's
+ * share of the time in "steps_ms", its library steps' in "library_ms" and a graph that
+ * was not used.
  *
  * Environment:
  *   SCRIPTED_EVAL_DELAY_MS=n  sleep n ms before answering every evaluate
@@ -32,6 +34,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,19 @@ static bool plain;    /* it starts with "plain": the real evaluator's softmax gr
 static bool allfail;  /* it starts with "allfail": its programs are wrong too */
 static bool slowref;  /* its name holds "slowref": programs node by node take 2.6 ms, the
                          whole model as one library step 2.0 ms (eager's time) */
+static bool timed;    /* its name holds "timed": a source without a SCRIPT directive is
+                         correct, in a time its text fixes (source_ms) */
+
+/* A time in [1.50, 2.29] ms that the candidate's source and options fix (FNV-1a), so
+ * that a builtin proposer's candidates are correct with distinct, repeatable times. */
+static double source_ms(json_t *cand) {
+  char *text = json_dumps(cand, JSON_COMPACT | JSON_SORT_KEYS);
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = text ? text : ""; *c; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  free(text);
+  return 1.5 + (double)(h % 80) / 100.0;
+}
 
 /* A non-negative integer from the environment, or fallback when unset or malformed. */
 static long env_long(const char *name, long fallback) {
@@ -196,6 +212,7 @@ static bool whole_model(json_t *program) {
 
 /* The reply to evaluate: the outcome the candidate's SCRIPT directive asks for. */
 static json_t *evaluate(json_t *req, json_int_t id) {
+  char timed_directive[32];
   if (!loaded)
     return error_reply(id, "protocol", "protocol/no_task", "evaluate before load_task");
   sleep_ms(env_long("SCRIPTED_EVAL_DELAY_MS", 0));
@@ -208,6 +225,9 @@ static json_t *evaluate(json_t *req, json_int_t id) {
     d = allfail ? "wrong" : d && *d ? d : "correct 2.1";
     if (slowref)
       d = whole_model(program) ? "correct 2.0" : "correct 2.6";
+  } else if (!d && timed) {
+    snprintf(timed_directive, sizeof timed_directive, "correct %.2f", source_ms(cand));
+    d = timed_directive;
   } else if (!d) {
     return error_reply(id, "check", "check/no_script", "the source holds no SCRIPT directive");
   } else {
@@ -275,6 +295,7 @@ static json_t *answer(json_t *req, bool *ret_bye) {
     plain = name && strncmp(name, "plain", 5) == 0;
     allfail = name && strncmp(name, "allfail", 7) == 0;
     slowref = name && strstr(name, "slowref") != NULL;
+    timed = name && strstr(name, "timed") != NULL;
     return json_pack("{s:I, s:b, s:{s:b, s:{s:[], s:{}}}}", "id", id, "ok", 1, "result",
                      "loaded", 1, "init_inputs", "args", "kwargs");
   }

@@ -1200,6 +1200,19 @@ static void test_cancel_running_task(void **state) {
   es_stop(s);
 }
 
+/* True when the server's log has a line containing text. */
+static bool server_log_has(const struct engine_server *s, const char *text) {
+  char path[PATH_MAX + 16], line[1024];
+  path_in(s, "server.log", path, sizeof path);
+  FILE *f = fopen(path, "r");
+  bool found = false;
+  while (f && !found && fgets(line, sizeof line, f))
+    found = strstr(line, text) != NULL;
+  if (f)
+    fclose(f);
+  return found;
+}
+
 /* Lines of the evaluator log whose operation is op. */
 static int count_log_ops(const struct engine_server *s, const char *op) {
   char path[PATH_MAX + 32], line[256];
@@ -1532,6 +1545,31 @@ static void test_builtin_steps_avoid_repeats(void **state) {
   es_stop(s);
 }
 
+/* The tree's descent is deterministic: when the node it picks has no move left, trying it
+ * again finds nothing new again. Such a step expands the best node that still has moves
+ * instead, so a task ends space_exhausted only when no node has any. Here every builtin
+ * softmax candidate is correct, in a time fixed by its text (the scripted evaluator's
+ * "timed" tasks), and the softmax family has more distinct candidates reachable than the
+ * 16-step budget: the task spends its whole budget, and the server log shows the
+ * fallback. Without the fallback it ended space_exhausted after 8 steps. */
+static void test_exhausted_node_falls_back_to_an_open_one(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "plain_timed_softmax", "htam+tree", "builtin", 16, 600);
+  json_t *task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *events = get_events(s, id);
+  json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+  assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")), "budget");
+  json_t *progress = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 16);
+  assert_true(server_log_has(s, "has no move left: expanding node"));
+  json_decref(events);
+  json_decref(task);
+  free(id);
+  es_stop(s);
+}
+
 /* Under OPFORGE_SPEC_SOFT, the spec violations met along the way fail here. */
 static void test_no_deferred_spec_violations(void **state) {
   (void)state;
@@ -1847,6 +1885,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
     cmocka_unit_test_teardown(test_slow_reference_gives_way_to_whole_model, teardown),
+    cmocka_unit_test_teardown(test_exhausted_node_falls_back_to_an_open_one, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
     cmocka_unit_test_teardown(test_search_settings_per_task, teardown),
     cmocka_unit_test_teardown(test_memory_namespaces_isolate_tasks, teardown),
