@@ -10,7 +10,9 @@
 
 #include "base/embedded.h"
 
-#define MAX_STEPS 256
+/* As many steps as the evaluator runs (gpu/evaluator/program.py, MAX_STEPS): a model
+ * such as ResNet-101 has over 300 ops, each a library step of its reference program. */
+#define MAX_STEPS 4096
 #define MAX_REGIONS 64
 #define MAX_REGION_ID 999999
 

@@ -642,6 +642,42 @@ static void test_program_two_regions(void **state) {
   free(text);
 }
 
+/* A model of hundreds of ops (ResNet-101's reference program has over 300 library steps)
+ * exports: PROGRAM_PROFILE_FX with 300 ReLUs chained after its pool, every call node a
+ * library step (304 steps). */
+static void test_program_of_300_library_steps(void **state) {
+  (void)state;
+  json_t *profile = load(PROGRAM_PROFILE_FX);
+  json_t *graph = json_object_get(profile, "graph");
+  json_array_remove(graph, json_array_size(graph) - 1);  /* the output node */
+  json_t *steps = json_array();
+  const char *calls[] = {"conv", "mul", "add", "pool"};
+  for (size_t i = 0; i < 4; i++)
+    json_array_append_new(steps, json_pack("{s:s, s:s}", "library", "op", "node", calls[i]));
+  char prev[16] = "pool", name[16];
+  for (int i = 0; i < 300; i++) {
+    snprintf(name, sizeof name, "r%d", i);
+    json_array_append_new(graph, json_pack("{s:s, s:s, s:s, s:[{s:s}], s:s, s:[i,i,i,i]}",
+                                           "name", name, "op", "call_function", "target",
+                                           "torch.relu", "args", "node", prev, "dtype",
+                                           "float32", "shape", 8, 16, 16, 16));
+    json_array_append_new(steps, json_pack("{s:s, s:s}", "library", "torch.relu", "node", name));
+    snprintf(prev, sizeof prev, "%s", name);
+  }
+  json_array_append_new(graph, json_pack("{s:s, s:s, s:s, s:[{s:s}]}", "name", "output", "op",
+                                         "output", "target", "output", "args", "node", prev));
+  json_t *c = json_pack("{s:s, s:s, s:{s:b, s:o}}", "id", "7e1f3a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b",
+                        "task_id", "5d0e8c1b-2a3f-4b6c-8d7e-9f0a1b2c3d4e", "program", "graph",
+                        0, "steps", steps);
+  char *text = NULL, err[256] = "";
+  assert_int_equal(export_kernelbench(profile, c, &text, err, sizeof err), 0);
+  expect_text(text, "    (\"library\", \"torch.relu\", \"r299\"),\n]\n");
+  expect_text(text, "_OFG_OUTPUT_NODES = [\"r299\"]\n");
+  free(text);
+  json_decref(c);
+  json_decref(profile);
+}
+
 /* The refusal of PROGRAM_FX with from replaced by to (in the program's text). */
 static const char *program_refusal(const char *profile, const char *from, const char *to) {
   static char err[256];
@@ -766,6 +802,7 @@ int main(void) {
     cmocka_unit_test(test_program_refusals),
     cmocka_unit_test(test_rename_kernels),
     cmocka_unit_test(test_library_steps),
+    cmocka_unit_test(test_program_of_300_library_steps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
