@@ -8,7 +8,7 @@ clashing macro and kernel names, the whole model as one library step).
 
 Checked here: an export does not repeat its reference and is exec'd after it in one
 namespace, as KernelBench's eval does (alone, it raises NameError); it passes KernelBench's
-strict static checks (the patterns themselves always; KernelBench's own checker when
+strict static checks (tests/gpu/static_check.py always; KernelBench's own checker when
 $OPFORGE_KERNELBENCH_REPO names a KernelBench checkout); on any torch, ModelNew carries
 Model's parameters, refuses what its kernels were not built for, and a program's steps
 (library steps through the traced graph, regions through a stand-in for their launchers)
@@ -111,27 +111,48 @@ def test_export_alone_says_it_needs_the_reference(exports, name):
         exec(compile(exports[name].read_text(), name + ".py", "exec"), {})
 
 
-def strip_comments(code):
-    """The text as KernelBench's static checker reads it: each line cut at its first '#',
-    then at its first '//'."""
-    return "\n".join(line.split("#", 1)[0].split("//", 1)[0] for line in code.split("\n"))
-
-
-# The strict patterns of KernelBench's src/kernelbench/kernel_static_checker.py.
-STRICT = [r"\btry\s*:", r"\bexcept\s*:", r"\bexcept\s+\w+", r"\bpass\b",
-          r"torch\.cuda\.Event\.record\s*=", r"torch\.cuda\.synchronize\s*=",
-          r"time\.perf_counter\s*=", r"import\s+threading", r"import\s+multiprocessing",
-          r"concurrent\.futures", r"_make_subclass", r"class\s+\w+.*\(torch\.Tensor\)"]
+@pytest.fixture(scope="module")
+def static_check():
+    gpu_tests = str(REPO / "tests" / "gpu")
+    if gpu_tests not in sys.path:
+        sys.path.insert(0, gpu_tests)
+    import static_check as mod
+    return mod
 
 
 @pytest.mark.parametrize("name", [n for n in FIXTURES if n != "program_model"] + ["layout"])
-def test_strict_static_patterns(exports, name):
-    """program_model has no kernel at all: KernelBench rightly refuses it (cuda_impl)."""
-    code = strip_comments(export_of(exports, name).read_text())
-    for pattern in STRICT:
-        assert not re.search(pattern, code), (pattern, re.search(pattern, code))
-    assert "__global__" in code
-    assert "load_inline" in code or "cpp_extension" in code
+def test_strict_static_checks(exports, name, static_check):
+    """KernelBench's strict checks for backend cuda (tests/gpu/static_check.py)."""
+    assert static_check.errors(export_of(exports, name).read_text()) == []
+
+
+def test_whole_model_export_has_no_kernel_for_the_checker(exports, static_check):
+    """program_model runs the whole model as a library step: there is no kernel in it, and
+    KernelBench's cuda_impl check rightly says so."""
+    assert static_check.errors(export_of(exports, "program_model").read_text()) == [
+        "Missing __global__ kernel definition"]
+
+
+def test_static_check_rules_by_hand(static_check):
+    kernel = ('src = """__global__ void k(float* y) { y[threadIdx.x] = 0; }"""\n'
+              'from torch.utils.cpp_extension import load_inline\n')
+    assert static_check.errors(kernel) == []
+    assert static_check.errors(kernel + "try:\n    x = 1\nexcept Exception:\n    x = 2\n") == [
+        "Contains try-except block (potential fallback bypass)"]
+    # Comments are cut at '#' and '//' before matching, strings included.
+    assert static_check.errors(kernel + "x = 1  # pass\n") == []
+    assert static_check.errors(kernel + "# comment\npass\n") == [
+        "Contains 'pass' statement (inheritance bypass)"]
+    assert static_check.errors(kernel.replace("threadIdx.x", "0")) == [
+        "Missing CUDA thread indexing or kernel features (threadIdx, blockIdx, "
+        "__syncthreads, __shared__, etc.)"]
+    assert static_check.errors(kernel.replace("load_inline", "load_it")
+                               .replace("cpp_extension", "ext")) == [
+        "Missing load_inline or cpp_extension for compilation"]
+    assert static_check.errors("import threading\n" + kernel) == [
+        "Uses threading (potential timing manipulation)"]
+    assert static_check.errors("torch.cuda.synchronize = lambda: None\n" + kernel) == [
+        "Reassigns timing function (monkey patch detected)"]
 
 
 @pytest.mark.parametrize("name", [n for n in FIXTURES if n != "program_model"])
@@ -156,7 +177,8 @@ def test_strings_read_back_exactly(exports):
     """The unit test's layout export: a source with triple quotes, a backslash and a final
     quote comes back from the Python string unchanged, between the knob macros."""
     mod = load(exports["layout"])
-    source = '// """ and \\n stay text\nextern "C" __global__ void k_main() {}\n"'
+    source = ('// """ and \\n stay text\nextern "C" __global__ void '
+              'k_main(int* y) { y[threadIdx.x] = 0; }\n"')
     assert mod._OFG_CUDA_SOURCE == ("// The candidate's -D options.\n#define BLOCK 256\n"
                                     "#define FAST 1\n" + source + "\n#undef BLOCK\n#undef FAST\n")
     assert mod._OFG_LAUNCHER.startswith("// opforge launcher")

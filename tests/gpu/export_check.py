@@ -1,6 +1,8 @@
 """The export check of a GPU run: a file written by `opforge best ID --format kernelbench`
 must define ModelNew, a drop-in for the task's Model: equal outputs on 5 seeds (the
-task's tolerance), and both timed with CUDA events. The export does not repeat the task's
+task's tolerance), both timed with CUDA events, and no error from KernelBench's strict
+static checks (tests/gpu/static_check.py; KernelBench's own checker when
+$OPFORGE_KERNELBENCH_REPO names a checkout). The export does not repeat the task's
 reference program, so the arguments are pairs, REFERENCE EXPORT ...: the reference is
 exec'd first and the export after it in one namespace, as KernelBench's eval does. Prints
 one line per export, "PASS <export>: <detail>" or "FAIL <export>: <detail>", and ends with
@@ -17,6 +19,9 @@ import sys
 import types
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import static_check  # noqa: E402  (KernelBench's strict static checks)
 
 
 def load(reference, path):
@@ -124,6 +129,10 @@ def main():
             ok, detail = check(reference, path, args.atol, args.rtol)
         except Exception as e:  # a broken export is a failed check, with its reason
             ok, detail = False, "%s: %s" % (type(e).__name__, str(e)[:500])
+        with open(path) as f:
+            static = static_check.kernelbench_errors(f.read())
+        ok = ok and not static
+        detail += "; static check: %s" % ("; ".join(static) if static else "no errors")
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # the next file's tensors may be as large
         passed += ok

@@ -263,13 +263,20 @@ static void assert_passes_static_check(const char *text) {
   }
   assert_non_null(strstr(code, "__global__"));
   assert_true(strstr(code, "load_inline") || strstr(code, "cpp_extension"));
+  static const char *const features[] = {"threadIdx.", "blockIdx.", "blockDim.", "gridDim.",
+                                         "__syncthreads", "__shared__", "__device__", "atomic"};
+  bool featured = false;
+  for (size_t i = 0; i < sizeof features / sizeof features[0]; i++)
+    featured = featured || strstr(code, features[i]) != NULL;
+  assert_true(featured);
   free(code);
 }
 
 static void test_file_layout(void **state) {
   (void)state;
   /* A source that needs escaping inside a Python triple-quoted string. */
-  json_t *c = candidate("// \"\"\" and \\n stay text\nextern \"C\" __global__ void k_main() {}\n\"",
+  json_t *c = candidate("// \"\"\" and \\n stay text\nextern \"C\" __global__ void "
+                        "k_main(int* y) { y[threadIdx.x] = 0; }\n\"",
                         "[\"-DBLOCK=256\",\"-DFAST\",\"--maxrregcount=64\",\"-use_fast_math\"]");
   json_t *profile = load(PROFILE);
   char *text = NULL, err[256] = "";
@@ -285,7 +292,8 @@ static void test_file_layout(void **state) {
   expect_section(text, "_OFG_CUDA_SOURCE = ", "\n# The launcher",
                  "_OFG_CUDA_SOURCE = \"\"\"// The candidate's -D options.\n"
                  "#define BLOCK 256\n#define FAST 1\n"
-                 "// \\\"\\\"\" and \\\\n stay text\nextern \"C\" __global__ void k_main() {}\n"
+                 "// \\\"\\\"\" and \\\\n stay text\nextern \"C\" __global__ void "
+                 "k_main(int* y) { y[threadIdx.x] = 0; }\n"
                  "\"\n#undef BLOCK\n#undef FAST\n\"\"\"");
   expect_section(text, "_OFG_FLAGS = ", "\n",
                  "_OFG_FLAGS = [\"-O3\", \"-U__CUDA_NO_HALF_OPERATORS__\", "
