@@ -20,6 +20,7 @@ struct best_opts {
   const char *format;
   const char *output;
   const char *server;
+  bool generated; /* ?generated=true: the fastest correct candidate with generated code */
 };
 
 /* Prints the help text. */
@@ -30,6 +31,9 @@ static void usage(FILE *out) {
         "JSON;\n"
         "                     kernelbench: a Python file defining ModelNew, a drop-in for\n"
         "                     the task's Model\n"
+        "  --generated        when the best runs library steps only, the fastest correct\n"
+        "                     candidate that runs generated code (KernelBench's static\n"
+        "                     checker wants a CUDA kernel in every file)\n"
         "  -o, --output FILE  write to FILE (only once the server answered) instead of "
         "stdout\n"
         "  --server URL       server base URL (default $OPFORGE_SERVER, else "
@@ -38,10 +42,11 @@ static void usage(FILE *out) {
         out);
 }
 
-enum { OPT_FORMAT = 256, OPT_SERVER, OPT_HELP };
+enum { OPT_FORMAT = 256, OPT_SERVER, OPT_GENERATED, OPT_HELP };
 
 static const struct option long_opts[] = {
     {"format", required_argument, NULL, OPT_FORMAT},
+    {"generated", no_argument, NULL, OPT_GENERATED},
     {"output", required_argument, NULL, 'o'},
     {"server", required_argument, NULL, OPT_SERVER},
     {"help", no_argument, NULL, OPT_HELP},
@@ -55,6 +60,7 @@ static int apply_opt(void *opts, int c, const char *arg) {
   switch (c) {
   case OPT_FORMAT: o->format = arg; return 0;
   case OPT_SERVER: o->server = arg; return 0;
+  case OPT_GENERATED: o->generated = true; return 0;
   case 'o': o->output = arg; return 0;
   default: return -1;
   }
@@ -239,8 +245,8 @@ int cli_best_main(int argc, char **argv) {
   if (!id) {
     fprintf(stderr, "error: out of memory\n");
     rc = CLI_EXIT_FAIL;
-  } else if ((size_t)snprintf(path, sizeof path, "/v1/tasks/%s/best?format=%s", id, o.format) >=
-             sizeof path) {
+  } else if ((size_t)snprintf(path, sizeof path, "/v1/tasks/%s/best?format=%s%s", id, o.format,
+                              o.generated ? "&generated=true" : "") >= sizeof path) {
     fprintf(stderr, "error: task ID too long\n");
     rc = CLI_EXIT_USAGE;
   } else {

@@ -1,6 +1,7 @@
 /* GET /v1/tasks/{id}/best: the best correct candidate of a task, as its CUDA source and
  * launch plan (format=cuda) or as a KernelBench file defining ModelNew (format=kernelbench);
- * pure=true refuses a program that runs library steps. */
+ * pure=true refuses a program that runs library steps; generated=true takes the fastest
+ * correct candidate that runs generated code when the best runs library steps only. */
 #include "handlers/task_best.h"
 
 #include <stdbool.h>
@@ -23,16 +24,30 @@ enum best_format { FORMAT_CUDA, FORMAT_KERNELBENCH };
 /* The query of the request. */
 struct best_query {
   enum best_format format;
-  bool pure; /* generated code only: no library step */
+  bool pure;      /* generated code only: no library step */
+  bool generated; /* some generated code: the fastest such candidate if the best has none */
 };
 
-/* Reads ?format= and ?pure=; queues 400 invalid_query naming the parameter and returns -1
- * when one is malformed. */
+/* Reads the boolean query parameter name ("true" or "false", absent is false) into *ret;
+ * queues 400 invalid_query naming it and returns -1 when it is anything else. */
+static int parse_flag(struct request *req, const char *name, bool *ret,
+                      enum MHD_Result *ret_result) {
+  const char *v = request_query(req, name);
+  *ret = v && strcmp(v, "true") == 0;
+  if (v && !*ret && strcmp(v, "false") != 0) {
+    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, name, "%s must be true or false",
+                              name);
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads ?format=, ?pure= and ?generated=; queues 400 invalid_query naming the parameter
+ * and returns -1 when one is malformed. */
 static int parse_query(struct request *req, struct best_query *ret_query,
                        enum MHD_Result *ret_result) {
   const char *format = request_query(req, "format");
-  const char *pure = request_query(req, "pure");
-  struct best_query q = {FORMAT_CUDA, false};
+  struct best_query q = {FORMAT_CUDA, false, false};
   if (format && strcmp(format, "kernelbench") == 0) {
     q.format = FORMAT_KERNELBENCH;
   } else if (format && strcmp(format, "cuda") != 0) {
@@ -40,13 +55,80 @@ static int parse_query(struct request *req, struct best_query *ret_query,
                               "format must be cuda or kernelbench");
     return -1;
   }
-  if (pure && strcmp(pure, "true") == 0) {
-    q.pure = true;
-  } else if (pure && strcmp(pure, "false") != 0) {
-    *ret_result = reply_error(req, API_ERR_INVALID_QUERY, "pure", "pure must be true or false");
+  if (parse_flag(req, "pure", &q.pure, ret_result) != 0 ||
+      parse_flag(req, "generated", &q.generated, ret_result) != 0)
+    return -1;
+  *ret_query = q;
+  return 0;
+}
+
+/* True when candidate (borrowed) runs generated code: a single kernel's source, or a
+ * program with at least one region step (docs/architecture.md, "Programs"). */
+static bool runs_generated_code(const json_t *candidate) {
+  const json_t *source = json_object_get(candidate, "source");
+  if (json_is_string(source) && json_string_length(source) > 0)
+    return true;
+  const json_t *step;
+  size_t i;
+  json_array_foreach(json_object_get(json_object_get(candidate, "program"), "steps"), i, step) {
+    /* Library steps name their region too; a region step is the one without "library". */
+    if (json_object_get(step, "region") && !json_object_get(step, "library"))
+      return true;
+  }
+  return false;
+}
+
+/* The median time of a correct candidate's result, or -1 when it is not correct or has
+ * none. */
+static double correct_time_ms(const json_t *candidate) {
+  const json_t *result = json_object_get(candidate, "result");
+  const json_t *t = json_object_get(json_object_get(result, "time"), "median_ms");
+  return json_is_true(json_object_get(result, "correct")) && json_is_number(t) &&
+                 json_number_value(t) > 0
+             ? json_number_value(t)
+             : -1;
+}
+
+#define LIST_PAGE 200
+
+/* The fastest correct candidate of task id that runs generated code, into *ret_candidate
+ * (caller owns). Otherwise queues the answer (409 no_generated_candidate, 5xx) and
+ * returns -1. */
+static int load_fastest_generated(struct request *req, const char *id, json_t **ret_candidate,
+                                  enum MHD_Result *ret_result) {
+  json_t *best = NULL, *page = NULL;
+  double best_ms = -1;
+  int64_t after = 0;
+  for (;;) {
+    int rc = store_candidates_list(req->app->store, id, LIST_PAGE, after, &page);
+    if (rc != STORE_OK) {
+      json_decref(best);
+      *ret_result = reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
+      return -1;
+    }
+    json_t *c;
+    size_t i;
+    json_array_foreach(page, i, c) {
+      double ms = correct_time_ms(c);
+      if (ms > 0 && runs_generated_code(c) && (best_ms < 0 || ms < best_ms)) {
+        json_decref(best);
+        best = json_incref(c);
+        best_ms = ms;
+      }
+      after = json_integer_value(json_object_get(c, "seq"));
+    }
+    size_t n = json_array_size(page);
+    json_decref(page);
+    if (n < LIST_PAGE)
+      break;
+  }
+  if (!best) {
+    *ret_result = reply_error(req, API_ERR_NO_GENERATED_CANDIDATE, "generated",
+                              "task %s has no correct candidate that runs generated code: "
+                              "every correct one runs library steps only", id);
     return -1;
   }
-  *ret_query = q;
+  *ret_candidate = best;
   return 0;
 }
 
@@ -117,10 +199,18 @@ static json_t *positive_or_null(const json_t *progress, const char *key) {
                                                        : json_null();
 }
 
-/* Answers the candidate as JSON. Takes over task and candidate. */
+/* Answers the candidate as JSON, with the task's best figures, or the candidate's own when
+ * it is not the task's best (generated=true). Takes over task and candidate. */
 static enum MHD_Result reply_cuda(struct request *req, json_t *task, json_t *candidate) {
   const json_t *progress = json_object_get(task, "progress");
   const json_t *options = json_object_get(candidate, "options");
+  if (!json_equal(json_object_get(progress, "best_candidate"), json_object_get(candidate, "id"))) {
+    const json_t *result = json_object_get(candidate, "result");
+    progress = json_pack("{s:O, s:O}", "best_speedup",
+                         json_object_get(json_object_get(result, "speedup"), "eager"),
+                         "best_ms", json_object_get(json_object_get(result, "time"), "median_ms"));
+    json_object_set_new(task, "progress", (json_t *)progress);
+  }
   json_t *body = json_pack(
       "{s:O, s:O, s:o, s:o, s:O, s:o, s:O}", "task_id", json_object_get(task, "id"),
       "candidate_id", json_object_get(candidate, "id"), "speedup",
@@ -187,6 +277,14 @@ enum MHD_Result handle_task_best(struct request *req) {
   json_t *task = NULL, *candidate = NULL;
   if (load_best(req, id, &task, &candidate, &result) != 0)
     return result;
+  if (q.generated && !runs_generated_code(candidate)) {
+    json_decref(candidate);
+    candidate = NULL;
+    if (load_fastest_generated(req, id, &candidate, &result) != 0) {
+      json_decref(task);
+      return result;
+    }
+  }
   if (refuse_candidate(req, &q, candidate, &result) != 0) {
     json_decref(task);
     json_decref(candidate);

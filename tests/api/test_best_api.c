@@ -240,6 +240,10 @@ static void test_best_refusals(void **state) {
   expect_error(server, path, 400, "invalid_query", "pure");
   snprintf(path, sizeof path, "/v1/tasks/%s/best?pure=true", id);
   expect_error(server, path, 409, "no_correct_candidate", NULL);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=1", id);
+  expect_error(server, path, 400, "invalid_query", "generated");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
+  expect_error(server, path, 409, "no_correct_candidate", NULL);
   expect_error(server, "/v1/tasks/" TASK_ID "/best", 404, "task_not_found", NULL);
   expect_error(server, "/v1/tasks/not-a-uuid/best?format=cuda", 400, "invalid_id", "id");
   /* The CLI: refused by the server (1), bad usage (2). */
@@ -315,6 +319,11 @@ static void test_best_exports(void **state) {
       get(server, "/v1/tasks/" TASK_ID "/best?format=kernelbench&pure=true", 200);
   assert_string_equal(pure->body, want);
   http_response_free(pure);
+  /* The best already runs generated code: generated=true changes nothing either. */
+  struct http_response *generated =
+      get(server, "/v1/tasks/" TASK_ID "/best?format=kernelbench&generated=true", 200);
+  assert_string_equal(generated->body, want);
+  http_response_free(generated);
 
   /* The CLI writes the same bytes, and the same JSON. */
   char out[PATH_MAX + 16];
@@ -323,6 +332,12 @@ static void test_best_exports(void **state) {
                       server_url(server), NULL};
   assert_int_equal(run_cli(kb), 0);
   char *written = read_all(out);
+  assert_string_equal(written, r->body);
+  free(written);
+  const char *kb_generated[] = {TASK_ID, "--format", "kernelbench", "--generated", "-o", out,
+                                "--server", server_url(server), NULL};
+  assert_int_equal(run_cli(kb_generated), 0);
+  written = read_all(out);
   assert_string_equal(written, r->body);
   free(written);
   snprintf(out, sizeof out, "%s/best.json", sd->dir);

@@ -1570,6 +1570,66 @@ static void test_exhausted_node_falls_back_to_an_open_one(void **state) {
   es_stop(s);
 }
 
+/* The error code of a request that must answer want (JSON error body). */
+static void expect_best_error(struct engine_server *s, const char *path, long want,
+                              const char *code, const char *field) {
+  json_t *doc = es_json(s, "GET", path, NULL, want);
+  json_t *error = json_object_get(doc, "error");
+  assert_string_equal(json_string_value(json_object_get(error, "code")), code);
+  if (field)
+    assert_string_equal(json_string_value(json_object_get(error, "field")), field);
+  json_decref(doc);
+}
+
+/* GET /best?generated=true: softmax_b's step 1 is wrong and step 2 correct at 2.5 ms, so
+ * the best is the reference program (2.0 ms, library steps only), which format=cuda cannot
+ * express (409 conflict); generated=true answers step 2's kernel with its own figures
+ * (2.5 ms, eager 2.0 / 2.5 = 0.8), as JSON and as a KernelBench file. With only the wrong
+ * step, no correct candidate runs generated code: 409 no_generated_candidate. A malformed
+ * flag is 400 invalid_query. */
+static void test_best_generated_takes_the_fastest_kernel(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "softmax_b", "htam+tree", "test", 2, 600);
+  json_decref(wait_final(s, id));
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/best", id);
+  expect_best_error(s, path, 409, "conflict", "format");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=yes", id);
+  expect_best_error(s, path, 400, "invalid_query", "generated");
+  json_t *cands = get_all_candidates(s, id), *c, *step2 = NULL;
+  size_t i;
+  json_array_foreach(cands, i, c) if (json_integer_value(json_object_get(c, "step")) == 2) step2 = c;
+  assert_non_null(step2);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
+  json_t *best = es_get(s, path);
+  assert_string_equal(json_string_value(json_object_get(best, "candidate_id")),
+                      json_string_value(json_object_get(step2, "id")));
+  assert_float_equal(json_number_value(json_object_get(best, "time_ms")), 2.5, 1e-9);
+  assert_float_equal(json_number_value(json_object_get(best, "speedup")), 0.8, 1e-9);
+  assert_non_null(strstr(json_string_value(json_object_get(best, "source")),
+                         "SCRIPT correct 2.5"));
+  json_decref(best);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&generated=true", id);
+  struct http_response *r = es_request(s, "GET", path, NULL);
+  assert_int_equal(r->status, 200);
+  char header[160];
+  snprintf(header, sizeof header, "# Candidate %s of task %s.",
+           json_string_value(json_object_get(step2, "id")), id);
+  assert_non_null(strstr(r->body, header));
+  assert_non_null(strstr(r->body, "SCRIPT correct 2.5"));
+  assert_non_null(strstr(r->body, "__global__"));
+  http_response_free(r);
+  json_decref(cands);
+  free(id);
+  id = submit(s, "softmax_b", "htam+tree", "test", 1, 600);
+  json_decref(wait_final(s, id));
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
+  expect_best_error(s, path, 409, "no_generated_candidate", "generated");
+  free(id);
+  es_stop(s);
+}
+
 /* Under OPFORGE_SPEC_SOFT, the spec violations met along the way fail here. */
 static void test_no_deferred_spec_violations(void **state) {
   (void)state;
@@ -1886,6 +1946,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
     cmocka_unit_test_teardown(test_slow_reference_gives_way_to_whole_model, teardown),
     cmocka_unit_test_teardown(test_exhausted_node_falls_back_to_an_open_one, teardown),
+    cmocka_unit_test_teardown(test_best_generated_takes_the_fastest_kernel, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
     cmocka_unit_test_teardown(test_search_settings_per_task, teardown),
     cmocka_unit_test_teardown(test_memory_namespaces_isolate_tasks, teardown),
