@@ -206,7 +206,7 @@ static enum MHD_Result reply_cuda(struct request *req, json_t *task, json_t *can
   const json_t *options = json_object_get(candidate, "options");
   if (!json_equal(json_object_get(progress, "best_candidate"), json_object_get(candidate, "id"))) {
     const json_t *result = json_object_get(candidate, "result");
-    progress = json_pack("{s:O, s:O}", "best_speedup",
+    progress = json_pack("{s:O?, s:O?}", "best_speedup",
                          json_object_get(json_object_get(result, "speedup"), "eager"),
                          "best_ms", json_object_get(json_object_get(result, "time"), "median_ms"));
     json_object_set_new(task, "progress", (json_t *)progress);
