@@ -63,19 +63,14 @@ static int parse_query(struct request *req, struct best_query *ret_query,
 }
 
 /* True when candidate (borrowed) runs generated code: a single kernel's source, or a
- * program with at least one region step (docs/architecture.md, "Programs"). */
+ * program with a step that is not a library step (a region, docs/architecture.md,
+ * "Programs"). */
 static bool runs_generated_code(const json_t *candidate) {
   const json_t *source = json_object_get(candidate, "source");
   if (json_is_string(source) && json_string_length(source) > 0)
     return true;
-  const json_t *step;
-  size_t i;
-  json_array_foreach(json_object_get(json_object_get(candidate, "program"), "steps"), i, step) {
-    /* Library steps name their region too; a region step is the one without "library". */
-    if (json_object_get(step, "region") && !json_object_get(step, "library"))
-      return true;
-  }
-  return false;
+  size_t steps = json_array_size(json_object_get(json_object_get(candidate, "program"), "steps"));
+  return steps > (size_t)export_library_steps(candidate, NULL, 0);
 }
 
 /* The median time of a correct candidate's result, or -1 when it is not correct or has
@@ -192,31 +187,30 @@ static int load_best(struct request *req, const char *id, json_t **ret_task,
   return 0;
 }
 
-/* A positive number from progress, else JSON null (a new reference). */
-static json_t *positive_or_null(const json_t *progress, const char *key) {
-  const json_t *v = json_object_get(progress, key);
+/* A positive number, else JSON null (a new reference). */
+static json_t *positive_or_null(const json_t *v) {
   return json_is_number(v) && json_number_value(v) > 0 ? json_real(json_number_value(v))
                                                        : json_null();
 }
 
-/* Answers the candidate as JSON, with the task's best figures, or the candidate's own when
- * it is not the task's best (generated=true). Takes over task and candidate. */
+/* Answers the candidate as JSON, with its speed-up and time: the task's best figures, or
+ * the candidate's own result when it is not the task's best (generated=true). Takes over
+ * task and candidate. */
 static enum MHD_Result reply_cuda(struct request *req, json_t *task, json_t *candidate) {
   const json_t *progress = json_object_get(task, "progress");
+  const json_t *result = json_object_get(candidate, "result");
   const json_t *options = json_object_get(candidate, "options");
-  if (!json_equal(json_object_get(progress, "best_candidate"), json_object_get(candidate, "id"))) {
-    const json_t *result = json_object_get(candidate, "result");
-    progress = json_pack("{s:O?, s:O?}", "best_speedup",
-                         json_object_get(json_object_get(result, "speedup"), "eager"),
-                         "best_ms", json_object_get(json_object_get(result, "time"), "median_ms"));
-    json_object_set_new(task, "progress", (json_t *)progress);
-  }
+  bool best = json_equal(json_object_get(progress, "best_candidate"),
+                         json_object_get(candidate, "id"));
+  json_t *speedup = best ? json_object_get(progress, "best_speedup")
+                         : json_object_get(json_object_get(result, "speedup"), "eager");
+  json_t *time_ms = best ? json_object_get(progress, "best_ms")
+                         : json_object_get(json_object_get(result, "time"), "median_ms");
   json_t *body = json_pack(
       "{s:O, s:O, s:o, s:o, s:O, s:o, s:O}", "task_id", json_object_get(task, "id"),
-      "candidate_id", json_object_get(candidate, "id"), "speedup",
-      positive_or_null(progress, "best_speedup"), "time_ms", positive_or_null(progress, "best_ms"),
-      "source", json_object_get(candidate, "source"), "options",
-      json_is_array(options) ? json_incref((json_t *)options) : json_array(), "plan",
+      "candidate_id", json_object_get(candidate, "id"), "speedup", positive_or_null(speedup),
+      "time_ms", positive_or_null(time_ms), "source", json_object_get(candidate, "source"),
+      "options", json_is_array(options) ? json_incref((json_t *)options) : json_array(), "plan",
       json_object_get(candidate, "plan"));
   json_decref(task);
   json_decref(candidate);
