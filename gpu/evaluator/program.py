@@ -357,9 +357,10 @@ def random_nodes(program, index_graph, traced, model):
     multinomial target, a dropout or rrelu call that trains with p > 0, an attention call
     with dropout_p > 0, or a module of such a kind with a nonzero probability in training
     mode. A training flag alone is not random: batch norm in training mode is
-    deterministic (its running statistics update on every replay, as in eager)."""
-    if program.whole_model:
-        return ["model"] if any(_random_module(m) for m in model.modules()) else []
+    deterministic (its running statistics update on every replay, as in eager). The
+    whole model is "model" when any of its modules or traced call nodes is random (an
+    untraced model's functional calls are not seen: a replay that draws other numbers
+    then fails the trials' comparison)."""
     found = []
     for entry in index_graph or []:
         if not entry["op"].startswith("call_"):
@@ -371,6 +372,8 @@ def random_nodes(program, index_graph, traced, model):
             continue
         if _random_call(entry):
             found.append(entry["name"])
+    if program.whole_model:
+        return ["model"] if found or any(_random_module(m) for m in model.modules()) else []
     return found
 
 

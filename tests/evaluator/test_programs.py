@@ -465,6 +465,12 @@ def test_random_modules_need_a_nonzero_probability_and_training(ev_module):
     assert whole(nn.MultiheadAttention(8, 2, dropout=0.1)) == ["model"]
     assert whole(nn.MultiheadAttention(8, 2, dropout=0.0)) == []
     assert whole(nn.Sequential(nn.RReLU())) == ["model"]
+    # A functional dropout in forward shows in the traced graph, not in the modules.
+    drop = [{"name": "d", "op": "call_function", "target": "torch.nn.functional.dropout",
+             "args": [{"node": "x"}, 0.5, True], "kwargs": {}}]
+    assert ev_module.program.random_nodes(program, drop, None, nn.Linear(4, 4)) == ["model"]
+    drop[0]["args"][1] = 0.0
+    assert ev_module.program.random_nodes(program, drop, None, nn.Linear(4, 4)) == []
 
 
 def test_batchnorm_mutable_buffers(make_ev):
