@@ -37,6 +37,7 @@ static const struct api_error_info error_table[API_ERR__COUNT] = {
   [API_ERR_NO_CORRECT_CANDIDATE] = {"no_correct_candidate", 409},
   [API_ERR_NOT_PURE] = {"not_pure", 409},
   [API_ERR_NO_GENERATED_CANDIDATE] = {"no_generated_candidate", 409},
+  [API_ERR_NO_ELEMENTWISE_CANDIDATE] = {"no_elementwise_candidate", 409},
   [API_ERR_SKILL_NOT_FOUND] = {"skill_not_found", 404},
   [API_ERR_TASK_NOT_FINISHED] = {"task_not_finished", 409},
   [API_ERR_NAMESPACE_NOT_FOUND] = {"memory_namespace_not_found", 404},

@@ -38,6 +38,8 @@ enum api_error {
   API_ERR_NO_CORRECT_CANDIDATE, /* 409 the task has no correct candidate to export */
   API_ERR_NOT_PURE,            /* 409 pure=true, but the best program runs library steps */
   API_ERR_NO_GENERATED_CANDIDATE, /* 409 generated=true, but no correct candidate has any */
+  API_ERR_NO_ELEMENTWISE_CANDIDATE, /* 409 elementwise=true, but every correct one needed the
+                                       float64 accuracy budget */
   API_ERR_SKILL_NOT_FOUND,     /* 404 no such skill rule */
   API_ERR_TASK_NOT_FINISHED,   /* 409 the task has not finished yet */
   API_ERR_NAMESPACE_NOT_FOUND, /* 404 no such memory namespace */

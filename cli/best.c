@@ -21,6 +21,7 @@ struct best_opts {
   const char *output;
   const char *server;
   bool generated; /* ?generated=true: the fastest correct candidate with generated code */
+  bool elementwise; /* ?elementwise=true: no check judged by the float64 accuracy budget */
 };
 
 /* Prints the help text. */
@@ -34,6 +35,9 @@ static void usage(FILE *out) {
         "  --generated        when the best runs library steps only, the fastest correct\n"
         "                     candidate that runs generated code (KernelBench's static\n"
         "                     checker wants a CUDA kernel in every file)\n"
+        "  --elementwise      the fastest correct candidate whose every check passed the\n"
+        "                     task's element-wise tolerance, none the float64 accuracy\n"
+        "                     budget (KernelBench's eval compares element-wise)\n"
         "  -o, --output FILE  write to FILE (only once the server answered) instead of "
         "stdout\n"
         "  --server URL       server base URL (default $OPFORGE_SERVER, else "
@@ -42,11 +46,12 @@ static void usage(FILE *out) {
         out);
 }
 
-enum { OPT_FORMAT = 256, OPT_SERVER, OPT_GENERATED, OPT_HELP };
+enum { OPT_FORMAT = 256, OPT_SERVER, OPT_GENERATED, OPT_ELEMENTWISE, OPT_HELP };
 
 static const struct option long_opts[] = {
     {"format", required_argument, NULL, OPT_FORMAT},
     {"generated", no_argument, NULL, OPT_GENERATED},
+    {"elementwise", no_argument, NULL, OPT_ELEMENTWISE},
     {"output", required_argument, NULL, 'o'},
     {"server", required_argument, NULL, OPT_SERVER},
     {"help", no_argument, NULL, OPT_HELP},
@@ -61,6 +66,7 @@ static int apply_opt(void *opts, int c, const char *arg) {
   case OPT_FORMAT: o->format = arg; return 0;
   case OPT_SERVER: o->server = arg; return 0;
   case OPT_GENERATED: o->generated = true; return 0;
+  case OPT_ELEMENTWISE: o->elementwise = true; return 0;
   case 'o': o->output = arg; return 0;
   default: return -1;
   }
@@ -245,8 +251,9 @@ int cli_best_main(int argc, char **argv) {
   if (!id) {
     fprintf(stderr, "error: out of memory\n");
     rc = CLI_EXIT_FAIL;
-  } else if ((size_t)snprintf(path, sizeof path, "/v1/tasks/%s/best?format=%s%s", id, o.format,
-                              o.generated ? "&generated=true" : "") >= sizeof path) {
+  } else if ((size_t)snprintf(path, sizeof path, "/v1/tasks/%s/best?format=%s%s%s", id,
+                              o.format, o.generated ? "&generated=true" : "",
+                              o.elementwise ? "&elementwise=true" : "") >= sizeof path) {
     fprintf(stderr, "error: task ID too long\n");
     rc = CLI_EXIT_USAGE;
   } else {

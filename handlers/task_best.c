@@ -1,7 +1,10 @@
 /* GET /v1/tasks/{id}/best: the best correct candidate of a task, as its CUDA source and
  * launch plan (format=cuda) or as a KernelBench file defining ModelNew (format=kernelbench);
  * pure=true refuses a program that runs library steps; generated=true takes the fastest
- * correct candidate that runs generated code when the best runs library steps only. */
+ * correct candidate that runs generated code when the best runs library steps only;
+ * elementwise=true takes the fastest correct candidate whose every check passed the task's
+ * element-wise tolerance, none judged by the float64 accuracy budget (KernelBench's eval
+ * compares element-wise). */
 #include "handlers/task_best.h"
 
 #include <stdbool.h>
@@ -26,6 +29,7 @@ struct best_query {
   enum best_format format;
   bool pure;      /* generated code only: no library step */
   bool generated; /* some generated code: the fastest such candidate if the best has none */
+  bool elementwise; /* every check passed element-wise: no float64 accuracy budget */
 };
 
 /* Reads the boolean query parameter name ("true" or "false", absent is false) into *ret;
@@ -42,12 +46,12 @@ static int parse_flag(struct request *req, const char *name, bool *ret,
   return 0;
 }
 
-/* Reads ?format=, ?pure= and ?generated=; queues 400 invalid_query naming the parameter
+/* Reads ?format=, ?pure=, ?generated= and ?elementwise=; queues 400 invalid_query naming the parameter
  * and returns -1 when one is malformed. */
 static int parse_query(struct request *req, struct best_query *ret_query,
                        enum MHD_Result *ret_result) {
   const char *format = request_query(req, "format");
-  struct best_query q = {FORMAT_CUDA, false, false};
+  struct best_query q = {FORMAT_CUDA, false, false, false};
   if (format && strcmp(format, "kernelbench") == 0) {
     q.format = FORMAT_KERNELBENCH;
   } else if (format && strcmp(format, "cuda") != 0) {
@@ -56,7 +60,8 @@ static int parse_query(struct request *req, struct best_query *ret_query,
     return -1;
   }
   if (parse_flag(req, "pure", &q.pure, ret_result) != 0 ||
-      parse_flag(req, "generated", &q.generated, ret_result) != 0)
+      parse_flag(req, "generated", &q.generated, ret_result) != 0 ||
+      parse_flag(req, "elementwise", &q.elementwise, ret_result) != 0)
     return -1;
   *ret_query = q;
   return 0;
@@ -73,6 +78,36 @@ static bool runs_generated_code(const json_t *candidate) {
   return steps > (size_t)export_library_steps(candidate, NULL, 0);
 }
 
+/* True when json (borrowed) holds, at any depth, a check judged by the float64 accuracy
+ * budget: an object with the key "judged_by" (the evaluator's trial, robust and replay
+ * records, docs/architecture.md "Evaluation rules"). */
+static bool judged_by_budget(const json_t *json) {
+  const char *key;
+  const json_t *v;
+  size_t i;
+  if (json_is_object(json)) {
+    if (json_object_get(json, "judged_by"))
+      return true;
+    json_object_foreach((json_t *)json, key, v) {
+      if (judged_by_budget(v))
+        return true;
+    }
+  } else if (json_is_array(json)) {
+    json_array_foreach(json, i, v) {
+      if (judged_by_budget(v))
+        return true;
+    }
+  }
+  return false;
+}
+
+/* True when candidate (borrowed) is what query q asks for beyond being correct: generated
+ * code (generated=true) and element-wise checks only (elementwise=true). */
+static bool candidate_matches(const json_t *candidate, const struct best_query *q) {
+  return (!q->generated || runs_generated_code(candidate)) &&
+         (!q->elementwise || !judged_by_budget(json_object_get(candidate, "result")));
+}
+
 /* The median time of a correct candidate's result, or -1 when it is not correct or has
  * none. */
 static double correct_time_ms(const json_t *candidate) {
@@ -86,11 +121,27 @@ static double correct_time_ms(const json_t *candidate) {
 
 #define LIST_PAGE 200
 
-/* The fastest correct candidate of task id that runs generated code, into *ret_candidate
- * (caller owns). Otherwise queues the answer (409 no_generated_candidate, 5xx) and
+/* Queues 409 for a task none of whose correct candidates matches query q:
+ * no_elementwise_candidate under elementwise=true, else no_generated_candidate. */
+static enum MHD_Result reply_no_match(struct request *req, const char *id,
+                                      const struct best_query *q) {
+  if (q->elementwise)
+    return reply_error(req, API_ERR_NO_ELEMENTWISE_CANDIDATE, "elementwise",
+                       "task %s has no correct candidate%s whose every check passed the "
+                       "task's element-wise tolerance (each needed the float64 accuracy "
+                       "budget)",
+                       id, q->generated ? " running generated code" : "");
+  return reply_error(req, API_ERR_NO_GENERATED_CANDIDATE, "generated",
+                     "task %s has no correct candidate that runs generated code: "
+                     "every correct one runs library steps only", id);
+}
+
+/* The fastest correct candidate of task id that matches query q (candidate_matches), into
+ * *ret_candidate (caller owns). Otherwise queues the answer (409 reply_no_match, 5xx) and
  * returns -1. */
-static int load_fastest_generated(struct request *req, const char *id, json_t **ret_candidate,
-                                  enum MHD_Result *ret_result) {
+static int load_fastest_matching(struct request *req, const char *id,
+                                 const struct best_query *q, json_t **ret_candidate,
+                                 enum MHD_Result *ret_result) {
   json_t *best = NULL, *page = NULL;
   double best_ms = -1;
   int64_t after = 0;
@@ -105,7 +156,7 @@ static int load_fastest_generated(struct request *req, const char *id, json_t **
     size_t i;
     json_array_foreach(page, i, c) {
       double ms = correct_time_ms(c);
-      if (ms > 0 && runs_generated_code(c) && (best_ms < 0 || ms < best_ms)) {
+      if (ms > 0 && candidate_matches(c, q) && (best_ms < 0 || ms < best_ms)) {
         json_decref(best);
         best = json_incref(c);
         best_ms = ms;
@@ -118,9 +169,7 @@ static int load_fastest_generated(struct request *req, const char *id, json_t **
       break;
   }
   if (!best) {
-    *ret_result = reply_error(req, API_ERR_NO_GENERATED_CANDIDATE, "generated",
-                              "task %s has no correct candidate that runs generated code: "
-                              "every correct one runs library steps only", id);
+    *ret_result = reply_no_match(req, id, q);
     return -1;
   }
   *ret_candidate = best;
@@ -271,10 +320,10 @@ enum MHD_Result handle_task_best(struct request *req) {
   json_t *task = NULL, *candidate = NULL;
   if (load_best(req, id, &task, &candidate, &result) != 0)
     return result;
-  if (q.generated && !runs_generated_code(candidate)) {
+  if (!candidate_matches(candidate, &q)) {
     json_decref(candidate);
     candidate = NULL;
-    if (load_fastest_generated(req, id, &candidate, &result) != 0) {
+    if (load_fastest_matching(req, id, &q, &candidate, &result) != 0) {
       json_decref(task);
       return result;
     }

@@ -23,6 +23,21 @@ from .task import Task, exec_task_source, parse_load_args, seed_all, to_device
 from .tensors import (flatten_outputs, json_safe, named_inputs, named_state, nbytes_of,
                       tensor_spec)
 
+# Device memory a process may keep cached between requests; beyond it the cache goes
+# back to the driver, for the other worker slots on the GPU (Evaluator._return_idle_cache).
+IDLE_CACHE_KEEP_BYTES = 1 << 30
+# Waits before the reruns of an evaluate that ran out of device memory (Evaluator.handle).
+OOM_RETRY_WAITS_S = (1.0, 5.0)
+
+
+def ran_out_of_memory(reply):
+    """Whether a reply failed for device memory: its error, or its candidate's failure,
+    has a class ending in "/out_of_memory"."""
+    result = reply.get("result") if isinstance(reply.get("result"), dict) else {}
+    failure = result.get("failure") if isinstance(result.get("failure"), dict) else {}
+    codes = ((reply.get("error") or {}).get("class"), failure.get("class"))
+    return any(isinstance(c, str) and c.endswith("/out_of_memory") for c in codes)
+
 
 def physical_memory_bytes():
     """Physical RAM of the host in bytes (0 when unknown)."""
@@ -108,7 +123,23 @@ class Evaluator:
 
     def handle(self, req_id, op, args):
         """Runs one request; returns (reply dict, action) where action is None,
-        "exit" or "fatal"."""
+        "exit" or "fatal". An evaluate that ran out of device memory runs again after
+        this process returned its cached memory and waited (OOM_RETRY_WAITS_S): the
+        memory is shared with the other worker slots on the GPU, whose peaks pass. Every
+        request ends by returning this process's idle cache (_return_idle_cache)."""
+        reply, action = self._handle_once(req_id, op, args)
+        for wait_s in OOM_RETRY_WAITS_S:
+            if op != "evaluate" or action is not None or not ran_out_of_memory(reply):
+                break
+            self._release_memory()
+            time.sleep(wait_s)
+            reply, action = self._handle_once(req_id, op, args)
+        if action is None:
+            self._return_idle_cache()
+        return reply, action
+
+    def _handle_once(self, req_id, op, args):
+        """One run of a request (handle's retries aside)."""
         try:
             if op == "load_task":
                 result = self.load_task(args)
@@ -149,6 +180,19 @@ class Evaluator:
         self._release_memory()
         reply = {"id": req_id, "ok": False, "error": err.to_error(), "fatal": err.fatal}
         return reply, ("fatal" if err.fatal else None)
+
+    def _return_idle_cache(self):
+        """Gives the device memory this process caches but does not use back to the
+        driver when it exceeds IDLE_CACHE_KEEP_BYTES, so that the other worker slots
+        sharing the GPU can allocate it between this process's requests."""
+        if not self.is_cuda:
+            return
+        try:
+            idle = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+            if idle > IDLE_CACHE_KEEP_BYTES:
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
 
     def _release_memory(self):
         """Collects garbage and returns cached device memory after a failure."""

@@ -4,6 +4,8 @@
  *
  * A candidate's source holds one directive, anywhere in the text:
  *   "SCRIPT correct <ms>"  correct, median time <ms> (a positive number)
+ *   "SCRIPT budget <ms>"   the same, its trial passed by the float64 accuracy budget
+ *                          ("judged_by" in its record), not element-wise
  *   "SCRIPT compile"       compile failure, class compile/syntax_error
  *   "SCRIPT wrong"         wrong result, class correctness/mismatch
  *   "SCRIPT crash"         the process aborts (SIGABRT) without a reply
@@ -252,6 +254,10 @@ static json_t *evaluate(json_t *req, json_int_t id) {
                                     json_object_get(program, "graph"), "captured", 0, "used",
                                     "stream", "reason"));
     }
+  } else if (strncmp(d, "budget ", 7) == 0 && parse_ms(d + 7, &ms)) {
+    result = correct_result(ms);
+    json_object_set_new(json_array_get(json_object_get(result, "trials"), 0), "judged_by",
+                        json_string("float64 accuracy budget"));
   } else if (directive_is(d, "compile")) {
     result = failed_result("compile", "compile/syntax_error",
                            "kernel.cu(3): error: expected a \";\"");

@@ -59,6 +59,8 @@ static const struct fixture_set fixture_sets[] = {
   {"mixed", 6, {OK(1.5), COMPILE, WRONG, OK(0.5), OK(1.0), COMPILE}},
   {"crashy", 3, {OK(1.6), CRASH, OK(1.0)}},
   {"allfail", 3, {COMPILE, WRONG, WRONG}},
+  /* 01 and 03 pass by the float64 accuracy budget only ("SCRIPT budget") */
+  {"softmax_c", 3, {OK(1.2), OK(1.5), OK(1.1)}},
 };
 
 static const char REFERENCE[] =
@@ -1630,6 +1632,67 @@ static void test_best_generated_takes_the_fastest_kernel(void **state) {
   es_stop(s);
 }
 
+/* The id of the candidate of step (borrowed from cands), failing the test when none. */
+static const char *candidate_of_step(json_t *cands, long long step) {
+  json_t *c;
+  size_t i;
+  json_array_foreach(cands, i, c) {
+    if (json_integer_value(json_object_get(c, "step")) == step)
+      return json_string_value(json_object_get(c, "id"));
+  }
+  fail_msg("no candidate of step %lld", step);
+  return NULL;
+}
+
+/* The best of path: asserts its candidate and time, and its speed-up eager 2.0 / time. */
+static void expect_best_candidate(struct engine_server *s, const char *path,
+                                  const char *candidate_id, double ms) {
+  json_t *best = es_get(s, path);
+  assert_string_equal(json_string_value(json_object_get(best, "candidate_id")), candidate_id);
+  assert_float_equal(json_number_value(json_object_get(best, "time_ms")), ms, 1e-9);
+  assert_float_equal(json_number_value(json_object_get(best, "speedup")), 2.0 / ms, 1e-9);
+  json_decref(best);
+}
+
+/* GET /best?elementwise=true: softmax_c's steps are correct at 1.2 ms (by the float64
+ * accuracy budget only), 1.5 ms (element-wise) and 1.1 ms (by the budget only). The best
+ * is step 3; elementwise=true answers step 2 with its own figures (1.5 ms, speed-up
+ * 2.0 / 1.5), alone, with generated=true, and as a KernelBench file. After step 1 alone,
+ * the fastest element-wise candidate is the reference program (library steps only: 409
+ * conflict in format cuda), and with generated=true there is none: 409
+ * no_elementwise_candidate. A malformed flag is 400 invalid_query. */
+static void test_best_elementwise_skips_budget_judged_candidates(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "softmax_c", "htam+tree", "test", 3, 600);
+  json_decref(wait_final(s, id));
+  json_t *cands = get_all_candidates(s, id);
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?elementwise=1", id);
+  expect_best_error(s, path, 400, "invalid_query", "elementwise");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best", id);
+  expect_best_candidate(s, path, candidate_of_step(cands, 3), 1.1);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?elementwise=true", id);
+  expect_best_candidate(s, path, candidate_of_step(cands, 2), 1.5);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true&elementwise=true", id);
+  expect_best_candidate(s, path, candidate_of_step(cands, 2), 1.5);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&elementwise=true", id);
+  struct http_response *r = es_request(s, "GET", path, NULL);
+  assert_int_equal(r->status, 200);
+  assert_non_null(strstr(r->body, "SCRIPT correct 1.5"));
+  http_response_free(r);
+  json_decref(cands);
+  free(id);
+  id = submit(s, "softmax_c", "htam+tree", "test", 1, 600);
+  json_decref(wait_final(s, id));
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?elementwise=true", id);
+  expect_best_error(s, path, 409, "conflict", "format");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?elementwise=true&generated=true", id);
+  expect_best_error(s, path, 409, "no_elementwise_candidate", "elementwise");
+  free(id);
+  es_stop(s);
+}
+
 /* Under OPFORGE_SPEC_SOFT, the spec violations met along the way fail here. */
 static void test_no_deferred_spec_violations(void **state) {
   (void)state;
@@ -1947,6 +2010,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_slow_reference_gives_way_to_whole_model, teardown),
     cmocka_unit_test_teardown(test_exhausted_node_falls_back_to_an_open_one, teardown),
     cmocka_unit_test_teardown(test_best_generated_takes_the_fastest_kernel, teardown),
+    cmocka_unit_test_teardown(test_best_elementwise_skips_budget_judged_candidates, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
     cmocka_unit_test_teardown(test_search_settings_per_task, teardown),
     cmocka_unit_test_teardown(test_memory_namespaces_isolate_tasks, teardown),

@@ -285,13 +285,17 @@ def test_trial_mismatch_within_float64_budget_passes(make_ev):
     assert acc["budget"] == 8 * acc["eager_err"] + 1e-6 * acc["max_ref"]
 
 
-def test_float64_budget_out_of_memory_is_not_a_mismatch(make_ev, monkeypatch):
+def test_float64_budget_out_of_memory_is_not_a_mismatch(make_ev, ev_module, monkeypatch):
     """A candidate that needs the float64 budget, when the float64 reference runs out of
-    memory: the reply is evaluate/out_of_memory (the machine's failure), not
-    correctness/mismatch (the candidate's)."""
+    memory every time: the evaluate runs 3 times (the first and the 2 reruns of
+    OOM_RETRY_WAITS_S), and the reply is evaluate/out_of_memory (the machine's
+    failure), not correctness/mismatch (the candidate's)."""
+    monkeypatch.setattr(ev_module.evaluator, "OOM_RETRY_WAITS_S", (0.0, 0.0))
     ev, _ = make_ev(ROWSUM_TASK)
+    calls = []
 
     def no_memory(self):
+        calls.append(1)
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
     monkeypatch.setattr(torch.nn.Module, "double", no_memory)
     reply, action = evaluate(ev, "rowsum_other_order")
@@ -299,6 +303,36 @@ def test_float64_budget_out_of_memory_is_not_a_mismatch(make_ev, monkeypatch):
     assert reply["ok"] is False
     assert reply["error"]["class"] == "evaluate/out_of_memory"
     assert "8.00 GiB" in reply["error"]["message"]
+    assert len(calls) == 3
+
+
+def test_evaluate_out_of_memory_once_runs_again(make_ev, ev_module, monkeypatch):
+    """Memory that another worker slot held at the first try is free at the rerun: the
+    reply is the candidate's own verdict, correct."""
+    monkeypatch.setattr(ev_module.evaluator, "OOM_RETRY_WAITS_S", (0.0, 0.0))
+    ev, _ = make_ev(ROWSUM_TASK)
+    real_double, calls = torch.nn.Module.double, []
+
+    def short_of_memory_once(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return real_double(self)
+    monkeypatch.setattr(torch.nn.Module, "double", short_of_memory_once)
+    runs, handle_once = [], ev._handle_once
+    monkeypatch.setattr(ev, "_handle_once", lambda *a: runs.append(1) or handle_once(*a))
+    r = result_of(ev, "rowsum_other_order")
+    assert r["correct"] is True and r["failure"] is None
+    assert len(runs) == 2
+
+
+def test_ran_out_of_memory_reads_the_error_and_the_failure_class(ev_module):
+    ran = ev_module.evaluator.ran_out_of_memory
+    assert ran({"ok": False, "error": {"class": "evaluate/out_of_memory"}}) is True
+    assert ran({"ok": True, "result": {"failure": {"class": "library/out_of_memory"}}}) is True
+    assert ran({"ok": True, "result": {"failure": {"class": "correctness/mismatch"}}}) is False
+    assert ran({"ok": True, "result": {"failure": None}}) is False
+    assert ran({"ok": False, "error": {"class": "load/bad_source"}}) is False
 
 
 def test_trial_mismatch_over_float64_budget_fails(make_ev):

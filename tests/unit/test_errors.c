@@ -78,6 +78,7 @@ static void test_exact_statuses(void **state) {
   expect_entry(API_ERR_NO_CORRECT_CANDIDATE, "no_correct_candidate", 409);
   expect_entry(API_ERR_NOT_PURE, "not_pure", 409);
   expect_entry(API_ERR_NO_GENERATED_CANDIDATE, "no_generated_candidate", 409);
+  expect_entry(API_ERR_NO_ELEMENTWISE_CANDIDATE, "no_elementwise_candidate", 409);
 }
 
 static void test_from_code_round_trip(void **state) {
