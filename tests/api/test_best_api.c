@@ -244,6 +244,10 @@ static void test_best_refusals(void **state) {
   expect_error(server, path, 400, "invalid_query", "generated");
   snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
   expect_error(server, path, 409, "no_correct_candidate", NULL);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?elementwise=yes", id);
+  expect_error(server, path, 400, "invalid_query", "elementwise");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true&elementwise=true", id);
+  expect_error(server, path, 409, "no_correct_candidate", NULL);
   expect_error(server, "/v1/tasks/" TASK_ID "/best", 404, "task_not_found", NULL);
   expect_error(server, "/v1/tasks/not-a-uuid/best?format=cuda", 400, "invalid_id", "id");
   /* The CLI: refused by the server (1), bad usage (2). */
@@ -324,6 +328,10 @@ static void test_best_exports(void **state) {
       get(server, "/v1/tasks/" TASK_ID "/best?format=kernelbench&generated=true", 200);
   assert_string_equal(generated->body, want);
   http_response_free(generated);
+  /* Its trial passed element-wise: elementwise=true changes nothing. */
+  generated = get(server, "/v1/tasks/" TASK_ID "/best?format=kernelbench&elementwise=true", 200);
+  assert_string_equal(generated->body, want);
+  http_response_free(generated);
 
   /* The CLI writes the same bytes, and the same JSON. */
   char out[PATH_MAX + 16];
@@ -334,8 +342,9 @@ static void test_best_exports(void **state) {
   char *written = read_all(out);
   assert_string_equal(written, r->body);
   free(written);
-  const char *kb_generated[] = {TASK_ID, "--format", "kernelbench", "--generated", "-o", out,
-                                "--server", server_url(server), NULL};
+  const char *kb_generated[] = {TASK_ID, "--format", "kernelbench", "--generated",
+                                "--elementwise", "-o", out, "--server", server_url(server),
+                                NULL};
   assert_int_equal(run_cli(kb_generated), 0);
   written = read_all(out);
   assert_string_equal(written, r->body);
