@@ -39,6 +39,29 @@ def ran_out_of_memory(reply):
     return any(isinstance(c, str) and c.endswith("/out_of_memory") for c in codes)
 
 
+def in_stream_order(args):
+    """The evaluate args again with a program's graph mode "false": a rerun after running
+    out of memory keeps no captured copy of the program's inputs, outputs and scratch
+    buffers. Other args come back as they are; nothing is modified in place."""
+    cand = args.get("candidate") if isinstance(args, dict) else None
+    program = cand.get("program") if isinstance(cand, dict) else None
+    if not isinstance(program, dict) or program.get("graph", "auto") in ("false", False):
+        return args
+    return dict(args, candidate=dict(cand, program=dict(program, graph="false")))
+
+
+def note_stream_rerun(reply, args, lean):
+    """Records in a rerun's result why its program ran in stream order (graph.reason),
+    when in_stream_order changed its mode; the mode stays the one asked for."""
+    if lean is args or not isinstance(reply.get("result"), dict):
+        return
+    graph = reply["result"].get("graph")
+    if isinstance(graph, dict):
+        mode = args["candidate"]["program"].get("graph", "auto")
+        graph["mode"] = {True: "true", False: "false"}.get(mode, mode)
+        graph["reason"] = "out of device memory with the graph captured: rerun in stream order"
+
+
 def physical_memory_bytes():
     """Physical RAM of the host in bytes (0 when unknown)."""
     try:
@@ -133,7 +156,9 @@ class Evaluator:
                 break
             self._release_memory()
             time.sleep(wait_s)
-            reply, action = self._handle_once(req_id, op, args)
+            lean = in_stream_order(args)
+            reply, action = self._handle_once(req_id, op, lean)
+            note_stream_rerun(reply, args, lean)
         if action is None:
             self._return_idle_cache()
         return reply, action

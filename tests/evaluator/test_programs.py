@@ -637,3 +637,36 @@ def test_capture_failure_falls_back_to_stream_order(make_ev, host_graph):
     assert r["graph"]["reason"] == ("capture failed: RuntimeError: operation not permitted "
                                     "when stream is capturing: stream order")
     assert r["graph"]["used"] == "stream"
+
+
+def test_graph_out_of_memory_reruns_in_stream_order(make_ev, host_graph, ev_module,
+                                                    monkeypatch):
+    """A graph replay that runs out of device memory: the evaluate runs again in stream
+    order (graph "false" for the rerun), correct, and its graph record keeps the mode
+    asked for and says why nothing was captured."""
+    monkeypatch.setattr(ev_module.evaluator, "OOM_RETRY_WAITS_S", (0.0, 0.0))
+
+    def no_memory(self, inputs=None):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 5.70 GiB")
+    monkeypatch.setattr(host_graph, "replay", no_memory)
+    ev, _ = make_ev()
+    program = mixed_program()
+    program["graph"] = "true"
+    r = evaluate(ev, program)
+    assert r["correct"] is True, r["failure"]
+    assert r["graph"] == {"mode": "true", "captured": False, "used": "stream",
+                          "reason": "out of device memory with the graph captured: rerun in "
+                                    "stream order",
+                          "stream_ms": r["time"]["median_ms"], "graph_ms": None}
+    assert program["graph"] == "true"  # the caller's candidate is left as it was
+
+
+def test_in_stream_order_changes_only_a_program_with_a_graph(ev_module):
+    lean = ev_module.evaluator.in_stream_order
+    kernel = {"candidate": {"source": "k", "plan": {}}}
+    assert lean(kernel) is kernel
+    off = {"candidate": {"program": {"graph": "false", "steps": []}}}
+    assert lean(off) is off
+    auto = {"candidate": {"program": {"steps": [1]}}, "x": 1}
+    assert lean(auto) == {"candidate": {"program": {"steps": [1], "graph": "false"}}, "x": 1}
+    assert auto == {"candidate": {"program": {"steps": [1]}}, "x": 1}
