@@ -1583,55 +1583,6 @@ static void expect_best_error(struct engine_server *s, const char *path, long wa
   json_decref(doc);
 }
 
-/* GET /best?generated=true: softmax_b's step 1 is wrong and step 2 correct at 2.5 ms, so
- * the best is the reference program (2.0 ms, library steps only), which format=cuda cannot
- * express (409 conflict); generated=true answers step 2's kernel with its own figures
- * (2.5 ms, eager 2.0 / 2.5 = 0.8), as JSON and as a KernelBench file. With only the wrong
- * step, no correct candidate runs generated code: 409 no_generated_candidate. A malformed
- * flag is 400 invalid_query. */
-static void test_best_generated_takes_the_fastest_kernel(void **state) {
-  (void)state;
-  struct engine_server *s = es_start("0", 0);
-  char *id = submit(s, "softmax_b", "htam+tree", "test", 2, 600);
-  json_decref(wait_final(s, id));
-  char path[160];
-  snprintf(path, sizeof path, "/v1/tasks/%s/best", id);
-  expect_best_error(s, path, 409, "conflict", "format");
-  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=yes", id);
-  expect_best_error(s, path, 400, "invalid_query", "generated");
-  json_t *cands = get_all_candidates(s, id), *c, *step2 = NULL;
-  size_t i;
-  json_array_foreach(cands, i, c) if (json_integer_value(json_object_get(c, "step")) == 2) step2 = c;
-  assert_non_null(step2);
-  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
-  json_t *best = es_get(s, path);
-  assert_string_equal(json_string_value(json_object_get(best, "candidate_id")),
-                      json_string_value(json_object_get(step2, "id")));
-  assert_float_equal(json_number_value(json_object_get(best, "time_ms")), 2.5, 1e-9);
-  assert_float_equal(json_number_value(json_object_get(best, "speedup")), 0.8, 1e-9);
-  assert_non_null(strstr(json_string_value(json_object_get(best, "source")),
-                         "SCRIPT correct 2.5"));
-  json_decref(best);
-  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&generated=true", id);
-  struct http_response *r = es_request(s, "GET", path, NULL);
-  assert_int_equal(r->status, 200);
-  char header[160];
-  snprintf(header, sizeof header, "# Candidate %s of task %s.",
-           json_string_value(json_object_get(step2, "id")), id);
-  assert_non_null(strstr(r->body, header));
-  assert_non_null(strstr(r->body, "SCRIPT correct 2.5"));
-  assert_non_null(strstr(r->body, "__global__"));
-  http_response_free(r);
-  json_decref(cands);
-  free(id);
-  id = submit(s, "softmax_b", "htam+tree", "test", 1, 600);
-  json_decref(wait_final(s, id));
-  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
-  expect_best_error(s, path, 409, "no_generated_candidate", "generated");
-  free(id);
-  es_stop(s);
-}
-
 /* The id of the candidate of step (borrowed from cands), failing the test when none. */
 static const char *candidate_of_step(json_t *cands, long long step) {
   json_t *c;
@@ -1652,6 +1603,49 @@ static void expect_best_candidate(struct engine_server *s, const char *path,
   assert_float_equal(json_number_value(json_object_get(best, "time_ms")), ms, 1e-9);
   assert_float_equal(json_number_value(json_object_get(best, "speedup")), 2.0 / ms, 1e-9);
   json_decref(best);
+}
+
+/* GET /best?generated=true: softmax_b's step 1 is wrong and step 2 correct at 2.5 ms, so
+ * the best is the reference program (2.0 ms, library steps only), which format=cuda cannot
+ * express (409 conflict); generated=true answers step 2's kernel with its own figures
+ * (2.5 ms, eager 2.0 / 2.5 = 0.8), as JSON and as a KernelBench file. With only the wrong
+ * step, no correct candidate runs generated code: 409 no_generated_candidate. A malformed
+ * flag is 400 invalid_query. */
+static void test_best_generated_takes_the_fastest_kernel(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "softmax_b", "htam+tree", "test", 2, 600);
+  json_decref(wait_final(s, id));
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/best", id);
+  expect_best_error(s, path, 409, "conflict", "format");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=yes", id);
+  expect_best_error(s, path, 400, "invalid_query", "generated");
+  json_t *cands = get_all_candidates(s, id);
+  const char *step2 = candidate_of_step(cands, 2);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
+  expect_best_candidate(s, path, step2, 2.5);
+  json_t *best = es_get(s, path);
+  assert_non_null(strstr(json_string_value(json_object_get(best, "source")),
+                         "SCRIPT correct 2.5"));
+  json_decref(best);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&generated=true", id);
+  struct http_response *r = es_request(s, "GET", path, NULL);
+  assert_int_equal(r->status, 200);
+  char header[160];
+  snprintf(header, sizeof header, "# Candidate %s of task %s.", step2, id);
+  assert_non_null(strstr(r->body, header));
+  assert_non_null(strstr(r->body, "SCRIPT correct 2.5"));
+  assert_non_null(strstr(r->body, "__global__"));
+  http_response_free(r);
+  json_decref(cands);
+  free(id);
+  id = submit(s, "softmax_b", "htam+tree", "test", 1, 600);
+  json_decref(wait_final(s, id));
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
+  expect_best_error(s, path, 409, "no_generated_candidate", "generated");
+  free(id);
+  es_stop(s);
 }
 
 /* GET /best?elementwise=true: softmax_c's steps are correct at 1.2 ms (by the float64
