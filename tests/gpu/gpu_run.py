@@ -349,9 +349,11 @@ def print_family_table(rows):
 
 
 def fetch_export(args, url, task_id, path):
-    """`opforge best ID --format kernelbench -o path`; returns None, or why it failed."""
+    """`opforge best ID --format kernelbench --elementwise -o path` (the fastest correct
+    candidate whose checks all passed element-wise, as export_check.py and KernelBench's
+    eval compare); returns None, or why it failed."""
     cmd = [os.path.join(args.build, "opforge"), "best", task_id, "--server", url,
-           "--format", "kernelbench", "-o", path]
+           "--format", "kernelbench", "--elementwise", "-o", path]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     except (OSError, subprocess.TimeoutExpired) as e:
