@@ -46,8 +46,8 @@ static int parse_flag(struct request *req, const char *name, bool *ret,
   return 0;
 }
 
-/* Reads ?format=, ?pure=, ?generated= and ?elementwise=; queues 400 invalid_query naming the parameter
- * and returns -1 when one is malformed. */
+/* Reads ?format=, ?pure=, ?generated= and ?elementwise=; queues 400 invalid_query naming
+ * the parameter and returns -1 when one is malformed. */
 static int parse_query(struct request *req, struct best_query *ret_query,
                        enum MHD_Result *ret_result) {
   const char *format = request_query(req, "format");

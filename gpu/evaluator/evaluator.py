@@ -213,8 +213,8 @@ class Evaluator:
         if not self.is_cuda:
             return
         try:
-            idle = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
-            if idle > IDLE_CACHE_KEEP_BYTES:
+            reserved = torch.cuda.memory_reserved(self.device)
+            if reserved - torch.cuda.memory_allocated(self.device) > IDLE_CACHE_KEEP_BYTES:
                 torch.cuda.empty_cache()
         except Exception:
             pass
