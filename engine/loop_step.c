@@ -46,6 +46,25 @@ static void read_outcome(const struct task_run *run, json_t *result, struct outc
     o->speedup = run->eager_ms / o->time_ms;
 }
 
+#define LOG_MESSAGE_CHARS 300
+
+/* Writes into ret_text ("" when result has no failure message) ": " and the first
+ * LOG_MESSAGE_CHARS bytes of result's failure message, control characters as spaces, to
+ * end a failed step's line in the server log, so that a bench's log says why (an
+ * allocation's size, a mismatch's place). result is borrowed. */
+static void failure_suffix(const json_t *result, char ret_text[LOG_MESSAGE_CHARS + 3]) {
+  const char *m =
+      json_string_value(json_object_get(json_object_get(result, "failure"), "message"));
+  ret_text[0] = '\0';
+  if (!m || !*m)
+    return;
+  size_t n = strnlen(m, LOG_MESSAGE_CHARS);
+  memcpy(ret_text, ": ", 2);
+  for (size_t i = 0; i < n; i++)
+    ret_text[2 + i] = (unsigned char)m[i] < 0x20 || m[i] == 0x7f ? ' ' : m[i];
+  ret_text[2 + n] = '\0';
+}
+
 /* The tree rows a step rewrites: the new node and every ancestor. */
 static json_t *changed_rows(const struct tree *t, size_t node) {
   json_t *rows = json_array();
@@ -281,9 +300,12 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
   skills_step_clear(&skill);
   if (rc == STORE_OK)
     loop_notify(run);
-  log_info("task %s step %d/%d: region %s %s/%s %s -> %s", run->id, run->step,
+  char why[LOG_MESSAGE_CHARS + 3] = "";
+  if (!o.correct)
+    failure_suffix(result, why);
+  log_info("task %s step %d/%d: region %s %s/%s %s -> %s%s", run->id, run->step,
            run->budget_steps, ctx->first ? "all" : run->partition.regions[ctx->region].family,
-           choice->direction, choice->strategy, step_name(choice->kind), o.label);
+           choice->direction, choice->strategy, step_name(choice->kind), o.label, why);
   json_decref(candidate);
   json_decref(result);
   return rc;
@@ -438,7 +460,11 @@ int loop_reference(struct task_run *run) {
   int rc = progress && event && rows ? store_step_commit(run->env->store, &c) : STORE_ERROR;
   if (rc == STORE_OK)
     loop_notify(run);
-  log_info("task %s reference: %s%s", run->id, o.label, o.correct ? "" : " (steps go on)");
+  char why[LOG_MESSAGE_CHARS + 3] = "";
+  if (!o.correct)
+    failure_suffix(result, why);
+  log_info("task %s reference: %s%s%s", run->id, o.label, o.correct ? "" : " (steps go on)",
+           why);
   json_decref(progress);
   json_decref(rows);
   json_decref(event);

@@ -1610,7 +1610,8 @@ static void expect_best_candidate(struct engine_server *s, const char *path,
  * express (409 conflict); generated=true answers step 2's kernel with its own figures
  * (2.5 ms, eager 2.0 / 2.5 = 0.8), as JSON and as a KernelBench file. With only the wrong
  * step, no correct candidate runs generated code: 409 no_generated_candidate. A malformed
- * flag is 400 invalid_query. */
+ * flag is 400 invalid_query. The server log's line of the wrong step ends with its
+ * failure's message. */
 static void test_best_generated_takes_the_fastest_kernel(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
@@ -1621,6 +1622,9 @@ static void test_best_generated_takes_the_fastest_kernel(void **state) {
   expect_best_error(s, path, 409, "conflict", "format");
   snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=yes", id);
   expect_best_error(s, path, 400, "invalid_query", "generated");
+  assert_true(server_log_has(s, "step 1/2: region all ") &&
+              server_log_has(s, " -> correctness/mismatch: output:0 differs from the reference "
+                                "(max_abs 0.5)\n"));
   json_t *cands = get_all_candidates(s, id);
   const char *step2 = candidate_of_step(cands, 2);
   snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
