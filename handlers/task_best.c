@@ -128,8 +128,7 @@ static enum MHD_Result reply_no_match(struct request *req, const char *id,
   if (q->elementwise)
     return reply_error(req, API_ERR_NO_ELEMENTWISE_CANDIDATE, "elementwise",
                        "task %s has no correct candidate%s whose every check passed the "
-                       "task's element-wise tolerance (each needed the float64 accuracy "
-                       "budget)",
+                       "task's element-wise tolerance without the float64 accuracy budget",
                        id, q->generated ? " running generated code" : "");
   return reply_error(req, API_ERR_NO_GENERATED_CANDIDATE, "generated",
                      "task %s has no correct candidate that runs generated code: "

@@ -15,6 +15,7 @@ from .device_lock import DeviceLock
 from .errors import EvalError, exception_text, sticky_cuda_class
 from .graph import extract_graph
 from .mutation import forward_changing_state
+from .program import GRAPH_MODES
 from .program_run import ProgramRun
 from .numerics import (COPY_BW_BYTES, TIMING, TIMING_MAX_SECONDS, floor_time_ms,
                        fp32_simt_peak, hbm_peak_from_props, max_abs_finite, rse,
@@ -45,7 +46,8 @@ def in_stream_order(args):
     buffers. Other args come back as they are; nothing is modified in place."""
     cand = args.get("candidate") if isinstance(args, dict) else None
     program = cand.get("program") if isinstance(cand, dict) else None
-    if not isinstance(program, dict) or program.get("graph", "auto") in ("false", False):
+    mode = program.get("graph", "auto") if isinstance(program, dict) else None
+    if not isinstance(mode, (str, bool)) or GRAPH_MODES.get(mode) == "false":
         return args
     return dict(args, candidate=dict(cand, program=dict(program, graph="false")))
 
@@ -58,7 +60,7 @@ def note_stream_rerun(reply, args, lean):
     graph = reply["result"].get("graph")
     if isinstance(graph, dict):
         mode = args["candidate"]["program"].get("graph", "auto")
-        graph["mode"] = {True: "true", False: "false"}.get(mode, mode)
+        graph["mode"] = GRAPH_MODES.get(mode, mode)
         graph["reason"] = "out of device memory with the graph captured: rerun in stream order"
 
 

@@ -667,6 +667,10 @@ def test_in_stream_order_changes_only_a_program_with_a_graph(ev_module):
     assert lean(kernel) is kernel
     off = {"candidate": {"program": {"graph": "false", "steps": []}}}
     assert lean(off) is off
+    off_bool = {"candidate": {"program": {"graph": False, "steps": []}}}
+    assert lean(off_bool) is off_bool
+    malformed = {"candidate": {"program": {"graph": ["auto"], "steps": []}}}
+    assert lean(malformed) is malformed
     auto = {"candidate": {"program": {"steps": [1]}}, "x": 1}
     assert lean(auto) == {"candidate": {"program": {"steps": [1], "graph": "false"}}, "x": 1}
     assert auto == {"candidate": {"program": {"steps": [1]}}, "x": 1}
