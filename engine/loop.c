@@ -68,7 +68,8 @@ static const char *task_family(struct proposer *p, json_t *profile) {
 /* The baselines shown on the task: the profile's timings and floors, the family, and
  * the regions of the partition. */
 static json_t *make_baselines(struct proposer *p, json_t *profile, const struct partition *pt) {
-  static const char *const keys[] = {"eager_ms", "compile_ms", "floor_ms", "impossible_ms",
+  static const char *const keys[] = {"eager_ms", "eager_profile_ms", "compile_ms",
+                                     "floor_ms", "impossible_ms",
                                      "flops", "min_bytes", "degenerate", "device",
                                      "timing_skipped_reason"};
   json_t *b = json_object();
@@ -156,6 +157,24 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
   run->state.family = task_family(&run->proposer, run->profile);
   run->state.bound = bound_of_profile(run->profile);
   return 0;
+}
+
+int loop_eager_retimed(struct task_run *run, double profile_eager_ms) {
+  if (!json_object_get(run->profile, "eager_profile_ms"))
+    json_object_set_new(run->profile, "eager_profile_ms", json_real(profile_eager_ms));
+  json_object_set_new(run->profile, "eager_ms", json_real(run->eager_ms));
+  json_t *baselines = make_baselines(&run->proposer, run->profile, &run->partition);
+  if (!baselines)
+    return STORE_ERROR;
+  int rc = store_task_profile_set(run->env->store, run->id, run->profile, baselines);
+  if (rc == STORE_OK) {
+    json_decref(run->baselines);
+    run->baselines = baselines;
+    loop_notify(run);
+  } else {
+    json_decref(baselines);
+  }
+  return rc;
 }
 
 /* The region times of the stored candidate id (its result) into ms, when it has them. */

@@ -151,6 +151,11 @@ json_t *loop_evaluate_once(struct task_run *run, json_t *candidate, const char *
  * it on the tree's root. Returns a store status. */
 int loop_reference(struct task_run *run);
 
+/* Stores run->eager_ms, the eager time step 0 was timed in turn with, as the profile's
+ * "eager_ms" (the profile's own figure kept as "eager_profile_ms") and in the baselines,
+ * so that every figure of the task and a resumed run use it. Returns a store status. */
+int loop_eager_retimed(struct task_run *run, double profile_eager_ms);
+
 /* How many times the evaluate deadline a program gets. */
 #define LOOP_PROGRAM_DEADLINE_FACTOR 4
 

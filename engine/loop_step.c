@@ -386,6 +386,16 @@ enum step_result loop_step(struct task_run *run, int attempt) {
  * *candidate, *result and *o in that case. */
 #define REFERENCE_SLOW_RATIO 0.98
 
+/* Makes the eager time a correct library-only program was timed in turn with (its
+ * result's "eager", borrowed) the run's eager time, so that its speed-up compares the two
+ * under the same clocks (docs/architecture.md, "Evaluation result"). Other results leave
+ * run->eager_ms as it is. */
+static void adopt_eager_in_turn(struct task_run *run, const json_t *result) {
+  double ms = json_number_value(json_object_get(json_object_get(result, "eager"), "median_ms"));
+  if (json_is_true(json_object_get(result, "correct")) && ms > 0)
+    run->eager_ms = ms;
+}
+
 static void prefer_whole_model(struct task_run *run, char id[ID_LEN + 1], json_t **candidate,
                                json_t **result, struct outcome *o) {
   if (run->partition.whole_model || !o->correct || o->speedup <= 0)
@@ -397,9 +407,13 @@ static void prefer_whole_model(struct task_run *run, char id[ID_LEN + 1], json_t
   json_t *whole = program_whole_model();
   json_t *whole_result = whole ? loop_evaluate_once(run, whole, whole_id) : NULL;
   struct outcome w;
-  if (whole_result)
+  double reference_eager_ms = run->eager_ms;
+  if (whole_result) {
+    adopt_eager_in_turn(run, whole_result);
     read_outcome(run, whole_result, &w);
+  }
   if (!whole_result || !w.correct || w.speedup <= o->speedup) {
+    run->eager_ms = reference_eager_ms;
     json_decref(whole);
     json_decref(whole_result);
     return;
@@ -419,11 +433,20 @@ int loop_reference(struct task_run *run) {
   char id[ID_LEN + 1];
   id_new(id);
   json_t *result = loop_evaluate_once(run, candidate, id);
+  double profile_eager_ms = run->eager_ms;
+  adopt_eager_in_turn(run, result);
   struct outcome o;
   read_outcome(run, result, &o);
   if (o.correct)
     program_region_times(&run->partition, candidate, result, run->ref_region_ms);
   prefer_whole_model(run, id, &candidate, &result, &o);
+  int src = run->eager_ms != profile_eager_ms ? loop_eager_retimed(run, profile_eager_ms)
+                                              : STORE_OK;
+  if (src != STORE_OK) {
+    json_decref(candidate);
+    json_decref(result);
+    return src;
+  }
   json_object_set_new(candidate, "id", json_string(id));
   json_object_set_new(candidate, "parent_id", json_null());
   json_object_set_new(candidate, "direction", json_null());

@@ -376,12 +376,15 @@ class CandidateRun:
                                        "%s: %s" % (when, verdict[1]))
 
     def _apply_floor(self):
-        """Speed-ups, floor fraction, and the impossible-floor check."""
+        """Speed-ups, floor fraction, and the impossible-floor check. The speed-up over
+        eager is against eager timed in turn with this candidate when the result has that
+        (result["eager"], programs of library steps only), else the profile's."""
         prof = self.task.profile
         median = self.result["time"].get("median_ms")
         if not isinstance(median, (int, float)) or median <= 0:
             return
-        eager, comp = prof.get("eager_ms"), prof.get("compile_ms")
+        paired = self.result.get("eager") or {}
+        eager, comp = paired.get("median_ms") or prof.get("eager_ms"), prof.get("compile_ms")
         self.result["speedup"] = {"eager": eager / median if eager else None,
                                   "compile": comp / median if comp else None}
         floor = prof.get("floor_ms")

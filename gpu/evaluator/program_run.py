@@ -12,7 +12,8 @@ from .errors import EvalError, exception_text, sticky_cuda_class
 from .numerics import InputGuard, poison_
 from .program import ProgramError, parse_program, random_nodes
 from .program_exec import ProgramRunner, RegionFailure, StepError
-from .program_timing import Clock, step_breakdown, time_once, time_program, timing_limits
+from .program_timing import (Clock, step_breakdown, time_in_turn, time_once, time_program,
+                             timing_limits)
 from .rng import rng_restore, rng_snapshot
 from .tensors import named_inputs, named_state
 
@@ -238,9 +239,31 @@ class ProgramRun(CandidateRun):
         info.update(used=used, stream_ms=stream_t and stream_t["median_ms"],
                     graph_ms=graph_t and graph_t["median_ms"])
         self.result["time"] = dict(graph_t if used == "graph" else stream_t)
+        if not self.program.regions():
+            self._time_with_eager(inputs, timing, used, cuda)
         self._recheck_program(inputs, refs, used)
         self._breakdown(inputs, breakdown_reps, cuda)
         self._apply_floor()
+
+    def _time_with_eager(self, inputs, timing, used, cuda):
+        """A program of library steps only (the reference, the whole model) runs what
+        eager runs: it is timed again in turn with eager's forward, rep by rep, and the
+        result's time and eager ({"median_ms","mean_ms","reps","rse"}) are that loop's,
+        so that the two compare under the same clocks (docs/architecture.md, "One task,
+        start to end")."""
+        g = self.pgraph
+        run = (lambda: g.replay(inputs)) if used == "graph" else (lambda: self._fast(inputs))
+        ws = g.ws if used == "graph" else self.ws
+        model = self.task.model
+
+        def eager():
+            with torch.no_grad():
+                model(*inputs)
+
+        mine, theirs = self._guarded(lambda: time_in_turn(
+            self.ev, run, eager, timing, lambda: self._poison_ws(ws), cuda))
+        self.result["time"] = mine
+        self.result["eager"] = theirs
 
     def _recheck_program(self, inputs, refs, used):
         """The output the timing loop left, then new values in the very input buffers

@@ -1,4 +1,4 @@
-# Evaluator timing of programs: the eager timing method (CUDA events, L2 flush, warm-ups, reps until RSE < 1%, median) applied to a whole program run, the per-step breakdown, and the limits that keep a slow program's evaluate request bounded.
+# Evaluator timing of programs: the eager timing method (CUDA events, L2 flush, warm-ups, reps until RSE < 1%, median) applied to a whole program run, the same in turn with eager, the per-step breakdown, and the limits that keep a slow program's evaluate request bounded.
 """Nothing here keeps references to the tensors the timed functions touch. Off CUDA
 (the CPU tests) the same loops run on time.perf_counter."""
 
@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from .numerics import rse, timing_should_stop
+from .numerics import TIMING, rse, timing_should_stop
 
 # A program whose one run takes longer than this many ms is timed with fewer reps, so
 # that its evaluate request (trials, two timed modes, the breakdown, the re-checks) stays
@@ -56,6 +56,11 @@ def time_once(clock, fn):
     return clock.elapsed_ms(a, b)
 
 
+def _stats(samples):
+    return {"median_ms": statistics.median(samples), "mean_ms": statistics.fmean(samples),
+            "reps": len(samples), "rse": rse(samples)}
+
+
 def time_program(ev, fn, timing, before, cuda):
     """{"median_ms","mean_ms","reps","rse"} of fn by the eager method (Evaluator.time_fn)
     with timing's overrides; before() runs untimed ahead of each rep."""
@@ -75,8 +80,41 @@ def time_program(ev, fn, timing, before, cuda):
         t0 = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - t0) * 1e3)
-    return {"median_ms": statistics.median(samples), "mean_ms": statistics.fmean(samples),
-            "reps": len(samples), "rse": rse(samples)}
+    return _stats(samples)
+
+
+def time_in_turn(ev, fn, other, timing, before, cuda):
+    """(stats of fn, stats of other), each {"median_ms","mean_ms","reps","rse"}: the two
+    timed rep by rep in turn by the eager method (before() untimed ahead of each run of
+    fn, an L2 flush ahead of every run on CUDA), so that drift of the GPU's clocks and
+    power over the loop reaches both alike. Stops once both RSEs are below the target
+    (at least min_reps each), at max_reps, or after PROGRAM_TIMING_SECONDS once min_reps
+    are in. Off CUDA the host clock and at most 5 reps."""
+    p = dict(TIMING, **(timing or {}))
+    max_seconds = PROGRAM_TIMING_SECONDS
+    if not cuda:
+        p.update(warmup=1, min_reps=min(p["min_reps"], 3), max_reps=min(p["max_reps"], 5))
+    clock = Clock(cuda)
+    for _ in range(p["warmup"]):
+        fn()
+        other()
+    samples = ([], [])
+    started = time.monotonic()
+    while True:
+        for f, got, prep in ((fn, samples[0], before), (other, samples[1], None)):
+            if prep is not None:
+                prep()
+            if cuda:
+                ev.flush_l2()
+            a = clock.mark()
+            f()
+            got.append(clock.elapsed_ms(a, clock.mark()))
+        if all(timing_should_stop(s, p["min_reps"], p["max_reps"], p["target_rse"])
+               for s in samples):
+            break
+        if len(samples[0]) >= p["min_reps"] and time.monotonic() - started > max_seconds:
+            break
+    return _stats(samples[0]), _stats(samples[1])
 
 
 def step_breakdown(ev, run_marked, n_steps, reps, cuda):

@@ -1377,6 +1377,40 @@ static void test_slow_reference_gives_way_to_whole_model(void **state) {
   es_stop(s);
 }
 
+/* A reference program of library steps only is timed in turn with eager, and that eager
+ * time (the scripted evaluator: the program's 2.0 ms + 0.1) becomes the task's: the
+ * baselines say eager 2.1 ms and keep the profile's 2.0 as eager_profile_ms, the best is
+ * x(2.1 / 2.0) of eager, not x1.0, and a second "profiled" event carries the new
+ * baselines before step 0's. Nothing generates the FFT, so step 0 is the only candidate. */
+static void test_reference_timed_in_turn_with_eager(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "exotic_inturn", "htam+tree", "builtin", 5, 600);
+  json_t *task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *baselines = json_object_get(task, "baselines");
+  assert_float_equal(json_number_value(json_object_get(baselines, "eager_ms")), 2.1, 1e-9);
+  assert_float_equal(json_number_value(json_object_get(baselines, "eager_profile_ms")), 2.0,
+                     1e-9);
+  json_t *progress = json_object_get(task, "progress");
+  assert_float_equal(json_number_value(json_object_get(progress, "best_speedup")), 2.1 / 2.0,
+                     1e-9);
+  assert_float_equal(json_number_value(json_object_get(progress, "best_ms")), 2.0, 1e-9);
+  json_t *events = get_events(s, id);
+  static const char *const want[] = {"queued", "running", "profiled", "profiled", "step"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    assert_string_equal(ev_type(events, i), want[i]);
+  json_t *again = json_object_get(json_object_get(json_array_get(events, 3), "data"),
+                                  "baselines");
+  assert_float_equal(json_number_value(json_object_get(again, "eager_ms")), 2.1, 1e-9);
+  json_t *step0 = json_object_get(json_array_get(events, 4), "data");
+  assert_float_equal(json_number_value(json_object_get(step0, "speedup")), 2.1 / 2.0, 1e-9);
+  json_decref(events);
+  json_decref(task);
+  free(id);
+  es_stop(s);
+}
+
 /* A commit the store refuses every time (here a trigger that RAISEs on every step's
  * candidate; in the probe, a CHECK in the memory statistics) is not retried forever: the
  * task fails with store_error after 3 refused commits in a row, each on a fresh claim
@@ -2012,6 +2046,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_exhausted_node_falls_back_to_an_open_one, teardown),
     cmocka_unit_test_teardown(test_best_generated_takes_the_fastest_kernel, teardown),
     cmocka_unit_test_teardown(test_best_elementwise_skips_budget_judged_candidates, teardown),
+    cmocka_unit_test_teardown(test_reference_timed_in_turn_with_eager, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),
     cmocka_unit_test_teardown(test_search_settings_per_task, teardown),
     cmocka_unit_test_teardown(test_memory_namespaces_isolate_tasks, teardown),

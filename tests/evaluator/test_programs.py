@@ -1,4 +1,6 @@
 # Program candidates on the CPU: all-library programs of small tasks, malformed programs, {"library": "model"}, regions through the fake GPU library (a region writing a value a later library step reads), random library ops under restored RNG, mutable buffers, and the profile's per-node FLOPs.
+import time
+
 import pytest
 import torch
 
@@ -164,8 +166,11 @@ def test_reference_program_of_three_ops_is_correct(make_ev):
     assert r["library_ms"] == pytest.approx(sum(r["steps_ms"]))
     assert r["graph"] == {"mode": "auto", "captured": False, "used": "stream",
                           "reason": "no CUDA device: stream order",
-                          "stream_ms": r["time"]["median_ms"], "graph_ms": None}
-    assert r["time"]["reps"] >= 3
+                          "stream_ms": r["graph"]["stream_ms"], "graph_ms": None}
+    assert r["graph"]["stream_ms"] > 0
+    # library steps only: time and eager come from one loop that ran them in turn
+    assert r["time"]["reps"] >= 3 and r["eager"]["reps"] == r["time"]["reps"]
+    assert r["speedup"]["eager"] == r["eager"]["median_ms"] / r["time"]["median_ms"]
     assert r["compile"] == {"ok": True, "ms": 0.0, "log": "", "regions": []}
     assert lib.calls == []  # no region: the library is never asked
 
@@ -317,6 +322,33 @@ def test_region_writes_a_value_a_later_library_step_reads(make_ev):
         {"step": 1, "region": 1, "ok": True, "ms": 2.5, "cache": "miss"}]
     assert len(r["steps_ms"]) == 3
     assert r["library_ms"] == pytest.approx(r["steps_ms"][0] + r["steps_ms"][2])
+
+
+def test_program_with_a_region_is_not_timed_with_eager(make_ev):
+    ev, _ = make_ev()
+    r = evaluate(ev, mixed_program())
+    assert r["correct"] is True and "eager" not in r
+    assert r["speedup"]["eager"] is None  # the CPU profile has no eager time
+
+
+def test_time_in_turn_alternates_the_two(ev_module):
+    """Warm-ups run each once, then every rep runs before(), the program, then eager; both
+    get as many samples, and the medians follow their own functions' times."""
+    calls = []
+
+    def timed(name, seconds):
+        def run():
+            calls.append(name)
+            time.sleep(seconds)
+        return run
+
+    mine, theirs = ev_module.program_timing.time_in_turn(
+        None, timed("program", 0.002), timed("eager", 0.006), {},
+        lambda: calls.append("before"), cuda=False)
+    assert calls == ["program", "eager"] + ["before", "program", "eager"] * mine["reps"]
+    assert 3 <= mine["reps"] <= 5 and theirs["reps"] == mine["reps"]
+    assert 2.0 <= mine["median_ms"] < 5.0 and theirs["median_ms"] >= 6.0
+    assert set(mine) == {"median_ms", "mean_ms", "reps", "rse"}
 
 
 def test_region_writing_the_task_output(make_ev):

@@ -6,8 +6,9 @@ main.py on GPU 0, the JSON-lines protocol) directly, without the server:
       and the robust trial ran the graph replay and passed, and the graph was used;
   (b) a planted program whose region saves its result on its first launch and repeats it
       afterwards fails (correctness/mismatch or check/repeat_inconsistent);
-  (c) the all-library reference program of level2/1_Conv2D_ReLU_BiasAdd is correct and
-      timed within 5% of eager."""
+  (c) the all-library reference program of level2/1_Conv2D_ReLU_BiasAdd is correct,
+      timed within 5% of the profile's eager, and timed in turn with eager (its result's
+      "eager", as many reps) within 2% of it."""
 import argparse
 import json
 import os
@@ -186,7 +187,8 @@ def check_stale_graph_output(ev, check):
 
 
 def check_conv_reference_program(ev, check, kernelbench):
-    """(c): the all-library program of a level-2 conv task, correct and as fast as eager."""
+    """(c): the all-library program of a level-2 conv task, correct and as fast as eager,
+    and timed in turn with eager (its result's "eager")."""
     path = os.path.join(kernelbench, CONV_TASK)
     with open(path) as f:
         source = f.read()
@@ -210,6 +212,16 @@ def check_conv_reference_program(ev, check, kernelbench):
     check("(c) its time is within 5%% of eager", ratio is not None
           and abs(ratio - 1) <= CONV_TOLERANCE,
           "%s ms vs eager %s ms (x%s)" % (median, eager, ratio and round(ratio, 3)))
+    in_turn = res.get("eager") or {}
+    speedup = (res.get("speedup") or {}).get("eager")
+    check("(c) it was timed in turn with eager: as many reps, speed-up their ratio",
+          in_turn.get("reps") == (res.get("time") or {}).get("reps") and median
+          and in_turn.get("median_ms") and speedup
+          and abs(speedup - in_turn["median_ms"] / median) < 1e-9,
+          "eager in turn %s, time %s, speedup %s" % (json.dumps(in_turn),
+                                                      json.dumps(res.get("time")), speedup))
+    check("(c) against eager timed in turn, it is within 2%",
+          speedup is not None and abs(speedup - 1) <= 0.02, "x%s" % speedup)
     conv = [n for n in prof["graph"] if n.get("target") == "Conv2d"]
     check("(c) the conv node carries its FLOPs", conv and conv[0].get("flops", 0) > 0,
           str(conv[0].get("flops") if conv else None))
