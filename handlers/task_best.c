@@ -79,8 +79,8 @@ static bool runs_generated_code(const json_t *candidate) {
 }
 
 /* True when json (borrowed) holds, at any depth, a check judged by the float64 accuracy
- * budget: an object with the key "judged_by" (the evaluator's trial and replay records,
- * docs/architecture.md "Evaluation rules"). */
+ * budget: an object with the key "judged_by" (the evaluator's trial, graph-replay and
+ * re-check records, docs/architecture.md "Evaluation rules"). */
 static bool judged_by_budget(const json_t *json) {
   const char *key;
   const json_t *v;

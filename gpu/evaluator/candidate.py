@@ -364,16 +364,20 @@ class CandidateRun:
 
     def _recheck(self, inputs, outs, refs, when):
         """Compares outputs again, by the rules of a trial; a difference is
-        check/repeat_inconsistent."""
+        check/repeat_inconsistent. A mismatch the float64 budget excuses is marked like a
+        trial's: result["recheck_accuracy"]["judged_by"]."""
         for i, (out, ref) in enumerate(zip(outs, refs)):
             cmp = compare_outputs(out, ref, self.task.atol, self.task.rtol)
             verdict = classify_comparison("output:%d" % i, cmp)
-            if verdict is not None and not (
-                    verdict[0] == "correctness/mismatch"
+            if verdict is None:
+                continue
+            if (verdict[0] == "correctness/mismatch"
                     and self._within_float64_budget(inputs, refs, outs, "recheck_accuracy")):
-                self.result["checks"]["repeat_consistent"] = False
-                raise CandidateFailure("check", "check/repeat_inconsistent",
-                                       "%s: %s" % (when, verdict[1]))
+                self.result["recheck_accuracy"]["judged_by"] = "float64 accuracy budget"
+                continue
+            self.result["checks"]["repeat_consistent"] = False
+            raise CandidateFailure("check", "check/repeat_inconsistent",
+                                   "%s: %s" % (when, verdict[1]))
 
     def _apply_floor(self):
         """Speed-ups, floor fraction, and the impossible-floor check. The speed-up over

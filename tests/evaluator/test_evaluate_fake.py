@@ -283,6 +283,9 @@ def test_trial_mismatch_within_float64_budget_passes(make_ev):
     acc = r["trial_accuracy"]["outputs"][0]
     assert 0 < acc["candidate_err"] <= acc["budget"]
     assert acc["budget"] == 8 * acc["eager_err"] + 1e-6 * acc["max_ref"]
+    # the re-checks on new input values needed the budget too, and say so
+    assert r["recheck_accuracy"]["judged_by"] == "float64 accuracy budget"
+    assert r["recheck_accuracy"]["outputs"][0]["candidate_err"] > 0
 
 
 def test_float64_budget_out_of_memory_is_not_a_mismatch(make_ev, ev_module, monkeypatch):
