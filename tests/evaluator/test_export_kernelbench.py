@@ -42,15 +42,21 @@ TOLERANCE = {"affine": (0.0, 0.0), "relu": (0.0, 0.0), "softmax": (1e-9, 1e-5),
 SEEDS = range(5)
 
 
-def unit_test_binary():
-    """The built unit test: under $OPFORGE_BUILD_ROOT, else a build folder of the repo."""
+def built_binary(relative):
+    """A built file of the repo: under $OPFORGE_BUILD_ROOT, else under a build folder of
+    the repo (build-test-normal, build, build-gpu); None when none has it."""
     roots = [Path(os.environ["OPFORGE_BUILD_ROOT"])] if os.environ.get("OPFORGE_BUILD_ROOT") else []
     roots += [REPO / d for d in ("build-test-normal", "build", "build-gpu")]
     for root in roots:
-        exe = root / "tests" / "unit" / "test_export_kernelbench"
+        exe = root / relative
         if exe.is_file() and os.access(exe, os.X_OK):
             return exe
     return None
+
+
+def unit_test_binary():
+    """The built unit test tests/unit/test_export_kernelbench (built_binary)."""
+    return built_binary(Path("tests") / "unit" / "test_export_kernelbench")
 
 
 @pytest.fixture(scope="module")
@@ -355,29 +361,15 @@ def test_nvcc_compiles_every_export(exports, tmp_path, capsys):
             assert ok, "%s: %s\n%s" % (name, source.name, log[-3000:])
 
 
-def opforge_binary():
-    for d in ([os.environ["OPFORGE_BUILD_ROOT"]] if os.environ.get("OPFORGE_BUILD_ROOT")
-              else []) + [str(REPO / "build")]:
-        if (Path(d) / "opforge").is_file():
-            return Path(d) / "opforge"
-    return None
-
-
-@pytest.mark.xfail(strict=False, reason=(
-    "proposers/builtin/templates/scan.cu writes `#pragma unroll UNROLL`: nvcc's preprocessor "
-    "(gcc -E) leaves pragma arguments unexpanded, so cicc sees the identifier UNROLL, while "
-    "NVRTC expands it. The export passes the options exactly (UNROLL is #defined); the fix "
-    "is OFG_PRAGMA(unroll UNROLL) with OFG_STR/OFG_PRAGMA outside common.cuh's "
-    "OFG_ROW_HELPERS guard (pooling.cu and loss.cu have the same pragma)."))
 def test_builtin_scan_candidate_compiles_with_nvcc(tmp_path, kernelbench):
     """A builtin scan candidate, as the export writes its kernels (its -D options as
     #defines at the top), compiles with nvcc as it does with NVRTC."""
-    exe = opforge_binary()
+    exe = built_binary("opforge")
     if exe is None or not NVCC.is_file():
         pytest.skip("needs the built opforge (propose) and %s" % NVCC)
     run = subprocess.run([str(exe), "propose", str(kernelbench / "level1" / "89_cumsum.py"),
                           "--device", "meta", "--python", sys.executable,
-                          "--evaluator", str(REPO / "gpu" / "evaluator.py")],
+                          "--evaluator", str(REPO / "gpu" / "evaluator" / "main.py")],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     candidate = json.loads(run.stdout)["candidate"]
