@@ -209,7 +209,7 @@ def check_conv_reference_program(ev, check, kernelbench):
     median = (res.get("time") or {}).get("median_ms")
     eager = prof.get("eager_ms")
     ratio = median / eager if median and eager else None
-    check("(c) its time is within 5%% of eager", ratio is not None
+    check("(c) its time is within 5% of eager", ratio is not None
           and abs(ratio - 1) <= CONV_TOLERANCE,
           "%s ms vs eager %s ms (x%s)" % (median, eager, ratio and round(ratio, 3)))
     in_turn = res.get("eager") or {}
