@@ -446,7 +446,34 @@ static void library_region(struct graph_index *g, size_t i, const char *why, str
   run_clear(&r);
 }
 
+/* The region that starts at calls[i], into *reg (caller owns): the whole graph when it is
+ * one region however long, else the longest run of at most PARTITION_MAX_REGION_NODES
+ * nodes p supports, else calls[i] alone as a library step with p's reason. Returns the
+ * number of call nodes it covers. */
+static size_t next_region(json_t *profile, struct graph_index *g, struct proposer *p, size_t i,
+                          struct region *reg) {
+  size_t n = json_array_size(g->calls);
+  char why[256] = "", first_why[256] = "";
+  if (i == 0 && n > PARTITION_MAX_REGION_NODES &&
+      try_region(profile, g, p, 0, n, reg, why, sizeof why))
+    return n;
+  for (size_t len = n - i < PARTITION_MAX_REGION_NODES ? n - i : PARTITION_MAX_REGION_NODES;
+       len > 0; len--) {
+    if (try_region(profile, g, p, i, len, reg, why, sizeof why))
+      return len;
+    if (len == 1)
+      snprintf(first_why, sizeof first_why, "%s", why);
+  }
+  library_region(g, i, first_why, reg);
+  return 1;
+}
+
 int partition_build(json_t *profile, struct proposer *p, struct partition *ret) {
+  return partition_build_limited(profile, p, PARTITION_MAX_GENERATED, ret);
+}
+
+int partition_build_limited(json_t *profile, struct proposer *p, size_t max_generated,
+                            struct partition *ret) {
   *ret = (struct partition){0};
   struct graph_index g;
   if (!json_is_array(json_object_get(profile, "graph")) ||
@@ -461,26 +488,21 @@ int partition_build(json_t *profile, struct proposer *p, struct partition *ret) 
     ret->values = json_object();
     return ret->values ? 0 : -1;
   }
-  size_t n = json_array_size(g.calls);
+  size_t n = json_array_size(g.calls), generated = 0;
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n;) {
     struct region reg;
-    char why[256] = "", first_why[256] = "";
-    size_t len = n - i < PARTITION_MAX_REGION_NODES ? n - i : PARTITION_MAX_REGION_NODES;
-    if (i == 0 && n > PARTITION_MAX_REGION_NODES && try_region(profile, &g, p, 0, n, &reg, why, sizeof why))
-      len = n;  /* the whole graph, however long */
-    else {
-      for (; len > 0; len--) {
-        if (try_region(profile, &g, p, i, len, &reg, why, sizeof why))
-          break;
-        if (len == 1)
-          snprintf(first_why, sizeof first_why, "%s", why);
-      }
-    }
-    if (len == 0) {
-      library_region(&g, i, first_why, &reg);
+    size_t len;
+    if (generated < max_generated) {
+      len = next_region(profile, &g, p, i, &reg);
+    } else {
+      char why[128];
+      snprintf(why, sizeof why, "the program has %zu generated regions already, as many as "
+               "the GPU library prepares at once", max_generated);
+      library_region(&g, i, why, &reg);
       len = 1;
     }
+    generated += reg.generated;
     rc = push_region(ret, &reg);
     if (rc != 0)
       region_clear(&reg);

@@ -8,9 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "gpu/opforge_gpu.h"
 #include "proposers/proposer.h"
 
 #define PARTITION_MAX_REGION_NODES 32 /* longest run of call nodes tried as one region */
+/* Generated regions one program may have: the GPU library prepares every region of a
+ * program at once, and holds at most this many; later nodes stay library steps. */
+#define PARTITION_MAX_GENERATED OFG_MAX_PREPARED_CANDIDATES
 
 struct region {
   bool generated;        /* a proposer writes it; else a library step */
@@ -40,6 +44,11 @@ struct partition {
  * candidate run (longest first, greedily from the front). Fills *ret (release with
  * partition_clear). Returns 0, or -1 when out of memory. */
 int partition_build(json_t *profile, struct proposer *p, struct partition *ret);
+/* partition_build with at most max_generated generated regions (partition_build's is
+ * PARTITION_MAX_GENERATED); the nodes after the last one it allows stay library steps
+ * whose reason says so. */
+int partition_build_limited(json_t *profile, struct proposer *p, size_t max_generated,
+                            struct partition *ret);
 
 /* Frees what pt owns and zeroes it. Accepts a zeroed partition. */
 void partition_clear(struct partition *pt);

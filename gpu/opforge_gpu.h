@@ -9,6 +9,11 @@
 
 #define OFG_EXPORT __attribute__((visibility("default")))
 
+/* Candidates a session holds prepared at once: every region of one program is prepared
+ * before it runs, so this is also the most generated regions a program may have (the
+ * partition keeps any beyond it as library steps, engine/partition.c). */
+#define OFG_MAX_PREPARED_CANDIDATES 1024
+
 /* Opens device `device` (CUDA ordinal): loads the driver with dlopen, retains the
  * primary context (the one PyTorch uses) and makes it current, and opens the cubin cache
  * in cache_dir (NULL or "" for none). Returns 0 and *ret_session, or -1 with err
@@ -26,6 +31,7 @@ OFG_EXPORT char *ofg_device_info(void *session);
  * tensors_json {"tensors":[{"name","dtype","numel","bytes","output"?}],"precision"}
  * (a tensor is an output when "output" is true, or without it when its name starts with
  * "output:"; outputs are poisoned by ofg_candidate_run and must be named by a launch).
+ * At most OFG_MAX_PREPARED_CANDIDATES at once (then protocol/too_many_candidates).
  * Returns
  * {"ok","handle"(-1 unless ok),"compile":{...},"failure":null|{stage,class,message},
  *  "sticky":bool, "globals":{"declared","reset"} (module globals reset before each run)}. */

@@ -10,9 +10,10 @@
 #include "gpu/cuda_api.h"
 #include "gpu/launch.h"
 #include "gpu/nvrtc_compile.h"
+#include "gpu/opforge_gpu.h"
 #include "gpu/plan.h"
 
-#define SESSION_MAX_CANDIDATES 64
+#define SESSION_MAX_CANDIDATES OFG_MAX_PREPARED_CANDIDATES
 
 /* A prepared candidate: everything needed to run its plan again and again. */
 struct gpu_candidate {

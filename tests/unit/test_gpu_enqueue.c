@@ -234,6 +234,17 @@ static void expect_failure(char *text, const char *cls, const char *message) {
   json_decref(o);
 }
 
+/* ofg_candidate_prepare of the fixture's region on session s: the parsed reply. */
+static json_t *prepare_region(struct gpu_session *s) {
+  json_t *cand = json_pack("{s:s, s:[], s:o}", "source", region_src, "options", "plan",
+                           json_loads(plan_json, 0, NULL));
+  char *text = json_dumps(cand, JSON_COMPACT);
+  json_t *r = take(ofg_candidate_prepare(s, text, tensors_json));
+  free(text);
+  json_decref(cand);
+  return r;
+}
+
 static int setup(void **state) {
   struct fixture *fx = calloc(1, sizeof *fx);
   assert_non_null(fx);
@@ -244,12 +255,7 @@ static int setup(void **state) {
   fx->s->next_handle = 1;
   snprintf(fx->s->arch, sizeof fx->s->arch, "sm_90a");
   gpu_limits_hopper(&fx->s->limits);
-  json_t *cand = json_pack("{s:s, s:[], s:o}", "source", region_src, "options", "plan",
-                           json_loads(plan_json, 0, NULL));
-  char *text = json_dumps(cand, JSON_COMPACT);
-  json_t *r = take(ofg_candidate_prepare(fx->s, text, tensors_json));
-  free(text);
-  json_decref(cand);
+  json_t *r = prepare_region(fx->s);
   if (!json_is_true(json_object_get(r, "ok")))
     fail_msg("prepare failed: %s", json_dumps(r, 0));
   fx->handle = (int)json_integer_value(json_object_get(r, "handle"));
@@ -403,6 +409,37 @@ static void test_run_poisons_region_writes(void **state) {
   assert_true(fake.syncs >= 3); /* after the resets and after each launch */
 }
 
+/* A session holds OFG_MAX_PREPARED_CANDIDATES (1024) prepared candidates, enough for the
+ * regions of a whole model (ResNet-101 has 107): with the fixture's one and 1023 others
+ * held, one more prepare is refused with protocol/too_many_candidates (and leaks
+ * nothing: teardown counts the allocations), and once one is freed it succeeds. */
+static void test_session_holds_1024_candidates(void **state) {
+  struct fixture *fx = *state;
+  assert_int_equal(OFG_MAX_PREPARED_CANDIDATES, 1024);
+  int held[OFG_MAX_PREPARED_CANDIDATES - 1];
+  for (size_t i = 0; i < OFG_MAX_PREPARED_CANDIDATES - 1; i++) {
+    struct gpu_candidate *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    held[i] = gpu_session_add(fx->s, c);
+    assert_true(held[i] > 0);
+  }
+  json_t *r = prepare_region(fx->s);
+  json_t *f = json_object_get(r, "failure");
+  assert_string_equal(json_string_value(json_object_get(f, "class")),
+                      "protocol/too_many_candidates");
+  assert_string_equal(json_string_value(json_object_get(f, "message")),
+                      "1024 candidates are prepared; free one first");
+  assert_int_equal(json_integer_value(json_object_get(r, "handle")), -1);
+  json_decref(r);
+  gpu_session_remove(fx->s, held[0]);
+  r = prepare_region(fx->s);
+  assert_true(json_is_true(json_object_get(r, "ok")));
+  gpu_session_remove(fx->s, (int)json_integer_value(json_object_get(r, "handle")));
+  json_decref(r);
+  for (size_t i = 1; i < OFG_MAX_PREPARED_CANDIDATES - 1; i++)
+    gpu_session_remove(fx->s, held[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_prepare_copies_initial_values, setup, teardown),
@@ -412,6 +449,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_rebind_replaces_pointers, setup, teardown),
     cmocka_unit_test_setup_teardown(test_enqueue_names_the_failed_launch, setup, teardown),
     cmocka_unit_test_setup_teardown(test_run_poisons_region_writes, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_session_holds_1024_candidates, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,6 +121,62 @@ static void test_library_then_fused_tail(void **state) {
   proposer_clear(&p);
 }
 
+/* x -> (fft -> relu) x k -> output: each relu alone is a generated region (a fft, which
+ * no family covers, stands between any two). */
+static json_t *fft_relu_chain(size_t k) {
+  json_t *profile = fft_then_pointwise();
+  json_t *g = json_array();
+  json_array_append(g, json_array_get(json_object_get(profile, "graph"), 0));  /* x */
+  char prev[32] = "x", fft[32], relu[32];
+  for (size_t i = 0; i < k; i++) {
+    snprintf(fft, sizeof fft, "fft_%zu", i);
+    snprintf(relu, sizeof relu, "relu_%zu", i);
+    json_array_append_new(g, node(fft, "call_function", "torch.fft.fft", json_pack("[o]", ref(prev)), 64, 128));
+    json_array_append_new(g, node(relu, "call_function", "torch.relu", json_pack("[o]", ref(fft)), 64, 128));
+    snprintf(prev, sizeof prev, "%s", relu);
+  }
+  json_array_append_new(g, node("output", "output", "output", json_pack("[o]", ref(prev)), 64, 128));
+  json_object_set_new(profile, "graph", g);
+  return profile;
+}
+
+/* A program has at most PARTITION_MAX_GENERATED generated regions, the GPU library's
+ * OFG_MAX_PREPARED_CANDIDATES (1024; ResNet-101 has 107). With a limit of 3, of 5 relus
+ * each a region of its own the first 3 are generated, and the last 2 are library steps
+ * that say why (the fft steps keep their own reason). */
+static void test_generated_regions_are_capped(void **state) {
+  (void)state;
+  assert_int_equal(PARTITION_MAX_GENERATED, 1024);
+  assert_int_equal(PARTITION_MAX_GENERATED, OFG_MAX_PREPARED_CANDIDATES);
+  struct proposer p;
+  char why[256];
+  assert_int_equal(proposer_open("builtin", NULL, &p, why, sizeof why), 0);
+  json_t *profile = fft_relu_chain(5);
+  struct partition pt;
+  assert_int_equal(partition_build_limited(profile, &p, 3, &pt), 0);
+  assert_int_equal(pt.n, 10);
+  assert_int_equal(partition_generated(&pt), 3);
+  for (size_t i = 0; i < pt.n; i++) {
+    bool relu = i % 2 == 1;
+    assert_int_equal(pt.regions[i].generated, relu && i < 6);
+    if (relu && i >= 6)
+      assert_non_null(strstr(pt.regions[i].reason, "torch.relu (relu_"));
+    if (relu && i >= 6)
+      assert_non_null(strstr(pt.regions[i].reason, "the program has 3 generated regions "
+                                                   "already, as many as the GPU library "
+                                                   "prepares at once"));
+    if (!relu)
+      assert_non_null(strstr(pt.regions[i].reason, "torch.fft.fft"));
+  }
+  partition_clear(&pt);
+  /* partition_build itself: all 5 generated, far under its limit. */
+  assert_int_equal(partition_build(profile, &p, &pt), 0);
+  assert_int_equal(partition_generated(&pt), 5);
+  partition_clear(&pt);
+  json_decref(profile);
+  proposer_clear(&p);
+}
+
 /* A task without a graph is one library step running the whole model. */
 static void test_no_graph_is_the_whole_model(void **state) {
   (void)state;
@@ -307,6 +363,7 @@ static void test_every_shared_task(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_library_then_fused_tail),
+    cmocka_unit_test(test_generated_regions_are_capped),
     cmocka_unit_test(test_no_graph_is_the_whole_model),
     cmocka_unit_test(test_every_shared_task),
   };
