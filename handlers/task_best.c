@@ -256,22 +256,35 @@ static json_t *positive_or_null(const json_t *v) {
                                                        : json_null();
 }
 
+/* The speed-up of a candidate that is not the task's best: the task's eager time (its
+ * baselines', which step 0 may have timed again in turn with the reference) over the
+ * candidate's median, as the task's best_speedup is computed; the evaluator's own figure
+ * (against the profile's eager time) when the task has none. A new reference. */
+static json_t *candidate_speedup(const json_t *task, const json_t *result) {
+  double eager = json_number_value(json_object_get(json_object_get(task, "baselines"),
+                                                   "eager_ms"));
+  double ms = json_number_value(json_object_get(json_object_get(result, "time"), "median_ms"));
+  if (eager > 0 && ms > 0)
+    return json_real(eager / ms);
+  return positive_or_null(json_object_get(json_object_get(result, "speedup"), "eager"));
+}
+
 /* Answers the candidate as JSON, with its speed-up and time: the task's best figures, or
- * the candidate's own result when it is not the task's best (generated=true). Takes over
- * task and candidate. */
+ * the candidate's own when it is not the task's best (generated=true). Takes over task
+ * and candidate. */
 static enum MHD_Result reply_cuda(struct request *req, json_t *task, json_t *candidate) {
   const json_t *progress = json_object_get(task, "progress");
   const json_t *result = json_object_get(candidate, "result");
   const json_t *options = json_object_get(candidate, "options");
   bool best = json_equal(json_object_get(progress, "best_candidate"),
                          json_object_get(candidate, "id"));
-  json_t *speedup = best ? json_object_get(progress, "best_speedup")
-                         : json_object_get(json_object_get(result, "speedup"), "eager");
+  json_t *speedup = best ? positive_or_null(json_object_get(progress, "best_speedup"))
+                         : candidate_speedup(task, result);
   json_t *time_ms = best ? json_object_get(progress, "best_ms")
                          : json_object_get(json_object_get(result, "time"), "median_ms");
   json_t *body = json_pack(
       "{s:O, s:O, s:o, s:o, s:O, s:o, s:O}", "task_id", json_object_get(task, "id"),
-      "candidate_id", json_object_get(candidate, "id"), "speedup", positive_or_null(speedup),
+      "candidate_id", json_object_get(candidate, "id"), "speedup", speedup,
       "time_ms", positive_or_null(time_ms), "source", json_object_get(candidate, "source"),
       "options", json_is_array(options) ? json_incref((json_t *)options) : json_array(), "plan",
       json_object_get(candidate, "plan"));

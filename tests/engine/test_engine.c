@@ -62,6 +62,9 @@ static const struct fixture_set fixture_sets[] = {
   /* 01 and 03 pass by the float64 accuracy budget only ("SCRIPT budget"), 04's robust
    * trial does ("SCRIPT budget-robust") */
   {"softmax_c", 4, {OK(1.2), OK(1.5), OK(1.1), OK(1.3)}},
+  /* softmax_b's first two; the name makes the scripted evaluator time library-only
+   * programs in turn with eager */
+  {"inturn_b", 2, {WRONG, OK(2.5)}},
 };
 
 static const char REFERENCE[] =
@@ -1381,7 +1384,8 @@ static void test_slow_reference_gives_way_to_whole_model(void **state) {
  * time (the scripted evaluator: the program's 2.0 ms + 0.1) becomes the task's: the
  * baselines say eager 2.1 ms and keep the profile's 2.0 as eager_profile_ms, the best is
  * x(2.1 / 2.0) of eager, not x1.0, and a second "profiled" event carries the new
- * baselines before step 0's. Nothing generates the FFT, so step 0 is the only candidate. */
+ * baselines before step 0's. Nothing generates the FFT, so step 0 is the only candidate.
+ * A candidate's own speed-up in /best (generated=true) is against the same eager time. */
 static void test_reference_timed_in_turn_with_eager(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
@@ -1407,6 +1411,18 @@ static void test_reference_timed_in_turn_with_eager(void **state) {
   assert_float_equal(json_number_value(json_object_get(step0, "speedup")), 2.1 / 2.0, 1e-9);
   json_decref(events);
   json_decref(task);
+  free(id);
+  /* A generated candidate that is not the best (inturn_b's step 2, 2.5 ms): /best's
+   * generated=true gives its speed-up against the task's eager time, 2.1 / 2.5, as the
+   * task's own figures are, not the evaluator's 2.0 / 2.5 against the profile's. */
+  id = submit(s, "inturn_b", "htam+tree", "test", 2, 600);
+  json_decref(wait_final(s, id));
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
+  json_t *best = es_get(s, path);
+  assert_float_equal(json_number_value(json_object_get(best, "time_ms")), 2.5, 1e-9);
+  assert_float_equal(json_number_value(json_object_get(best, "speedup")), 2.1 / 2.5, 1e-9);
+  json_decref(best);
   free(id);
   es_stop(s);
 }
