@@ -8,7 +8,10 @@ main.py on GPU 0, the JSON-lines protocol) directly, without the server:
       afterwards fails (correctness/mismatch or check/repeat_inconsistent);
   (c) the all-library reference program of level2/1_Conv2D_ReLU_BiasAdd is correct,
       timed within 5% of the profile's eager, and timed in turn with eager (its result's
-      "eager", as many reps) within 2% of it."""
+      "eager", as many reps) within 2% of it;
+  (d) a program of 100 regions (a chain of relus) is prepared whole and is correct: the
+      GPU library holds 1024 prepared candidates (it held 64, and ResNet-101's programs
+      of 107 regions all failed)."""
 import argparse
 import json
 import os
@@ -69,6 +72,35 @@ extern "C" __global__ void stale_relu_scale(const float* __restrict__ x,
 }
 extern "C" __global__ void mark_done() { g_done = 1; }
 """ % SMALL_N
+
+# 100 relus in a row (FX unrolls the loop): a program of 100 regions, more than the GPU
+# library held prepared before it held 1024 (ResNet-101's programs have 107).
+CHAIN_REGIONS = 100
+CHAIN_N = 1 << 20
+CHAIN_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        for _ in range(%d):
+            x = torch.relu(x) - 0.001
+        return x
+
+def get_inputs():
+    return [torch.rand(1024, 1024) - 0.5]
+
+def get_init_inputs():
+    return []
+""" % CHAIN_REGIONS
+
+RELU_SHIFT_SRC = r"""
+extern "C" __global__ void relu_shift(const float* __restrict__ x, float* __restrict__ y,
+                                      long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __fsub_rn(fmaxf(x[i], 0.0f), 0.001f);
+}
+"""
 
 CONV_TASK = "level2/1_Conv2D_ReLU_BiasAdd.py"
 CONV_TOLERANCE = 0.05
@@ -227,8 +259,44 @@ def check_conv_reference_program(ev, check, kernelbench):
           str(conv[0].get("flops") if conv else None))
 
 
+def chain_program(profile):
+    """One region per (relu, sub) pair of CHAIN_TASK, each reading the value before it."""
+    calls = [n["name"] for n in profile["graph"] if n["op"].startswith("call_")]
+    steps, read = [], "input:0"
+    for i in range(0, len(calls), 2):
+        write = "output:0" if i + 2 >= len(calls) else "node:%s" % calls[i + 1]
+        steps.append({"region": i // 2, "family": "pointwise", "nodes": calls[i:i + 2],
+                      "source": RELU_SHIFT_SRC, "options": [], "reads": [read],
+                      "writes": [write], "plan": {"buffers": [], "launches": [
+                          {"kernel": "relu_shift", "grid": [CHAIN_N // 256], "block": [256],
+                           "args": [{"tensor": read}, {"tensor": write},
+                                    {"i64": CHAIN_N}]}]}})
+        read = write
+    return {"program": {"graph": "auto", "steps": steps}}
+
+
+def check_many_regions(ev, check):
+    """(d): a program of CHAIN_REGIONS regions is prepared whole and runs correct."""
+    r = ev.request("load_task", 300, source=CHAIN_TASK, name="programs_chain")
+    check("(d) the chain task loads", r.get("ok"), json.dumps(r.get("error")))
+    prof = (ev.request("profile", 600).get("result") or {})
+    calls = [n for n in prof.get("graph") or [] if n["op"].startswith("call_")]
+    check("(d) its graph has %d call nodes" % (2 * CHAIN_REGIONS),
+          len(calls) == 2 * CHAIN_REGIONS, str(len(calls)))
+    if len(calls) != 2 * CHAIN_REGIONS:
+        return
+    r = ev.request("evaluate", 900, candidate=chain_program(prof))
+    res = r.get("result") or {}
+    print("(d) %d regions:" % CHAIN_REGIONS, _summary(res)[:300], flush=True)
+    check("(d) a program of %d regions is correct" % CHAIN_REGIONS,
+          r.get("ok") and res.get("correct"), json.dumps(res.get("failure") or r.get("error")))
+    regions = ((res.get("compile") or {}).get("regions") or [])
+    check("(d) every region was prepared", len(regions) == CHAIN_REGIONS
+          and all(x.get("ok") for x in regions), str(len(regions)))
+
+
 def run_program_checks(build, kernelbench, out_dir, check):
-    """All three checks in one evaluator process; an internal error is a failed check."""
+    """All four checks in one evaluator process; an internal error is a failed check."""
     ev = None
     try:
         ev = Evaluator(build, out_dir)
@@ -243,6 +311,7 @@ def run_program_checks(build, kernelbench, out_dir, check):
               str(names))
         check_graph_true(ev, check, prof)
         check_stale_graph_output(ev, check)
+        check_many_regions(ev, check)
         check_conv_reference_program(ev, check, kernelbench)
     except Exception as exc:  # the run goes on; the failure is reported
         check("programs: checks ran without an internal error", False,
