@@ -347,7 +347,9 @@ def test_time_in_turn_alternates_the_two(ev_module):
         lambda: calls.append("before"), cuda=False)
     assert calls == ["program", "eager"] + ["before", "program", "eager"] * mine["reps"]
     assert 3 <= mine["reps"] <= 5 and theirs["reps"] == mine["reps"]
-    assert 2.0 <= mine["median_ms"] < 5.0 and theirs["median_ms"] >= 6.0
+    # each sample is its own function's: sleeps are never shorter than asked
+    assert mine["median_ms"] >= 2.0 and theirs["median_ms"] >= 6.0
+    assert mine["median_ms"] < theirs["median_ms"]
     assert set(mine) == {"median_ms", "mean_ms", "reps", "rse"}
 
 
