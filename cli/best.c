@@ -21,7 +21,7 @@ struct best_opts {
   const char *output;
   const char *server;
   bool generated; /* ?generated=true: the fastest correct candidate with generated code */
-  bool elementwise; /* ?elementwise=true: no check judged by the float64 accuracy budget */
+  bool elementwise; /* ?elementwise=true: no own-input check judged by the float64 budget */
 };
 
 /* Prints the help text. */
@@ -35,9 +35,10 @@ static void usage(FILE *out) {
         "  --generated        when the best runs library steps only, the fastest correct\n"
         "                     candidate that runs generated code (KernelBench's static\n"
         "                     checker wants a CUDA kernel in every file)\n"
-        "  --elementwise      the fastest correct candidate whose every check passed the\n"
-        "                     task's element-wise tolerance, none the float64 accuracy\n"
-        "                     budget (KernelBench's eval compares element-wise)\n"
+        "  --elementwise      the fastest correct candidate whose every check on the\n"
+        "                     task's own inputs passed its element-wise tolerance, none\n"
+        "                     by the float64 accuracy budget (KernelBench's eval runs\n"
+        "                     get_inputs() and compares element-wise)\n"
         "  -o, --output FILE  write to FILE (only once the server answered) instead of "
         "stdout\n"
         "  --server URL       server base URL (default $OPFORGE_SERVER, else "
