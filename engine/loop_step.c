@@ -35,15 +35,26 @@ struct outcome {
   double speedup;      /* eager / time, 0 when unknown */
 };
 
-/* Reads result (borrowed) into *o; o->label points into o. */
+/* The eager time a library-only program was timed in turn with (result's "eager",
+ * borrowed; docs/architecture.md, "Evaluation result"), or 0 when it has none. */
+static double eager_in_turn_ms(const json_t *result) {
+  double ms = json_number_value(json_object_get(json_object_get(result, "eager"), "median_ms"));
+  return ms > 0 ? ms : 0;
+}
+
+/* Reads result (borrowed) into *o; o->label points into o. The speed-up is against the
+ * eager time the result was timed in turn with, when it has one, else the run's. */
 static void read_outcome(const struct task_run *run, json_t *result, struct outcome *o) {
   *o = (struct outcome){0};
   eval_outcome_read(result, &o->eval);
   o->correct = o->eval.stage == EVAL_CORRECT;
   o->label = o->correct ? "correct" : o->eval.cls[0] ? o->eval.cls : eval_stage_name(o->eval.stage);
   o->time_ms = o->eval.time_ms;
-  if (o->correct && o->time_ms > 0 && run->eager_ms > 0)
-    o->speedup = run->eager_ms / o->time_ms;
+  double eager = eager_in_turn_ms(result);
+  if (eager <= 0)
+    eager = run->eager_ms;
+  if (o->correct && o->time_ms > 0 && eager > 0)
+    o->speedup = eager / o->time_ms;
 }
 
 #define LOG_MESSAGE_CHARS 300
@@ -386,16 +397,6 @@ enum step_result loop_step(struct task_run *run, int attempt) {
  * *candidate, *result and *o in that case. */
 #define REFERENCE_SLOW_RATIO 0.98
 
-/* Makes the eager time a correct library-only program was timed in turn with (its
- * result's "eager", borrowed) the run's eager time, so that its speed-up compares the two
- * under the same clocks (docs/architecture.md, "Evaluation result"). Other results leave
- * run->eager_ms as it is. */
-static void adopt_eager_in_turn(struct task_run *run, const json_t *result) {
-  double ms = json_number_value(json_object_get(json_object_get(result, "eager"), "median_ms"));
-  if (json_is_true(json_object_get(result, "correct")) && ms > 0)
-    run->eager_ms = ms;
-}
-
 static void prefer_whole_model(struct task_run *run, char id[ID_LEN + 1], json_t **candidate,
                                json_t **result, struct outcome *o) {
   if (run->partition.whole_model || !o->correct || o->speedup <= 0)
@@ -407,13 +408,9 @@ static void prefer_whole_model(struct task_run *run, char id[ID_LEN + 1], json_t
   json_t *whole = program_whole_model();
   json_t *whole_result = whole ? loop_evaluate_once(run, whole, whole_id) : NULL;
   struct outcome w;
-  double reference_eager_ms = run->eager_ms;
-  if (whole_result) {
-    adopt_eager_in_turn(run, whole_result);
+  if (whole_result)
     read_outcome(run, whole_result, &w);
-  }
   if (!whole_result || !w.correct || w.speedup <= o->speedup) {
-    run->eager_ms = reference_eager_ms;
     json_decref(whole);
     json_decref(whole_result);
     return;
@@ -433,15 +430,18 @@ int loop_reference(struct task_run *run) {
   char id[ID_LEN + 1];
   id_new(id);
   json_t *result = loop_evaluate_once(run, candidate, id);
-  double profile_eager_ms = run->eager_ms;
-  adopt_eager_in_turn(run, result);
   struct outcome o;
   read_outcome(run, result, &o);
   if (o.correct)
     program_region_times(&run->partition, candidate, result, run->ref_region_ms);
   prefer_whole_model(run, id, &candidate, &result, &o);
-  int src = run->eager_ms != profile_eager_ms ? loop_eager_retimed(run, profile_eager_ms)
-                                              : STORE_OK;
+  /* Step 0's eager time in turn becomes the task's, for every later figure. */
+  double in_turn = o.correct ? eager_in_turn_ms(result) : 0, profile_eager_ms = run->eager_ms;
+  int src = STORE_OK;
+  if (in_turn > 0 && in_turn != profile_eager_ms) {
+    run->eager_ms = in_turn;
+    src = loop_eager_retimed(run, profile_eager_ms);
+  }
   if (src != STORE_OK) {
     json_decref(candidate);
     json_decref(result);
