@@ -1,0 +1,115 @@
+"""Whether a convolution runs faster in channels-last memory layout on this GPU: the probe
+behind a possible layout knob for library convolution steps (torch.compile converts
+convolutions to channels-last on its own, and beats eager by up to 2.3x on level-2
+convolution tasks where opforge keeps eager's layout). For each KernelBench task file
+given, times by the evaluator's method (CUDA events, a 256 MB L2 flush before each rep,
+3 warm-ups, REPS reps, median):
+  eager        Model's forward as written;
+  cl_model     the forward with the model's parameters and its input in channels-last,
+               the input's conversion and the output's return to contiguous timed with it;
+  conv         the first convolution module alone on its own input, as eager runs it;
+  conv_cl      the same in channels-last, its input converted beforehand (untimed);
+  convert_in   the conversion of that input to channels-last alone;
+and prints them with max_abs_diff, the largest difference between the outputs of eager
+and cl_model. A task whose input is not 4-D or 5-D prints "no layout".
+Usage (GPU host): python3 tests/gpu/conv_layout_probe.py ../shared/kernelbench/level2/*Conv*.py"""
+import copy
+import importlib.util
+import statistics
+import sys
+
+import torch
+
+REPS = 20
+CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose1d,
+         torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
+
+
+def timed(fn, flush):
+    """Median milliseconds of fn over REPS reps, each after an L2 flush."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(REPS):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples)
+
+
+def load(path):
+    """The task file as a module."""
+    spec = importlib.util.spec_from_file_location("task", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def layout_of(t):
+    """The channels-last memory format for t's rank, or None (rank other than 4 or 5)."""
+    return {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
+
+
+def first_conv_input(model, inputs):
+    """(conv module, its input tensor) of the model's first convolution, or (None, None)."""
+    seen = {}
+
+    def hook(module, args):
+        seen.setdefault("conv", (module, args[0].detach().clone()))
+
+    handles = [m.register_forward_pre_hook(hook) for m in model.modules() if isinstance(m, CONVS)]
+    model(*inputs)
+    for h in handles:
+        h.remove()
+    return seen.get("conv", (None, None))
+
+
+def probe(path, flush):
+    """{label: value} for one task (see the module's text), or None without a layout."""
+    mod = load(path)
+    torch.manual_seed(42)
+    model = mod.Model(*mod.get_init_inputs()).cuda()
+    x = [t.cuda() if isinstance(t, torch.Tensor) else t for t in mod.get_inputs()]
+    fmt = layout_of(x[0])
+    if fmt is None:
+        return None
+    got = {}
+    with torch.no_grad():
+        cl_model = copy.deepcopy(model).to(memory_format=fmt)
+        got["eager"] = timed(lambda: model(*x), flush)
+        got["cl_model"] = timed(
+            lambda: cl_model(x[0].contiguous(memory_format=fmt), *x[1:]).contiguous(), flush)
+        want = model(*x)
+        have = cl_model(x[0].contiguous(memory_format=fmt), *x[1:]).contiguous()
+        got["max_abs_diff"] = (want - have).abs().max().item()
+        conv, conv_in = first_conv_input(model, x)
+        conv_fmt = layout_of(conv_in) if conv is not None else None
+        if conv_fmt is not None:
+            conv_cl = copy.deepcopy(conv).to(memory_format=conv_fmt)
+            in_cl = conv_in.contiguous(memory_format=conv_fmt)
+            got["conv"] = timed(lambda: conv(conv_in), flush)
+            got["conv_cl"] = timed(lambda: conv_cl(in_cl), flush)
+            got["convert_in"] = timed(lambda: conv_in.contiguous(memory_format=conv_fmt), flush)
+    return got
+
+
+def main(paths):
+    flush = torch.empty(64 * 1024 * 1024, dtype=torch.float32, device="cuda")
+    for path in paths:
+        name = path.rsplit("/", 1)[-1][:40]
+        got = probe(path, flush)
+        if got is None:
+            print(name, "no layout", flush=True)
+            continue
+        print(name, " ".join("%s=%.4g" % kv for kv in got.items()), flush=True)
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
