@@ -71,3 +71,17 @@ def test_no_level_three_task(bench_targets):
     table = bench_targets.table(f)
     assert "| level-3 models, geomean over eager (1.8x) | none | - |" in table
     assert "| wall time of a level-3 task (300 s) | none | - |" in table
+
+
+def test_rerun_replaces_unfinished_records(bench_targets):
+    first = [dict(task("level3/2_ShallowWideMLP.py", None, correct=False), finished=False),
+             dict(task("level3/1_MLP.py", 2.0), finished=True)]
+    rerun = [dict(task("level3/2_ShallowWideMLP.py", 1.5), finished=True),
+             dict(task("level3/1_MLP.py", 9.0), finished=True)]
+    merged = bench_targets.merge([first, rerun])
+    # the unfinished record gives way; a finished one stands; first-seen order
+    assert [(t["name"], t["speedup_vs_eager"]) for t in merged] == [
+        ("2_ShallowWideMLP", 1.5), ("1_MLP", 2.0)]
+    f = bench_targets.targets(merged)
+    assert (f["tasks"], f["correct"]) == (2, 2)
+    assert f["l3"][0] == pytest.approx(3.0 ** 0.5)  # sqrt(1.5 * 2.0)

@@ -13,6 +13,8 @@ one whose file name contains "conv" (any case). Figures:
   distinct share     evaluations over (steps + 1) summed over the tasks: step 0, the
                      reference, is an evaluation too, and a step that repeated an
                      evaluated candidate would add a step but no evaluation.
+A task that appears in more than one file (a rerun of those a wait limit left unfinished)
+counts once: a finished record replaces an unfinished one, else the first stands.
 Prints the table; exits 0 (it reports, it does not judge)."""
 import json
 import math
@@ -94,12 +96,24 @@ def table(f):
     return "\n".join(lines)
 
 
+def merge(runs):
+    """The task records of several bench runs, each task once by name, in first-seen
+    order: a later finished record replaces an earlier unfinished one."""
+    merged = {}
+    for tasks in runs:
+        for t in tasks:
+            seen = merged.get(t.get("name"))
+            if seen is None or (not seen.get("finished") and t.get("finished")):
+                merged[t.get("name")] = t
+    return list(merged.values())
+
+
 def main(paths):
-    tasks = []
+    runs = []
     for path in paths:
         with open(path) as f:
-            tasks += json.load(f).get("tasks", [])
-    print(table(targets(tasks)))
+            runs.append(json.load(f).get("tasks", []))
+    print(table(targets(merge(runs))))
     return 0
 
 

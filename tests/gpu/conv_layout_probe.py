@@ -55,6 +55,16 @@ def layout_of(t):
     return {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
 
 
+def to_layout(module, fmt, rank):
+    """A copy of module whose rank-`rank` parameters and buffers are in memory format fmt
+    (Module.to(memory_format=...) refuses a model with parameters of the other rank)."""
+    module = copy.deepcopy(module)
+    for t in list(module.parameters()) + list(module.buffers()):
+        if t.dim() == rank:
+            t.data = t.data.contiguous(memory_format=fmt)
+    return module
+
+
 def first_conv_input(model, inputs):
     """(conv module, its input tensor) of the model's first convolution, or (None, None)."""
     seen = {}
@@ -80,7 +90,7 @@ def probe(path, flush):
         return None
     got = {}
     with torch.no_grad():
-        cl_model = copy.deepcopy(model).to(memory_format=fmt)
+        cl_model = to_layout(model, fmt, x[0].dim())
         got["eager"] = timed(lambda: model(*x), flush)
         got["cl_model"] = timed(
             lambda: cl_model(x[0].contiguous(memory_format=fmt), *x[1:]).contiguous(), flush)
@@ -90,7 +100,7 @@ def probe(path, flush):
         conv, conv_in = first_conv_input(model, x)
         conv_fmt = layout_of(conv_in) if conv is not None else None
         if conv_fmt is not None:
-            conv_cl = copy.deepcopy(conv).to(memory_format=conv_fmt)
+            conv_cl = to_layout(conv, conv_fmt, conv_in.dim())
             in_cl = conv_in.contiguous(memory_format=conv_fmt)
             got["conv"] = timed(lambda: conv(conv_in), flush)
             got["conv_cl"] = timed(lambda: conv_cl(in_cl), flush)
