@@ -137,10 +137,12 @@ static double correct_time_ms(const json_t *candidate) {
 #define LIST_PAGE 200
 
 /* Queues 409 for a task none of whose correct candidates matches query q:
+ * no_generated_candidate when generated=true and no correct candidate runs generated code
+ * (any_generated false: the element-wise tolerance is then not the reason), else
  * no_elementwise_candidate under elementwise=true, else no_generated_candidate. */
 static enum MHD_Result reply_no_match(struct request *req, const char *id,
-                                      const struct best_query *q) {
-  if (q->elementwise)
+                                      const struct best_query *q, bool any_generated) {
+  if (q->elementwise && (!q->generated || any_generated))
     return reply_error(req, API_ERR_NO_ELEMENTWISE_CANDIDATE, "elementwise",
                        "task %s has no correct candidate%s whose every check passed the "
                        "task's element-wise tolerance without the float64 accuracy budget",
@@ -159,6 +161,7 @@ static int load_fastest_matching(struct request *req, const char *id,
   json_t *best = NULL, *page = NULL;
   double best_ms = -1;
   int64_t after = 0;
+  bool any_generated = false;
   for (;;) {
     int rc = store_candidates_list(req->app->store, id, LIST_PAGE, after, &page);
     if (rc != STORE_OK) {
@@ -170,6 +173,8 @@ static int load_fastest_matching(struct request *req, const char *id,
     size_t i;
     json_array_foreach(page, i, c) {
       double ms = correct_time_ms(c);
+      if (ms > 0 && runs_generated_code(c))
+        any_generated = true;
       if (ms > 0 && candidate_matches(c, q) && (best_ms < 0 || ms < best_ms)) {
         json_decref(best);
         best = json_incref(c);
@@ -183,7 +188,7 @@ static int load_fastest_matching(struct request *req, const char *id,
       break;
   }
   if (!best) {
-    *ret_result = reply_no_match(req, id, q);
+    *ret_result = reply_no_match(req, id, q, any_generated);
     return -1;
   }
   *ret_candidate = best;

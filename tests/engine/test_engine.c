@@ -1660,7 +1660,8 @@ static void expect_best_candidate(struct engine_server *s, const char *path,
  * the best is the reference program (2.0 ms, library steps only), which format=cuda cannot
  * express (409 conflict); generated=true answers step 2's kernel with its own figures
  * (2.5 ms, eager 2.0 / 2.5 = 0.8), as JSON and as a KernelBench file. With only the wrong
- * step, no correct candidate runs generated code: 409 no_generated_candidate. A malformed
+ * step, no correct candidate runs generated code: 409 no_generated_candidate, also with
+ * elementwise=true (generated code, not the tolerance, is what is missing). A malformed
  * flag is 400 invalid_query. The server log's line of the wrong step ends with its
  * failure's message. */
 static void test_best_generated_takes_the_fastest_kernel(void **state) {
@@ -1698,6 +1699,8 @@ static void test_best_generated_takes_the_fastest_kernel(void **state) {
   id = submit(s, "softmax_b", "htam+tree", "test", 1, 600);
   json_decref(wait_final(s, id));
   snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true", id);
+  expect_best_error(s, path, 409, "no_generated_candidate", "generated");
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?generated=true&elementwise=true", id);
   expect_best_error(s, path, 409, "no_generated_candidate", "generated");
   free(id);
   es_stop(s);
