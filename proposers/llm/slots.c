@@ -44,6 +44,12 @@ static struct endpoint *find(const char *url, unsigned limit, bool create) {
 int llm_slot_acquire(const char *base_url, unsigned limit) {
   pthread_mutex_lock(&lock);
   struct endpoint *e = find(base_url, limit, true);
+  if (e && limit && e->limit != limit) {
+    /* The latest caller's limit holds: a raised one may admit waiters at once. */
+    if (limit > e->limit)
+      pthread_cond_broadcast(&e->freed);
+    e->limit = limit;
+  }
   if (e) {
     while (e->used >= e->limit)
       pthread_cond_wait(&e->freed, &lock);

@@ -3,10 +3,12 @@
 #ifndef OPFORGE_LLM_SLOTS_H
 #define OPFORGE_LLM_SLOTS_H
 
-/* Waits for a free slot of the endpoint base_url (copied), whose limit is set by its first
- * caller (later limits are ignored). Returns 0 (release with llm_slot_release), or -1
- * when the table of endpoints is full or memory runs out: the caller then goes on
- * without a slot. */
+/* Waits for a free slot of the endpoint base_url (copied) under limit, which becomes the
+ * endpoint's limit for every caller (0 keeps the one set before): in a server every
+ * worker passes the same settings, and a later client with other settings for the same
+ * URL (a test's endpoint on a reused port) is not held to a stale limit. Returns 0
+ * (release with llm_slot_release), or -1 when the table of endpoints is full or memory
+ * runs out: the caller then goes on without a slot. */
 int llm_slot_acquire(const char *base_url, unsigned limit);
 
 /* Gives back a slot taken by llm_slot_acquire for base_url. */

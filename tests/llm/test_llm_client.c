@@ -20,6 +20,7 @@
 
 #include "proposers/llm/client.h"
 #include "proposers/llm/retry.h"
+#include "proposers/llm/slots.h"
 #include "tests/common/child.h"
 #include "tests/llm/llm_testlib.h"
 
@@ -368,6 +369,37 @@ static void test_concurrency_per_endpoint(void **state) {
   scripted_llm_stop(&s);
 }
 
+/* A second acquire of the slot at limit 1, in its own thread. */
+static void *acquire_one(void *url) {
+  llm_slot_acquire(url, 1);
+  return NULL;
+}
+
+/* An endpoint's limit is the latest caller's: after 2 slots under limit 4 (the default),
+ * a client at limit 1 holds one slot and a second caller at limit 1 waits until it is
+ * released (with the first caller's limit kept, as before, both ran at once: the CI flake
+ * of test_concurrency_per_endpoint when its scripted endpoint reused an earlier port). */
+static void test_slot_limit_is_the_latest_callers(void **state) {
+  (void)state;
+  const char *url = "http://127.0.0.1:1/slot-test/v1";
+  assert_int_equal(llm_slot_acquire(url, 4), 0);
+  assert_int_equal(llm_slot_acquire(url, 4), 0);
+  assert_int_equal(llm_slots_in_use(url), 2);
+  llm_slot_release(url);
+  llm_slot_release(url);
+  assert_int_equal(llm_slot_acquire(url, 1), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, acquire_one, (void *)url), 0);
+  struct timespec pause = {0, 100 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  assert_int_equal(llm_slots_in_use(url), 1); /* the thread waits */
+  llm_slot_release(url);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_int_equal(llm_slots_in_use(url), 1); /* now the thread's */
+  llm_slot_release(url);
+  assert_int_equal(llm_slots_in_use(url), 0);
+}
+
 /* ---- the proposer ---- */
 
 #define GOOD_ANSWER                                                                          \
@@ -574,6 +606,7 @@ int main(void) {
     cmocka_unit_test(test_chat_bad_bodies),
     cmocka_unit_test(test_chat_dead_port),
     cmocka_unit_test(test_concurrency_per_endpoint),
+    cmocka_unit_test(test_slot_limit_is_the_latest_callers),
     cmocka_unit_test(test_proposer_large_usage_and_cost),
     cmocka_unit_test(test_proposer_small_edits),
     cmocka_unit_test(test_proposer_budget_limit),
