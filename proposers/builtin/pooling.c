@@ -1,5 +1,5 @@
-/* The builtin pooling family: matches max/avg pooling graphs and generates pooling.cu
- * candidates. */
+/* The builtin pooling family: matches max/avg pooling and depthwise convolution graphs
+ * (a window slid over each channel on its own) and generates pooling.cu candidates. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,9 @@
 /* What the matcher found; 1D and 2D are 3D with unit leading spatial dims. */
 struct pool_spec {
   bool max;
+  bool conv;              /* a depthwise convolution: weights w, optional bias b */
+  long long channels;     /* conv: C (plane = n * C + c) */
+  char w[160], b[160];    /* conv: the weight's and bias's tensors ("" for no bias) */
   int dims;
   long long planes, in[3], out[3];
   int k[3], s[3], p[3], d[3];
@@ -41,10 +44,15 @@ struct pool_layout {
   bool idx64;
 };
 
-static const char *const mod_names[] = {"MaxPool1d", "MaxPool2d", "MaxPool3d",
-                                        "AvgPool1d", "AvgPool2d", "AvgPool3d"};
-static const char *const fn_names[] = {"max_pool1d", "max_pool2d", "max_pool3d",
-                                       "avg_pool1d", "avg_pool2d", "avg_pool3d"};
+/* Kinds 0-5 are pooling (module or function); 6-8 depthwise convolution modules, whose
+ * functional spelling is not matched (its weight is an argument, not the module's). */
+#define CONV_KIND 6
+static const char *const mod_names[] = {"MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
+                                        "AvgPool2d", "AvgPool3d", "Conv1d",    "Conv2d",
+                                        "Conv3d"};
+static const char *const fn_names[] = {"max_pool1d",       "max_pool2d",       "max_pool3d",
+                                       "avg_pool1d",       "avg_pool2d",       "avg_pool3d",
+                                       "depthwise_conv1d", "depthwise_conv2d", "depthwise_conv3d"};
 
 /* ---- matching ----------------------------------------------------------------------- */
 
@@ -78,14 +86,54 @@ static long long out_size(long long in, int k, int s, int p, int d, bool ceil_mo
   return o;
 }
 
-/* Which pooling op the node is: 0..5 as in the name tables, -1 none. */
+/* Whether a Conv module node is depthwise with one output channel per input channel
+ * (groups == in_channels == out_channels), zero padding given as numbers. */
+static bool depthwise_module(json_t *node) {
+  json_t *g = graph_attr(node, "groups"), *in = graph_attr(node, "in_channels"),
+         *out = graph_attr(node, "out_channels"), *mode = graph_attr(node, "padding_mode");
+  return json_is_integer(g) && json_is_integer(in) && json_is_integer(out) &&
+         json_integer_value(g) > 1 && json_integer_value(g) == json_integer_value(in) &&
+         json_integer_value(in) == json_integer_value(out) &&
+         (!mode || (json_is_string(mode) && strcmp(json_string_value(mode), "zeros") == 0)) &&
+         !json_is_string(graph_attr(node, "padding"));
+}
+
+/* Which op the node is: 0..8 as in the name tables, -1 none (a convolution that is not
+ * depthwise is none: it stays a library step). */
 static int pool_kind(json_t *node) {
   bool module = graph_is_module(node);
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < CONV_KIND; i++) {
     if (graph_target_is(node, module ? mod_names[i] : fn_names[i]))
       return i;
   }
+  for (int i = CONV_KIND; module && i < CONV_KIND + 3; i++) {
+    if (graph_target_is(node, mod_names[i]))
+      return depthwise_module(node) ? i : -1;
+  }
   return -1;
+}
+
+/* A depthwise convolution module's window, channels, weight and bias into s. 0, or -1
+ * with why. */
+static int read_conv_params(json_t *node, struct pool_spec *s, char *why, size_t whylen) {
+  int n = s->dims;
+  bool bad = read_tuple(graph_attr(node, "kernel_size"), n, 1, 1 << 20, s->k) != 0 ||
+             read_tuple(graph_attr(node, "stride"), n, 1, 1 << 20, s->s) != 0 ||
+             read_tuple(graph_attr(node, "padding"), n, 0, 1 << 20, s->p) != 0 ||
+             read_tuple(graph_attr(node, "dilation"), n, 1, 1 << 20, s->d) != 0;
+  const char *w = graph_module_param(node, "weight");
+  const char *b = json_is_true(graph_attr(node, "bias")) ? graph_module_param(node, "bias")
+                                                          : NULL;
+  long long taps = (long long)s->k[0] * s->k[1] * s->k[2];
+  if (bad || taps > MAX_TAPS || !w || (json_is_true(graph_attr(node, "bias")) && !b)) {
+    snprintf(why, whylen, "depthwise convolution: kernel_size, stride, padding, dilation or "
+                          "parameters malformed, or a window over %d elements", MAX_TAPS);
+    return -1;
+  }
+  s->channels = json_integer_value(graph_attr(node, "in_channels"));
+  snprintf(s->w, sizeof s->w, "%s", w);
+  snprintf(s->b, sizeof s->b, "%s", b ? b : "");
+  return 0;
 }
 
 /* Reads the operator's parameters (module attrs or call arguments) into s. Returns 0, or
@@ -96,6 +144,8 @@ static int read_params(json_t *node, struct pool_spec *s, char *why, size_t whyl
     s->k[i] = s->s[i] = s->d[i] = 1;
     s->p[i] = 0;
   }
+  if (s->conv)
+    return read_conv_params(node, s, why, whylen);
   bool bad = read_tuple(graph_param(node, 1, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
   memcpy(s->s, s->k, sizeof s->s);
   bad = bad || read_tuple(graph_param(node, 2, "stride"), n, 1, 1 << 20, s->s) != 0 ||
@@ -195,7 +245,8 @@ static int find_pool(json_t *profile, json_t **ret, char *why, size_t whylen) {
   }
   json_decref(calls);
   if (n > 1 || (n == 1 && other)) {
-    snprintf(why, whylen, n > 1 ? "several pooling ops in one graph are unsupported"
+    snprintf(why, whylen, n > 1 ? "several pooling or depthwise convolution ops in one graph "
+                                  "are unsupported"
                                 : "%s next to the pooling op is not elementwise", other);
     return -1;
   }
@@ -255,6 +306,7 @@ static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t wh
     return rc;
   int kind = pool_kind(node);
   s->max = kind < 3;
+  s->conv = kind >= CONV_KIND;
   s->dims = kind % 3 + 1;
   const char *dt = json_string_value(json_object_get(node, "dtype"));
   json_t *xn = graph_ref(profile, graph_arg(node, 0, "input")), *root = expr_output_node(profile);
@@ -267,6 +319,12 @@ static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t wh
   if (!dt || strcmp(dt, "float32") != 0 ||
       json_array_size(json_object_get(profile, "outputs")) != 1) {
     snprintf(why, whylen, "pooling: needs one float32 output");
+    return -1;
+  }
+  long long in[8];
+  int rin = graph_shape(xn, in);
+  if (s->conv && (s->channels < 1 || rin < s->dims + 1 || in[rin - s->dims - 1] != s->channels)) {
+    snprintf(why, whylen, "depthwise convolution: the input's channels are not in_channels");
     return -1;
   }
   return 1;
@@ -286,8 +344,13 @@ static void summary_chain(char *summary, size_t len, const char *what, const jso
     snprintf(summary + used, len - used, "]");
 }
 
+/* The op's name in fn_names. */
+static const char *spec_op(const struct pool_spec *s) {
+  return fn_names[(s->conv ? CONV_KIND : s->max ? 0 : 3) + s->dims - 1];
+}
+
 static json_t *spec_to_json(const struct pool_spec *s) {
-  const char *op = fn_names[(s->max ? 0 : 3) + s->dims - 1];
+  const char *op = spec_op(s);
   char summary[512];
   snprintf(summary, sizeof summary, "%s k=[%d,%d,%d] s=[%d,%d,%d] p=[%d,%d,%d] d=[%d,%d,%d] on "
                                     "[%lld, %lld, %lld, %lld]",
@@ -308,6 +371,9 @@ static json_t *spec_to_json(const struct pool_spec *s) {
     json_object_set_new(m, "prologue", json_pack("{s:O, s:i}", "ir", s->pre, "x", s->xleaf));
   if (m && s->post)
     json_object_set(m, "epilogue", s->post);
+  if (m && s->conv)
+    json_object_set_new(m, "conv", json_pack("{s:I, s:s, s:s?}", "channels", s->channels,
+                                             "weight", s->w, "bias", s->b[0] ? s->b : NULL));
   return m;
 }
 
@@ -337,6 +403,18 @@ static int spec_from_json(json_t *m, struct pool_spec *s) {
                   "x", &x, "out", &y, "numel", &numel) != 0)
     return -1;
   s->max = strncmp(op, "max", 3) == 0;
+  s->conv = strncmp(op, "depthwise", 9) == 0;
+  if (s->conv) {
+    const char *w = NULL;
+    json_int_t ch = 0;
+    json_t *conv = json_object_get(m, "conv");
+    if (json_unpack(conv, "{s:I, s:s}", "channels", &ch, "weight", &w) != 0 || ch < 1)
+      return -1;
+    const char *b = json_string_value(json_object_get(conv, "bias"));
+    s->channels = ch;
+    snprintf(s->w, sizeof s->w, "%s", w);
+    snprintf(s->b, sizeof s->b, "%s", b ? b : "");
+  }
   s->planes = planes;
   for (int i = 0; i < 3; i++) {
     s->in[i] = in[i];
@@ -444,12 +522,13 @@ static int check_mode(const struct pool_spec *s, const struct knob_set *k, char 
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
     if (is_mode(k, ok[i]))
       return 0;
-  if (is_mode(k, "recip_mul") && !s->max)
+  if (is_mode(k, "recip_mul") && !s->max && !s->conv)
     return 0;
   if (is_mode(k, "idx64") && s->numel <= IDX32_LIMIT)
     return 0;
   if (is_mode(k, "recip_mul"))
-    snprintf(why, whylen, "max pooling divides nothing: recip_mul applies to average pooling");
+    snprintf(why, whylen, "%s divides nothing: recip_mul applies to average pooling",
+             s->conv ? "a depthwise convolution" : "max pooling");
   else if (is_mode(k, "idx64"))
     snprintf(why, whylen, "indices are already 64-bit: a tensor has %lld >= 2^31 elements",
              s->numel);
@@ -534,15 +613,26 @@ static void chain_params(const struct pool_spec *s, bool typed, struct cg_buf *b
     }
 }
 
-/* The fused chains: POOL_EXTRA_PARAMS/ARGS, and POOL_PRE / POOL_POST over ofg_pool_pre and
- * ofg_pool_post with their other leaves loaded at the element's flat index. 0, or -1. */
+/* The kernel's extra parameters (with types when typed): a convolution's weights qw and
+ * bias qbias, then the chains' tensors (chain_params). */
+static void extra_params(const struct pool_spec *s, bool typed, struct cg_buf *b) {
+  if (s->conv)
+    cg_printf(b, typed ? " , const float* __restrict__ qw" : " , qw");
+  if (s->conv && s->b[0])
+    cg_printf(b, typed ? " , const float* __restrict__ qbias" : " , qbias");
+  chain_params(s, typed, b);
+}
+
+/* POOL_EXTRA_PARAMS/ARGS (extra_params), and the fused chains: POOL_PRE / POOL_POST over
+ * ofg_pool_pre and ofg_pool_post with their other leaves loaded at the element's flat
+ * index. 0, or -1. */
 static int emit_chains(const struct pool_spec *s, struct cg_buf *b) {
-  if (!s->pre && !s->post)
+  if (!s->pre && !s->post && !s->conv)
     return 0;
   cg_printf(b, "#define POOL_EXTRA_PARAMS");
-  chain_params(s, true, b);
+  extra_params(s, true, b);
   cg_printf(b, "\n#define POOL_EXTRA_ARGS");
-  chain_params(s, false, b);
+  extra_params(s, false, b);
   cg_printf(b, "\n");
   const char *sym = "P";
   for (int l = 0; l < 2; l++) {
@@ -577,7 +667,7 @@ static char *build_source(const struct pool_spec *s, const struct pool_layout *l
   struct cg_buf b = {0};
   if (!tmpl)
     return NULL;
-  cg_printf(&b, "// opforge builtin pooling: %s%dd\n", s->max ? "max_pool" : "avg_pool", s->dims);
+  cg_printf(&b, "// opforge builtin pooling: %s\n", spec_op(s));
   if (cg_common(&b) != 0) {
     cg_free(&b);
     return NULL;
@@ -597,6 +687,9 @@ static char *build_source(const struct pool_spec *s, const struct pool_layout *l
                 "#define POOL_WHOLE_TILE %d\n",
             s->max, s->count_pad, l->staged, l->whole);
   cg_define_ll(&b, "POOL_DIVISOR", s->divisor);
+  cg_printf(&b, "#define POOL_CONV %d\n#define POOL_CONV_BIAS %d\n", s->conv,
+            s->conv && s->b[0]);
+  cg_define_ll(&b, "POOL_C", s->conv ? s->channels : 1);
   cg_define_ll(&b, "POOL_ROWS", l->rows);
   cg_define_ll(&b, "POOL_TX", l->tx);
   cg_define_ll(&b, "POOL_TY", l->ty);
@@ -619,6 +712,10 @@ static char *build_source(const struct pool_spec *s, const struct pool_layout *l
 static json_t *build_plan(const struct pool_spec *s, const struct knob_set *k,
                           const struct pool_layout *l) {
   json_t *args = json_pack("[{s:s}, {s:s}]", "tensor", s->x, "tensor", s->y);
+  if (s->conv)
+    json_array_append_new(args, json_pack("{s:s}", "tensor", s->w));
+  if (s->conv && s->b[0])
+    json_array_append_new(args, json_pack("{s:s}", "tensor", s->b));
   const json_t *lists[2] = {json_object_get(s->pre, "leaves"), json_object_get(s->post, "leaves")};
   for (int li = 0; li < 2; li++)
     for (size_t i = 0; i < json_array_size(lists[li]); i++)

@@ -361,13 +361,17 @@ def test_nvcc_compiles_every_export(exports, tmp_path, capsys):
             assert ok, "%s: %s\n%s" % (name, source.name, log[-3000:])
 
 
-def test_builtin_scan_candidate_compiles_with_nvcc(tmp_path, kernelbench):
-    """A builtin scan candidate, as the export writes its kernels (its -D options as
-    #defines at the top), compiles with nvcc as it does with NVRTC."""
+@pytest.mark.parametrize("task", ["89_cumsum.py",
+                                  "82_conv_depthwise_2D_square_input_square_kernel.py",
+                                  "85_conv_depthwise_2D_asymmetric_input_asymmetric_kernel.py"])
+def test_builtin_candidate_compiles_with_nvcc(tmp_path, kernelbench, task):
+    """A builtin candidate (a scan; depthwise convolutions of the pooling family), as the
+    export writes its kernels (its -D options as #defines at the top), compiles with nvcc
+    as it does with NVRTC."""
     exe = built_binary("opforge")
     if exe is None or not NVCC.is_file():
         pytest.skip("needs the built opforge (propose) and %s" % NVCC)
-    run = subprocess.run([str(exe), "propose", str(kernelbench / "level1" / "89_cumsum.py"),
+    run = subprocess.run([str(exe), "propose", str(kernelbench / "level1" / task),
                           "--device", "meta", "--python", sys.executable,
                           "--evaluator", str(REPO / "gpu" / "evaluator" / "main.py")],
                          capture_output=True, text=True, timeout=300)
@@ -375,9 +379,9 @@ def test_builtin_scan_candidate_compiles_with_nvcc(tmp_path, kernelbench):
     candidate = json.loads(run.stdout)["candidate"]
     defines = "".join("#define %s %s\n" % tuple((o[2:].split("=", 1) + ["1"])[:2])
                       for o in candidate["options"] if o.startswith("-D"))
-    source = tmp_path / "scan.cu"
+    source = tmp_path / "candidate.cu"
     source.write_text(defines + candidate["source"])
-    ok, log = nvcc(source, tmp_path / "scan.o")
+    ok, log = nvcc(source, tmp_path / "candidate.o")
     assert ok, log[-2000:]
 
 

@@ -407,11 +407,14 @@ static const struct cut_case {
       "norm[layer1_1_bn3 add_1 layer1_1_relu_2]", "reduction[avgpool flatten]"},
      107, 104},
     {"level3/20_MobileNetV2.py", NULL,
-     {"norm[features_1 features_2]", "norm[features_3_4]", "norm[features_21 features_22]",
-      "reduction[features_23 size view classifier_0]", "gemm[classifier_1]"},
-     54, 52},
+     {"norm[features_1 features_2]", "pooling[features_3_0]", "norm[features_3_4]",
+      "norm[features_21 features_22]", "reduction[features_23 size view classifier_0]",
+      "gemm[classifier_1]"},
+     71, 35},
     {"level3/25_ShuffleNetUnit.py", NULL,
-     {"norm[bn1 relu]", "norm[bn2]", "norm[bn3 relu_1]", "norm[shortcut_1 add]"}, 5, 13},
+     {"norm[bn1 relu]", "pooling[conv2]", "norm[bn2]", "norm[bn3 relu_1]",
+      "norm[shortcut_1 add]"},
+     6, 12},
     {"level3/7_GoogleNetInceptionV1.py", NULL,
      {"pooling[relu maxpool1]", "pooling[relu_2 maxpool2]", "pooling[inception3a_branch_pool_0]",
       "reduction[avgpool flatten dropout]", "gemm[fc]"},
@@ -606,6 +609,20 @@ static const struct small_task {
      TASK("        self.p = nn.AdaptiveAvgPool2d((1, 1))\n",
           "        return torch.flatten(self.p(torch.relu(x)), 1) * 2.0\n",
           "[torch.randn(3, 8, 5, 6)]")},
+    /* Depthwise convolutions: with a bias, stride, padding, dilation, a prologue and an
+     * epilogue (staged tile); without a bias, one tap row per output (1D); a 3D one whose
+     * stride is its window (one thread per output). */
+    {"dw_conv2d", NULL, NULL,
+     TASK("        self.c = nn.Conv2d(6, 6, (3, 5), stride=(1, 2), padding=(2, 1), "
+          "dilation=(2, 1), groups=6)\n",
+          "        return F.relu6(self.c(x * 0.5 + 1.0)) - 0.25\n",
+          "[torch.randn(2, 6, 11, 13)]")},
+    {"dw_conv1d", NULL, NULL,
+     TASK("        self.c = nn.Conv1d(5, 5, 4, padding=3, groups=5, bias=False)\n",
+          "        return self.c(x)\n", "[torch.randn(3, 5, 17)]")},
+    {"dw_conv3d", NULL, NULL,
+     TASK("        self.c = nn.Conv3d(4, 4, 2, stride=2, groups=4)\n",
+          "        return torch.sigmoid(self.c(x))\n", "[torch.randn(2, 4, 6, 6, 8)]")},
 };
 
 #define N_SMALL (sizeof small_tasks / sizeof small_tasks[0])

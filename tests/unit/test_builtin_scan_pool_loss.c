@@ -158,6 +158,16 @@ static const struct expect public_tasks[] = {
     {"level1/45_Average_Pooling_2D.py", "pooling", "avg_pool2d",
      "{\"canonical\": [1024, 1, 2048, 2048], \"out\": [1, 186, 186], \"kernel\": [1, 11, 11],"
      " \"stride\": [1, 11, 11], \"padding\": [0, 0, 0], \"count_include_pad\": true}"},
+    {"level1/82_conv_depthwise_2D_square_input_square_kernel.py", "pooling",
+     "depthwise_conv2d",
+     "{\"canonical\": [1024, 1, 512, 512], \"out\": [1, 510, 510], \"kernel\": [1, 3, 3],"
+     " \"stride\": [1, 1, 1], \"padding\": [0, 0, 0], \"dilation\": [1, 1, 1],"
+     " \"conv\": {\"channels\": 64, \"weight\": \"param:conv2d.weight\", \"bias\": null}}"},
+    {"level1/85_conv_depthwise_2D_asymmetric_input_asymmetric_kernel.py", "pooling",
+     "depthwise_conv2d",
+     "{\"canonical\": [4096, 1, 128, 256], \"out\": [1, 126, 250], \"kernel\": [1, 3, 7],"
+     " \"stride\": [1, 1, 1], \"padding\": [0, 0, 0],"
+     " \"conv\": {\"channels\": 128, \"weight\": \"param:conv2d.weight\", \"bias\": null}}"},
     {"level1/89_cumsum.py", "scan", "cumsum",
      "{\"canonical\": [32768, 32768, 1], \"dim\": 1, \"reverse\": false, \"exclusive\": \"none\","
      " \"mask\": \"none\", \"rows_out\": 32768, \"r_out\": 32768}"},

@@ -1,7 +1,9 @@
 // Max and average pooling, 1D/2D/3D, PyTorch semantics (padding, dilation, ceil_mode,
-// count_include_pad, divisor_override), with an optional fused pointwise prologue and
-// epilogue. pooling.c prepends common.cuh and the POOL_*
-// shape constants; 1D and 2D are 3D with unit leading dims. Knobs arrive as -D macros.
+// count_include_pad, divisor_override), and depthwise convolution (POOL_CONV: each
+// channel's window times that channel's weights, zero padding, an optional bias), with an
+// optional fused pointwise prologue and epilogue. pooling.c prepends common.cuh and the
+// POOL_* shape constants; 1D and 2D are 3D with unit leading dims. Knobs arrive as -D
+// macros.
 #ifndef VEC
 #define VEC 1
 #endif
@@ -29,7 +31,29 @@
 #define POOL_LD(p) (*(p))
 #endif
 
-#if POOL_MAX
+#ifndef POOL_CONV
+#define POOL_CONV 0
+#endif
+#ifndef POOL_CONV_BIAS
+#define POOL_CONV_BIAS 0
+#endif
+
+#if POOL_CONV
+// Depthwise convolution: the weights [C, 1, KD, KH, KW] arrive first among the extra
+// parameters (qw, then qbias with POOL_CONV_BIAS); plane = n * C + c. Taps accumulate in
+// the order PyTorch's depthwise kernel takes them (kd, kh, kw), one fused multiply-add
+// each; padding reads as zero.
+#define POOL_INIT 0.0f
+#define POOL_FILL 0.0f
+#define POOL_TAPS (POOL_KD * POOL_KH * POOL_KW)
+#define POOL_WEIGHTS(plane) (qw + (idx_t)((plane) % POOL_C) * POOL_TAPS)
+#define POOL_TAP(acc, v, wp, kd, kh, kw) fmaf((v), (wp)[((kd) * POOL_KH + (kh)) * POOL_KW + (kw)], (acc))
+#if POOL_CONV_BIAS
+#define POOL_FINAL(acc, plane) ((acc) + qbias[(plane) % POOL_C])
+#else
+#define POOL_FINAL(acc, plane) (acc)
+#endif
+#elif POOL_MAX
 #define POOL_INIT (-INFINITY)
 #define POOL_FILL (-INFINITY)
 // PyTorch's max pool keeps the first NaN it meets: NaN never loses a comparison. One
@@ -50,6 +74,12 @@ __device__ __forceinline__ float pool_op(float a, float v) {
 __device__ __forceinline__ float pool_op(float a, float v) { return a + v; }
 #endif
 
+#if !POOL_CONV
+#define POOL_WEIGHTS(plane) ((const float*)0)
+#define POOL_TAP(acc, v, wp, kd, kh, kw) pool_op((acc), (v))
+#define POOL_FINAL(acc, plane) (acc)
+#endif
+
 // The window extent along one axis, as avg_pool computes its divisor.
 __device__ __forceinline__ int pool_extent(int o, int s, int p, int k, int in, bool clamp) {
   int start = o * s - p, end = start + k;
@@ -62,7 +92,7 @@ __device__ __forceinline__ int pool_extent(int o, int s, int p, int k, int in, b
 
 // The output value of a finished window.
 __device__ __forceinline__ float pool_finish(float acc, int od, int oh, int ow) {
-#if POOL_MAX
+#if POOL_MAX || POOL_CONV
   (void)od; (void)oh; (void)ow;
   return acc;
 #else
@@ -150,6 +180,8 @@ extern "C" __global__ void OFG_BOUNDS pool_tile(const float* __restrict__ x,
   const idx_t plane = b / POOL_OD;
   const int ow0 = tw * (POOL_TX * POOL_WI), oh0 = th * (POOL_TY * ITEMS);
   const int iw0 = ow0 * POOL_SW - POOL_PW, ih0 = oh0 * POOL_SH - POOL_PH;
+  const float* const wp = POOL_WEIGHTS(plane);
+  (void)wp;
   float acc[ITEMS][POOL_WI];
 #pragma unroll
   for (int i = 0; i < ITEMS; i++)
@@ -190,7 +222,7 @@ OFG_PRAGMA(unroll UNROLL)
             for (int i = 0; i < ITEMS; i++) {
               const int kh = r - i * POOL_SH;  // compile-time once unrolled
               if (kh >= 0 && kh % POOL_DH == 0 && kh / POOL_DH < POOL_KH)
-                acc[i][j] = pool_op(acc[i][j], v);
+                acc[i][j] = POOL_TAP(acc[i][j], v, wp, kd, kh / POOL_DH, kw);
             }
           }
         }
@@ -205,7 +237,7 @@ OFG_PRAGMA(unroll UNROLL)
       const int ow = ow0 + tx + j * POOL_TX;
       if (oh < POOL_OH && ow < POOL_OW) {
         const idx_t e = ((plane * POOL_OD + od) * POOL_OH + oh) * (idx_t)POOL_OW + ow;
-        y[e] = POOL_POST(pool_finish(acc[i][j], od, oh, ow), e);
+        y[e] = POOL_POST(POOL_FINAL(pool_finish(acc[i][j], od, oh, ow), plane), e);
       }
     }
   }
@@ -222,6 +254,8 @@ extern "C" __global__ void OFG_BOUNDS pool_direct(const float* __restrict__ x,
     const idx_t t = row / POOL_OH;
     const int od = (int)(t % POOL_OD);
     const idx_t plane = t / POOL_OD;
+    const float* const wp = POOL_WEIGHTS(plane);
+    (void)wp;
     float acc = POOL_INIT;
     for (int kd = 0; kd < POOL_KD; kd++) {
       const int id = od * POOL_SD - POOL_PD + kd * POOL_DD;
@@ -238,11 +272,13 @@ OFG_PRAGMA(unroll UNROLL)
 #pragma unroll
         for (int kw = 0; kw < POOL_KW; kw++) {
           const int iw = ow * POOL_SW - POOL_PW + kw * POOL_DW;
-          if (iw >= 0 && iw < POOL_IW) acc = pool_op(acc, POOL_PRE(POOL_LD(x + xr + iw), xr + iw));
+          if (iw >= 0 && iw < POOL_IW)
+            acc = POOL_TAP(acc, POOL_PRE(POOL_LD(x + xr + iw), xr + iw), wp, kd, kh, kw);
         }
       }
     }
-    y[row * POOL_OW + ow] = POOL_POST(pool_finish(acc, od, oh, ow), row * POOL_OW + ow);
+    y[row * POOL_OW + ow] =
+        POOL_POST(POOL_FINAL(pool_finish(acc, od, oh, ow), plane), row * POOL_OW + ow);
   }
 }
 #endif
