@@ -15,6 +15,15 @@ REPO = Path(__file__).resolve().parents[2]
 EVALUATOR = REPO / "gpu" / "evaluator" / "main.py"
 
 
+def gpu_script(name):
+    """The module tests/gpu/<name>.py (the GPU host's standalone scripts), imported with
+    that folder on sys.path, as the scripts import each other."""
+    folder = str(REPO / "tests" / "gpu")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
 def find_kernelbench():
     """The KernelBench task folder: $OPFORGE_KERNELBENCH, else
     $OPFORGE_SOURCE_ROOT/../shared/kernelbench, else ../shared/kernelbench from the repo

@@ -1,19 +1,16 @@
 # Unit tests of tests/gpu/bench_targets.py: issue 13's target figures from bench records, checked against values computed by hand.
-import importlib
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu"
+from conftest import gpu_script
 
 
 @pytest.fixture(scope="module")
 def bench_targets():
-    if str(GPU_TESTS) not in sys.path:
-        sys.path.insert(0, str(GPU_TESTS))
-    return importlib.import_module("bench_targets")
+    return gpu_script("bench_targets")
 
 
 def task(path, speedup, correct=True, steps=3, evaluations=4, wall_s=10.0):

@@ -1,18 +1,13 @@
 # Unit tests of tests/gpu/export_check.py's timing: Model and ModelNew are timed rep by rep in turn, each after 3 warm-ups, medians computed by hand against a fake clock.
-import importlib
-import sys
-from pathlib import Path
 
 import pytest
 
-GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu"
+from conftest import gpu_script
 
 
 @pytest.fixture(scope="module")
 def export_check():
-    if str(GPU_TESTS) not in sys.path:
-        sys.path.insert(0, str(GPU_TESTS))
-    return importlib.import_module("export_check")
+    return gpu_script("export_check")
 
 
 class FakeClock:

@@ -1,19 +1,14 @@
 # Unit tests of tests/gpu/sanitize.py's log reading: what counts as a finished clean run that --resume may reuse, and whose errors are whose.
-import importlib
-import sys
 import types
-from pathlib import Path
 
 import pytest
 
-GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu"
+from conftest import gpu_script
 
 
 @pytest.fixture(scope="module")
 def sanitize():
-    if str(GPU_TESTS) not in sys.path:
-        sys.path.insert(0, str(GPU_TESTS))
-    return importlib.import_module("sanitize")
+    return gpu_script("sanitize")
 
 
 OUT_TWO = ('### begin a\n{"label": "a", "outcome": "correct", "seconds": 1.0}\n### end a\n'

@@ -14,40 +14,24 @@ and prints them with max_abs_diff, the largest difference between the outputs of
 and cl_model. A task whose input is not 4-D or 5-D prints "no layout".
 Usage (GPU host): python3 tests/gpu/conv_layout_probe.py ../shared/kernelbench/level2/*Conv*.py"""
 import copy
-import importlib.util
-import statistics
+import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing_drift import load, timed as timed_reps  # noqa: E402  (the same method)
+
 REPS = 20
-CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose1d,
-         torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
 
 
 def timed(fn, flush):
     """Median milliseconds of fn over REPS reps, each after an L2 flush."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(REPS):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    return statistics.median(samples)
+    return timed_reps(fn, flush, REPS)
 
 
-def load(path):
-    """The task file as a module."""
-    spec = importlib.util.spec_from_file_location("task", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose1d,
+         torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
 
 
 def layout_of(t):

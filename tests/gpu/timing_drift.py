@@ -15,13 +15,13 @@ import torch
 REPS = 30
 
 
-def timed(fn, flush):
-    """Median milliseconds of fn over REPS reps, each after an L2 flush."""
+def timed(fn, flush, reps=REPS):
+    """Median milliseconds of fn over reps reps, each after an L2 flush (flush zeroed)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     samples = []
-    for _ in range(REPS):
+    for _ in range(reps):
         flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
