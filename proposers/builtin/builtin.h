@@ -103,6 +103,10 @@ json_t *graph_param(json_t *node, size_t pos, const char *name);
 /* The parameter tensor of a call_module node whose state_dict key ends with suffix after a
  * '.' or ':' ("weight" finds "param:fc.weight"; borrowed from node), or NULL. */
 const char *graph_module_param(json_t *node, const char *suffix);
+/* The parameter tensor ("param:<key>", borrowed from profile) of the get_attr node that a
+ * call's argument pos (or keyword kw) refers to, or NULL when it refers to anything else
+ * or is absent. */
+const char *graph_arg_param(json_t *profile, json_t *node, size_t pos, const char *kw);
 /* How many references to the node named name the graph's nodes hold in their args and
  * kwargs (the output node included). */
 int graph_user_count(json_t *profile, const char *name);

@@ -110,6 +110,12 @@ const char *graph_module_param(json_t *node, const char *suffix) {
   return NULL;
 }
 
+const char *graph_arg_param(json_t *profile, json_t *node, size_t pos, const char *kw) {
+  const char *t = json_string_value(json_object_get(graph_ref(profile, graph_arg(node, pos, kw)),
+                                                    "tensor"));
+  return t && strncmp(t, "param:", 6) == 0 ? t : NULL;
+}
+
 bool graph_target_is(json_t *node, const char *op) {
   const char *target = json_string_value(json_object_get(node, "target"));
   if (!target || !op)

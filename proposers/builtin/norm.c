@@ -48,13 +48,6 @@ static long long dims_product(const json_t *shape, size_t from, size_t to) {
   return p;
 }
 
-/* The parameter tensor a functional argument refers to (a get_attr node), or NULL. */
-static const char *arg_param(json_t *profile, json_t *node, size_t idx, const char *name) {
-  json_t *ref = expr_ref(profile, expr_arg(node, idx, name));
-  const char *t = json_string_value(json_object_get(ref, "tensor"));
-  return t && strncmp(t, "param:", 6) == 0 ? t : NULL;
-}
-
 /* A number from a module attribute or a functional argument, else def. */
 static double num_or(json_t *v, double def) {
   double d;
@@ -63,7 +56,7 @@ static double num_or(json_t *v, double def) {
 
 /* True when the functional's tensor argument idx/name is present but not a parameter. */
 static bool bad_tensor_arg(json_t *profile, json_t *node, size_t idx, const char *name) {
-  return expr_arg(node, idx, name) && !arg_param(profile, node, idx, name);
+  return expr_arg(node, idx, name) && !graph_arg_param(profile, node, idx, name);
 }
 
 /* ---- module and functional norms ---- */
@@ -99,8 +92,8 @@ static int spec_trailing(json_t *profile, json_t *node, bool module, const json_
     return 0;
   }
   s->eps = num_or(expr_arg(node, rms ? 3 : 4, "eps"), rms ? FLOAT32_EPS : 1e-5);
-  s->weight = arg_param(profile, node, 2, "weight");
-  s->bias = rms ? NULL : arg_param(profile, node, 3, "bias");
+  s->weight = graph_arg_param(profile, node, 2, "weight");
+  s->bias = rms ? NULL : graph_arg_param(profile, node, 3, "bias");
   if (bad_tensor_arg(profile, node, 2, "weight") ||
       (!rms && bad_tensor_arg(profile, node, 3, "bias"))) {
     snprintf(why, whylen, "%s: weight and bias must be module parameters", t);
@@ -142,9 +135,9 @@ static int spec_channels(json_t *profile, json_t *node, bool module, const json_
   bool affine = !module || json_is_true(json_object_get(attrs, "affine"));
   s->eps = num_or(module ? json_object_get(attrs, "eps") : expr_arg(node, ei, "eps"), 1e-5);
   s->weight = !affine ? NULL : module ? graph_module_param(node, "weight")
-                                      : arg_param(profile, node, wi, "weight");
+                                      : graph_arg_param(profile, node, wi, "weight");
   s->bias = !affine ? NULL : module ? graph_module_param(node, "bias")
-                                    : arg_param(profile, node, bi, "bias");
+                                    : graph_arg_param(profile, node, bi, "bias");
   if (!module && (bad_tensor_arg(profile, node, wi, "weight") ||
                   bad_tensor_arg(profile, node, bi, "bias"))) {
     snprintf(why, whylen, "%s: weight and bias must be module parameters", t);
@@ -179,9 +172,9 @@ static int spec_batch(json_t *profile, json_t *node, bool module, const json_t *
   bool affine = !module || json_is_true(json_object_get(attrs, "affine"));
   s->eps = num_or(module ? json_object_get(attrs, "eps") : expr_arg(node, 7, "eps"), 1e-5);
   s->weight = !affine ? NULL : module ? graph_module_param(node, "weight")
-                                      : arg_param(profile, node, 3, "weight");
+                                      : graph_arg_param(profile, node, 3, "weight");
   s->bias = !affine ? NULL : module ? graph_module_param(node, "bias")
-                                    : arg_param(profile, node, 4, "bias");
+                                    : graph_arg_param(profile, node, 4, "bias");
   if (!module && (bad_tensor_arg(profile, node, 3, "weight") ||
                   bad_tensor_arg(profile, node, 4, "bias"))) {
     snprintf(why, whylen, "batch_norm: weight and bias must be module parameters");

@@ -44,9 +44,10 @@ struct pool_layout {
   bool idx64;
 };
 
-/* Kinds 0-5 are pooling (module or function); 6-8 depthwise convolution modules, whose
- * functional spelling is not matched (its weight is an argument, not the module's). */
+/* Kinds 0-5 are pooling, 6-8 depthwise convolution (module, or conv1d/2d/3d whose weight
+ * is a parameter); fn_names are the ops' names in matches. */
 #define CONV_KIND 6
+static const char *const conv_fns[] = {"conv1d", "conv2d", "conv3d"};
 static const char *const mod_names[] = {"MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
                                         "AvgPool2d", "AvgPool3d", "Conv1d",    "Conv2d",
                                         "Conv3d"};
@@ -98,39 +99,73 @@ static bool depthwise_module(json_t *node) {
          !json_is_string(graph_attr(node, "padding"));
 }
 
+/* Whether a conv<dims>d call is depthwise: groups > 1 equals the input's channels, the
+ * weight is a parameter of shape [C, 1, *window], padding given as numbers. */
+static bool depthwise_call(json_t *profile, json_t *node, int dims) {
+  json_t *g = graph_arg(node, 6, "groups");
+  long long x[8], w[8];
+  int rx = graph_shape(graph_ref(profile, graph_arg(node, 0, "input")), x);
+  int rw = graph_shape(graph_ref(profile, graph_arg(node, 1, "weight")), w);
+  return json_is_integer(g) && json_integer_value(g) > 1 && rx >= dims + 1 &&
+         x[rx - dims - 1] == json_integer_value(g) && rw == dims + 2 &&
+         w[0] == json_integer_value(g) && w[1] == 1 &&
+         graph_arg_param(profile, node, 1, "weight") &&
+         !json_is_string(graph_arg(node, 4, "padding"));
+}
+
 /* Which op the node is: 0..8 as in the name tables, -1 none (a convolution that is not
  * depthwise is none: it stays a library step). */
-static int pool_kind(json_t *node) {
+static int pool_kind(json_t *profile, json_t *node) {
   bool module = graph_is_module(node);
   for (int i = 0; i < CONV_KIND; i++) {
     if (graph_target_is(node, module ? mod_names[i] : fn_names[i]))
       return i;
   }
-  for (int i = CONV_KIND; module && i < CONV_KIND + 3; i++) {
-    if (graph_target_is(node, mod_names[i]))
-      return depthwise_module(node) ? i : -1;
+  for (int d = 0; d < 3; d++) {
+    if (graph_target_is(node, module ? mod_names[CONV_KIND + d] : conv_fns[d]))
+      return (module ? depthwise_module(node) : depthwise_call(profile, node, d + 1))
+                 ? CONV_KIND + d
+                 : -1;
   }
   return -1;
 }
 
-/* A depthwise convolution module's window, channels, weight and bias into s. 0, or -1
- * with why. */
-static int read_conv_params(json_t *node, struct pool_spec *s, char *why, size_t whylen) {
+/* A depthwise convolution's window, channels, weight and bias into s, from the module's
+ * attributes or conv<dims>d's arguments (input, weight, bias, stride, padding, dilation,
+ * groups). 0, or -1 with why. */
+static int read_conv_params(json_t *profile, json_t *node, struct pool_spec *s, char *why,
+                            size_t whylen) {
   int n = s->dims;
-  bool bad = read_tuple(graph_attr(node, "kernel_size"), n, 1, 1 << 20, s->k) != 0 ||
-             read_tuple(graph_attr(node, "stride"), n, 1, 1 << 20, s->s) != 0 ||
-             read_tuple(graph_attr(node, "padding"), n, 0, 1 << 20, s->p) != 0 ||
-             read_tuple(graph_attr(node, "dilation"), n, 1, 1 << 20, s->d) != 0;
-  const char *w = graph_module_param(node, "weight");
-  const char *b = json_is_true(graph_attr(node, "bias")) ? graph_module_param(node, "bias")
-                                                          : NULL;
+  bool module = graph_is_module(node), bad = false;
+  const char *w, *b;
+  bool has_bias;
+  if (module) {
+    bad = read_tuple(graph_attr(node, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
+    w = graph_module_param(node, "weight");
+    has_bias = json_is_true(graph_attr(node, "bias"));
+    b = has_bias ? graph_module_param(node, "bias") : NULL;
+    s->channels = json_integer_value(graph_attr(node, "in_channels"));
+  } else {
+    long long wd[8];
+    graph_shape(graph_ref(profile, graph_arg(node, 1, "weight")), wd);
+    for (int i = 0; i < n; i++)
+      s->k[3 - n + i] = (int)wd[2 + i];
+    w = graph_arg_param(profile, node, 1, "weight");
+    json_t *bias = graph_arg(node, 2, "bias");
+    has_bias = bias && !json_is_null(bias);
+    b = has_bias ? graph_arg_param(profile, node, 2, "bias") : NULL;
+    s->channels = wd[0];
+  }
+  bad = bad || read_tuple(graph_param(node, 3, "stride"), n, 1, 1 << 20, s->s) != 0 ||
+        read_tuple(graph_param(node, 4, "padding"), n, 0, 1 << 20, s->p) != 0 ||
+        read_tuple(graph_param(node, 5, "dilation"), n, 1, 1 << 20, s->d) != 0;
   long long taps = (long long)s->k[0] * s->k[1] * s->k[2];
-  if (bad || taps > MAX_TAPS || !w || (json_is_true(graph_attr(node, "bias")) && !b)) {
+  if (bad || taps > MAX_TAPS || !w || (has_bias && !b)) {
     snprintf(why, whylen, "depthwise convolution: kernel_size, stride, padding, dilation or "
-                          "parameters malformed, or a window over %d elements", MAX_TAPS);
+                          "parameters malformed (weight and bias must be parameters), or a "
+                          "window over %d elements", MAX_TAPS);
     return -1;
   }
-  s->channels = json_integer_value(graph_attr(node, "in_channels"));
   snprintf(s->w, sizeof s->w, "%s", w);
   snprintf(s->b, sizeof s->b, "%s", b ? b : "");
   return 0;
@@ -138,14 +173,15 @@ static int read_conv_params(json_t *node, struct pool_spec *s, char *why, size_t
 
 /* Reads the operator's parameters (module attrs or call arguments) into s. Returns 0, or
  * -1 with why. */
-static int read_params(json_t *node, struct pool_spec *s, char *why, size_t whylen) {
+static int read_params(json_t *profile, json_t *node, struct pool_spec *s, char *why,
+                       size_t whylen) {
   int n = s->dims;
   for (int i = 0; i < 3; i++) {
     s->k[i] = s->s[i] = s->d[i] = 1;
     s->p[i] = 0;
   }
   if (s->conv)
-    return read_conv_params(node, s, why, whylen);
+    return read_conv_params(profile, node, s, why, whylen);
   bool bad = read_tuple(graph_param(node, 1, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
   memcpy(s->s, s->k, sizeof s->s);
   bad = bad || read_tuple(graph_param(node, 2, "stride"), n, 1, 1 << 20, s->s) != 0 ||
@@ -231,7 +267,7 @@ static int find_pool(json_t *profile, json_t **ret, char *why, size_t whylen) {
   const char *other = NULL;
   *ret = NULL;
   json_array_foreach(calls, i, node) {
-    if (pool_kind(node) >= 0) {
+    if (pool_kind(profile, node) >= 0) {
       *ret = node;
       n++;
     } else if (unsupported_pool(node)) {
@@ -304,14 +340,14 @@ static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t wh
   int rc = find_pool(profile, &node, why, whylen);
   if (rc != 1)
     return rc;
-  int kind = pool_kind(node);
+  int kind = pool_kind(profile, node);
   s->max = kind < 3;
   s->conv = kind >= CONV_KIND;
   s->dims = kind % 3 + 1;
   const char *dt = json_string_value(json_object_get(node, "dtype"));
   json_t *xn = graph_ref(profile, graph_arg(node, 0, "input")), *root = expr_output_node(profile);
   const char *t = graph_input_tensor(xn, "float32");
-  if (read_params(node, s, why, whylen) != 0 ||
+  if (read_params(profile, node, s, why, whylen) != 0 ||
       (!t && xn && graph_is_call(xn) && match_pre(profile, xn, s, &t, why, whylen) != 0) ||
       read_shapes(xn, t, node, s, why, whylen) != 0 ||
       (root != node && match_post(profile, node, root, s, why, whylen) != 0))

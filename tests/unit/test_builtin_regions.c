@@ -620,6 +620,12 @@ static const struct small_task {
     {"dw_conv1d", NULL, NULL,
      TASK("        self.c = nn.Conv1d(5, 5, 4, padding=3, groups=5, bias=False)\n",
           "        return self.c(x)\n", "[torch.randn(3, 5, 17)]")},
+    {"dw_conv2d_fn", NULL, NULL,
+     TASK("        self.w = nn.Parameter(torch.randn(5, 1, 3, 3))\n"
+          "        self.b = nn.Parameter(torch.randn(5))\n",
+          "        return F.conv2d(torch.tanh(x), self.w, self.b, stride=2, padding=1, "
+          "groups=5)\n",
+          "[torch.randn(2, 5, 9, 12)]")},
     {"dw_conv3d", NULL, NULL,
      TASK("        self.c = nn.Conv3d(4, 4, 2, stride=2, groups=4)\n",
           "        return torch.sigmoid(self.c(x))\n", "[torch.randn(2, 4, 6, 6, 8)]")},

@@ -379,6 +379,40 @@ static const struct synthetic synthetics[] = {
              "def get_inputs():\n    return [torch.rand(2, 3, 8, 8)]\n" PY_NOINIT,
      "pooling", -1, NULL, NULL,
      "max_pool2d with return_indices=True (two outputs) is not supported"},
+    /* Depthwise convolution (groups = in = out channels), as a module with a bias and
+     * as conv2d on parameters; a grouped convolution with two outputs per group and an
+     * ordinary one stay library steps (no family claims them). */
+    {"dw_conv_module",
+     PY_HEAD "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.c = nn.Conv2d(4, 4, 3, padding=1, groups=4)\n"
+             "    def forward(self, x):\n        return self.c(x)\n"
+             "def get_inputs():\n    return [torch.rand(2, 4, 8, 9)]\n" PY_NOINIT,
+     "pooling", 1, "depthwise_conv2d",
+     "{\"canonical\": [8, 1, 8, 9], \"out\": [1, 8, 9], \"kernel\": [1, 3, 3],"
+     " \"padding\": [0, 1, 1], \"conv\": {\"channels\": 4, \"weight\": \"param:c.weight\","
+     " \"bias\": \"param:c.bias\"}}", NULL},
+    {"dw_conv_functional",
+     PY_HEAD "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.w = nn.Parameter(torch.randn(6, 1, 3, 3))\n"
+             "    def forward(self, x):\n"
+             "        return F.conv2d(x, self.w, None, 2, 1, 1, 6)\n"
+             "def get_inputs():\n    return [torch.rand(2, 6, 9, 10)]\n" PY_NOINIT,
+     "pooling", 1, "depthwise_conv2d",
+     "{\"canonical\": [12, 1, 9, 10], \"out\": [1, 5, 5], \"kernel\": [1, 3, 3],"
+     " \"stride\": [1, 2, 2], \"padding\": [0, 1, 1], \"conv\": {\"channels\": 6,"
+     " \"weight\": \"param:w\", \"bias\": null}}", NULL},
+    {"conv_grouped",
+     PY_HEAD "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.c = nn.Conv2d(4, 8, 3, groups=4)\n"
+             "    def forward(self, x):\n        return self.c(x)\n"
+             "def get_inputs():\n    return [torch.rand(2, 4, 8, 8)]\n" PY_NOINIT,
+     NULL, 0, NULL, NULL, NULL},
+    {"conv_functional_dense",
+     PY_HEAD "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+             "        self.w = nn.Parameter(torch.randn(8, 4, 3, 3))\n"
+             "    def forward(self, x):\n        return F.conv2d(x, self.w)\n"
+             "def get_inputs():\n    return [torch.rand(2, 4, 8, 8)]\n" PY_NOINIT,
+     NULL, 0, NULL, NULL, NULL},
     /* Pooling with the pointwise ops around it fused: a prologue reading a broadcast
      * scale and an epilogue. */
     {"pool_chain",
