@@ -227,6 +227,10 @@ static int read_shapes(json_t *x, const char *t, json_t *node, struct pool_spec 
   snprintf(s->x, sizeof s->x, "%s", t);
   snprintf(s->y, sizeof s->y, "output:0");
   int lead = rin - s->dims;
+  if (s->conv && in[lead - 1] != s->channels) {
+    snprintf(why, whylen, "depthwise convolution: the input's channels are not in_channels");
+    return -1;
+  }
   s->planes = 1;
   for (int i = 0; i < lead; i++)
     s->planes *= in[i];
@@ -355,12 +359,6 @@ static int match_spec(json_t *profile, struct pool_spec *s, char *why, size_t wh
   if (!dt || strcmp(dt, "float32") != 0 ||
       json_array_size(json_object_get(profile, "outputs")) != 1) {
     snprintf(why, whylen, "pooling: needs one float32 output");
-    return -1;
-  }
-  long long in[8];
-  int rin = graph_shape(xn, in);
-  if (s->conv && (s->channels < 1 || rin < s->dims + 1 || in[rin - s->dims - 1] != s->channels)) {
-    snprintf(why, whylen, "depthwise convolution: the input's channels are not in_channels");
     return -1;
   }
   return 1;
