@@ -70,15 +70,55 @@ def test_no_level_three_task(bench_targets):
     assert "| wall time of a level-3 task (300 s) | none | - |" in table
 
 
-def test_rerun_replaces_unfinished_records(bench_targets):
+def test_later_finished_record_replaces_earlier(bench_targets):
     first = [dict(task("level3/2_ShallowWideMLP.py", None, correct=False), finished=False),
-             dict(task("level3/1_MLP.py", 2.0), finished=True)]
+             dict(task("level3/1_MLP.py", 2.0), finished=True),
+             dict(task("level3/7_GoogleNet.py", 4.0), finished=True)]
     rerun = [dict(task("level3/2_ShallowWideMLP.py", 1.5), finished=True),
-             dict(task("level3/1_MLP.py", 9.0), finished=True)]
+             dict(task("level3/1_MLP.py", 9.0), finished=True),
+             dict(task("level3/7_GoogleNet.py", None, correct=False), finished=False)]
     merged = bench_targets.merge([first, rerun])
-    # the unfinished record gives way; a finished one stands; first-seen order
+    # the later finished records win; the later unfinished one does not; first-seen order
     assert [(t["name"], t["speedup_vs_eager"]) for t in merged] == [
-        ("2_ShallowWideMLP", 1.5), ("1_MLP", 2.0)]
+        ("2_ShallowWideMLP", 1.5), ("1_MLP", 9.0), ("7_GoogleNet", 4.0)]
     f = bench_targets.targets(merged)
-    assert (f["tasks"], f["correct"]) == (2, 2)
-    assert f["l3"][0] == pytest.approx(3.0 ** 0.5)  # sqrt(1.5 * 2.0)
+    assert (f["tasks"], f["correct"]) == (3, 3)
+    assert f["l3"][0] == pytest.approx(54.0 ** (1 / 3))  # cube root of 1.5 * 9.0 * 4.0
+
+
+def run_dir(tmp_path, name, tasks, checks):
+    """A bench_run output folder: bench.json and export.json."""
+    d = tmp_path / name
+    d.mkdir()
+    (d / "bench.json").write_text(json.dumps({"tasks": tasks}))
+    (d / "export.json").write_text(json.dumps(checks))
+    return str(d / "bench.json")
+
+
+def check(task_id, ok):
+    return {"file": "/root/out/b/export_%s.py" % task_id, "ok": ok, "detail": "-"}
+
+
+def test_exports_row_counts_checks_by_level(bench_targets, tmp_path, capsys):
+    def rec(path, task_id):
+        return dict(task(path, 1.5), id=task_id, status="succeeded", finished=True)
+    old = run_dir(tmp_path, "old", [rec("level1/19_ReLU.py", "a1"), rec("level2/9_Matmul.py", "b2")],
+                  [check("a1", False), check("b2", True), check("zz", True)])
+    new = run_dir(tmp_path, "new", [rec("level1/19_ReLU.py", "c3"), rec("level3/1_MLP.py", "d4")],
+                  [check("c3", True), check("d4", True)])
+    assert bench_targets.main([old, new]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    # 19_ReLU's failed check is replaced by the rerun's pass; "zz" names no task:
+    # 3 checked, 3 passed, but fewer than 20, so not met
+    assert last == ("| exports passing KernelBench's eval and static checker (every succeeded "
+                    "task; at least 20, across levels) | 3 checked (level1 1, level2 1, level3 1), "
+                    "3 passed; 3 tasks succeeded | no |")
+
+
+def test_exports_row_met_when_every_task_passed(bench_targets):
+    tasks = [dict(task("level1/%d_T.py" % i, 1.1), status="succeeded") for i in range(20)]
+    checks = {"%d_T" % i: ("level1", True) for i in range(20)}
+    assert bench_targets.exports_row(tasks, checks)[2] == "yes"
+    checks["0_T"] = ("level1", False)
+    assert bench_targets.exports_row(tasks, checks)[1].endswith("19 passed; 20 tasks succeeded")
+    assert bench_targets.exports_row(tasks, checks)[2] == "no"

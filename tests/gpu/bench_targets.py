@@ -13,12 +13,19 @@ one whose file name contains "conv" (any case). Figures:
   distinct share     evaluations over (steps + 1) summed over the tasks: step 0, the
                      reference, is an evaluation too, and a step that repeated an
                      evaluated candidate would add a step but no evaluation.
-A task that appears in more than one file (a rerun of those a wait limit left unfinished)
-counts once: a finished record replaces an unfinished one, else the first stands.
-Prints the table; exits 0 (it reports, it does not judge)."""
+  exports            the export checks of tests/gpu/bench_run: export.json beside a
+                     bench.json names each export_<task id>.py it checked and whether it
+                     passed; met when all passed, at least 20 were checked and every
+                     succeeded task was.
+A task that appears in more than one file counts once, and the later file wins: its
+finished record replaces an earlier one (a rerun of the tasks a wait limit left
+unfinished, or of those a change touched), and its export check replaces an earlier one.
+An unfinished record never replaces a finished one. Prints the table; exits 0 (it
+reports, it does not judge)."""
 import json
 import math
 import os
+import re
 import sys
 
 SLOWER = 0.98
@@ -98,22 +105,58 @@ def table(f):
 
 def merge(runs):
     """The task records of several bench runs, each task once by name, in first-seen
-    order: a later finished record replaces an earlier unfinished one."""
+    order: a later finished record replaces an earlier one; an unfinished one replaces
+    only an unfinished one."""
     merged = {}
     for tasks in runs:
         for t in tasks:
             seen = merged.get(t.get("name"))
-            if seen is None or (not seen.get("finished") and t.get("finished")):
+            if seen is None or t.get("finished") or not seen.get("finished"):
                 merged[t.get("name")] = t
     return list(merged.values())
 
 
+def export_checks(tasks, checks):
+    """{task name: (level, passed)} of one run: checks is its export.json list, whose
+    "file" is export_<task id>.py; a check of no task in tasks is left out."""
+    by_id = {t.get("id"): t for t in tasks}
+    found = {}
+    for c in checks:
+        m = re.match(r"export_(.+)\.py$", os.path.basename(c.get("file", "")))
+        t = by_id.get(m.group(1)) if m else None
+        if t is not None:
+            found[t.get("name")] = (level_of(t), bool(c.get("ok")))
+    return found
+
+
+def exports_row(tasks, checks):
+    """The exports row of the table: checks is {task name: (level, passed)} over all
+    runs, tasks the merged records."""
+    succeeded = sum(1 for t in tasks if t.get("status") == "succeeded")
+    passed = sum(1 for _, ok in checks.values() if ok)
+    levels = sorted({level for level, _ in checks.values()})
+    per_level = ", ".join("%s %d" % (level, sum(1 for lv, _ in checks.values() if lv == level))
+                          for level in levels)
+    met = passed == len(checks) and len(checks) >= max(20, succeeded)
+    return ("exports passing KernelBench's eval and static checker (every succeeded task; "
+            "at least 20, across levels)",
+            "%d checked (%s), %d passed; %d tasks succeeded" % (
+                len(checks), per_level or "none", passed, succeeded),
+            "yes" if met else "no")
+
+
 def main(paths):
-    runs = []
+    runs, checks = [], {}
     for path in paths:
         with open(path) as f:
             runs.append(json.load(f).get("tasks", []))
-    print(table(targets(merge(runs))))
+        export_json = os.path.join(os.path.dirname(path), "export.json")
+        if os.path.exists(export_json):
+            with open(export_json) as f:
+                checks.update(export_checks(runs[-1], json.load(f)))
+    tasks = merge(runs)
+    print(table(targets(tasks)))
+    print("| %s | %s | %s |" % exports_row(tasks, checks))
     return 0
 
 
