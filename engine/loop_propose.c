@@ -1,6 +1,6 @@
 /* Asking the proposer for a step's region candidate, trying the direction's other
- * strategies when a move does not fit or repeats an evaluated program, and telling the
- * proposer how its candidate did. */
+ * strategies, then the other directions' strategies, when a move does not fit or repeats
+ * an evaluated program, and telling the proposer how its candidate did. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,8 @@
 #include "engine/loop_internal.h"
 #include "store/candidates.h"
 
-/* At most this many other strategies are tried in one step. */
+/* At most this many other strategies are tried in one step under the chosen direction,
+ * and at most as many again under the other directions. */
 #define MOVE_RETRIES 8
 
 /* Loads the stored candidates of tree nodes ids[0..n) into an array (caller owns). */
@@ -175,6 +176,44 @@ static bool nothing_new(const struct attempt *a) {
   return a->repeat || (!a->program && invalid_move(a->failure));
 }
 
+/* While attempt *a leaves nothing new, tries up to MOVE_RETRIES other strategies that
+ * apply to the region's family: those of choice's direction (same_direction), else those
+ * of the other directions. The first that makes something new replaces *a (which the
+ * caller owns) and becomes choice's strategy; one of another direction also becomes its
+ * direction, and the step is then a transition like any chosen direction, not a patch
+ * keeping its node's. A direction whose moves all repeat at a node (a patch keeps its
+ * node's direction) thus does not end the region there while another has a move. */
+static void retry_strategies(struct task_run *run, struct policy_choice *choice,
+                             const struct memory_view *memory, const struct step_context *c,
+                             struct attempt *a, bool same_direction) {
+  int tries = 0;
+  for (size_t i = 0; !c->first && nothing_new(a) && i < memory->n_locals && tries < MOVE_RETRIES;
+       i++) {
+    const struct htam_local *l = &memory->locals[i];
+    bool same = l->global_id && strcmp(l->global_id, choice->direction) == 0;
+    if (same != same_direction || strcmp(l->id, choice->strategy) == 0 ||
+        !htam_local_applies(l, l->global_id, run->state.family))
+      continue;
+    struct policy_choice alt = *choice;
+    snprintf(alt.direction, sizeof alt.direction, "%s", l->global_id);
+    snprintf(alt.strategy, sizeof alt.strategy, "%s", l->id);
+    struct attempt b;
+    attempt_make(run, &alt, memory, c, &b);
+    tries++;
+    if (nothing_new(&b)) {
+      attempt_clear(&b);
+      continue;
+    }
+    attempt_clear(a);
+    *a = b;
+    if (!same) {
+      snprintf(choice->direction, sizeof choice->direction, "%s", l->global_id);
+      choice->inherited = false;
+    }
+    snprintf(choice->strategy, sizeof choice->strategy, "%s", l->id);
+  }
+}
+
 enum step_result loop_propose(struct task_run *run, struct policy_choice *choice,
                               const struct memory_view *memory, const struct step_context *c,
                               json_t **ret_candidate, json_t **ret_region_candidate,
@@ -188,26 +227,8 @@ enum step_result loop_propose(struct task_run *run, struct policy_choice *choice
     attempt_clear(&a);
     return r;
   }
-  int tries = 0;
-  for (size_t i = 0; !c->first && nothing_new(&a) && i < memory->n_locals && tries < MOVE_RETRIES;
-       i++) {
-    const struct htam_local *l = &memory->locals[i];
-    if (strcmp(l->id, choice->strategy) == 0 ||
-        !htam_local_applies(l, choice->direction, run->state.family))
-      continue;
-    struct policy_choice alt = *choice;
-    snprintf(alt.strategy, sizeof alt.strategy, "%s", l->id);
-    struct attempt b;
-    attempt_make(run, &alt, memory, c, &b);
-    tries++;
-    if (nothing_new(&b)) {
-      attempt_clear(&b);
-      continue;
-    }
-    attempt_clear(&a);
-    a = b;
-    snprintf(choice->strategy, sizeof choice->strategy, "%s", l->id);
-  }
+  retry_strategies(run, choice, memory, c, &a, true);
+  retry_strategies(run, choice, memory, c, &a, false);
   if (nothing_new(&a)) {
     attempt_clear(&a);
     return STEP_NOTHING_NEW;

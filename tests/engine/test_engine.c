@@ -1603,22 +1603,68 @@ static void test_builtin_steps_avoid_repeats(void **state) {
  * instead, so a task ends space_exhausted only when no node has any. Here every builtin
  * softmax candidate is correct, in a time fixed by its text (the scripted evaluator's
  * "timed" tasks), and the softmax family has more distinct candidates reachable than the
- * 16-step budget: the task spends its whole budget, and the server log shows the
- * fallback. Without the fallback it ended space_exhausted after 8 steps. */
+ * 32-step budget: the task spends its whole budget, and the server log shows the
+ * fallback (by then some node has no move left in any direction). Without the fallback
+ * it ended space_exhausted after 8 steps (with a 16-step budget, before patches tried
+ * other directions). */
 static void test_exhausted_node_falls_back_to_an_open_one(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
-  char *id = submit(s, "plain_timed_softmax", "htam+tree", "builtin", 16, 600);
+  char *id = submit(s, "plain_timed_softmax", "htam+tree", "builtin", 32, 600);
   json_t *task = wait_final(s, id);
   assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
   json_t *events = get_events(s, id);
   json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
   assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")), "budget");
   json_t *progress = json_object_get(task, "progress");
-  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 16);
+  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 32);
   assert_true(server_log_has(s, "has no move left: expanding node"));
   json_decref(events);
   json_decref(task);
+  free(id);
+  es_stop(s);
+}
+
+/* The direction of the candidate whose id is id in cands (borrowed), or NULL. */
+static const char *direction_of(json_t *cands, const char *id) {
+  json_t *c;
+  size_t i;
+  json_array_foreach(cands, i, c) {
+    if (id && strcmp(json_string_value(json_object_get(c, "id")), id) == 0)
+      return json_string_value(json_object_get(c, "direction"));
+  }
+  return NULL;
+}
+
+/* A patch (small step) keeps its node's direction; when every move of that direction
+ * repeats an evaluated candidate at the node, the step tries the other directions'
+ * strategies before it gives the node up. Here (the timed softmax of the test above)
+ * the first patches exhaust their direction's moves: later small steps change direction
+ * from their parent's, and the task spends its budget. Before that fallback no small step
+ * ever changed direction and the region was given up at the node (on GPU: three level-1
+ * reductions ended space_exhausted after one step). */
+static void test_patch_tries_other_directions_before_giving_up(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "plain_timed_softmax", "htam+tree", "builtin", 16, 600);
+  json_t *task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *progress = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 16);
+  json_decref(task);
+  json_t *cands = get_candidates(s, id);
+  int switched = 0;
+  json_t *c;
+  size_t i;
+  json_array_foreach(cands, i, c) {
+    const char *kind = json_string_value(json_object_get(c, "step_kind"));
+    const char *parent = direction_of(cands, json_string_value(json_object_get(c, "parent_id")));
+    const char *own = json_string_value(json_object_get(c, "direction"));
+    if (kind && strcmp(kind, "small") == 0 && parent && own && strcmp(parent, own) != 0)
+      switched++;
+  }
+  assert_true(switched >= 1);
+  json_decref(cands);
   free(id);
   es_stop(s);
 }
@@ -2063,6 +2109,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
     cmocka_unit_test_teardown(test_slow_reference_gives_way_to_whole_model, teardown),
     cmocka_unit_test_teardown(test_exhausted_node_falls_back_to_an_open_one, teardown),
+    cmocka_unit_test_teardown(test_patch_tries_other_directions_before_giving_up, teardown),
     cmocka_unit_test_teardown(test_best_generated_takes_the_fastest_kernel, teardown),
     cmocka_unit_test_teardown(test_best_elementwise_skips_budget_judged_candidates, teardown),
     cmocka_unit_test_teardown(test_reference_timed_in_turn_with_eager, teardown),
