@@ -1641,7 +1641,7 @@ static const char *direction_of(json_t *cands, const char *id) {
  * strategies before it gives the node up. Here (the timed softmax of the test above)
  * the first patches exhaust their direction's moves: later small steps change direction
  * from their parent's, and the task spends its budget. Before that fallback no small step
- * ever changed direction and the region was given up at the node (on GPU: three level-1
+ * ever changed direction and the region was given up at the node (on GPU: four level-1
  * reductions ended space_exhausted after one step). */
 static void test_patch_tries_other_directions_before_giving_up(void **state) {
   (void)state;
