@@ -122,3 +122,13 @@ def test_exports_row_met_when_every_task_passed(bench_targets):
     checks["0_T"] = ("level1", False)
     assert bench_targets.exports_row(tasks, checks)[1].endswith("19 passed; 20 tasks succeeded")
     assert bench_targets.exports_row(tasks, checks)[2] == "no"
+    # as many checks as succeeded tasks (21), all passed, but two are of tasks that did
+    # not succeed, and two succeeded tasks (19_T, 20_T) have none
+    tasks.append(dict(task("level1/20_T.py", 1.1), status="succeeded"))
+    checks["0_T"] = ("level1", True)
+    checks.pop("19_T")
+    checks["98_U"] = ("level2", True)
+    checks["99_U"] = ("level2", True)
+    row = bench_targets.exports_row(tasks, checks)
+    assert row[1] == "21 checked (level1 19, level2 2), 21 passed; 21 tasks succeeded"
+    assert row[2] == "no"

@@ -27,6 +27,7 @@ import math
 import os
 import re
 import sys
+from collections import Counter
 
 SLOWER = 0.98
 
@@ -132,16 +133,16 @@ def export_checks(tasks, checks):
 def exports_row(tasks, checks):
     """The exports row of the table: checks is {task name: (level, passed)} over all
     runs, tasks the merged records."""
-    succeeded = sum(1 for t in tasks if t.get("status") == "succeeded")
+    succeeded = [t.get("name") for t in tasks if t.get("status") == "succeeded"]
     passed = sum(1 for _, ok in checks.values() if ok)
-    levels = sorted({level for level, _ in checks.values()})
-    per_level = ", ".join("%s %d" % (level, sum(1 for lv, _ in checks.values() if lv == level))
-                          for level in levels)
-    met = passed == len(checks) and len(checks) >= max(20, succeeded)
+    per_level = Counter(level for level, _ in checks.values())
+    listed = ", ".join("%s %d" % kv for kv in sorted(per_level.items()))
+    met = (passed == len(checks) and len(checks) >= 20
+           and all(name in checks for name in succeeded))
     return ("exports passing KernelBench's eval and static checker (every succeeded task; "
             "at least 20, across levels)",
             "%d checked (%s), %d passed; %d tasks succeeded" % (
-                len(checks), per_level or "none", passed, succeeded),
+                len(checks), listed or "none", passed, len(succeeded)),
             "yes" if met else "no")
 
 
