@@ -51,6 +51,8 @@ struct task_run {
   double *best_region_ms;       /* owned, partition.n: the best program's region times */
   json_t *exhausted;            /* owned: {"<node>/<region>": true} where no new move is
                                    left in this run */
+  json_t *outside;              /* owned: {"<region>/<strategy>": taken} of the outside
+                                   moves region candidates named (loop_outside.c) */
   json_t *defaults;             /* owned: the proposer's starting point of each region
                                    (null where it proposes none), asked for once */
   double stop_at_floor;         /* budget.stop_at_floor: 0 = off */
@@ -101,6 +103,22 @@ json_t *loop_compose(struct task_run *run, const struct step_context *c, json_t 
  * caller owns each; NULL for library regions and where it proposes nothing). They are
  * asked for once per run and kept. */
 void loop_default_choices(struct task_run *run, json_t **ret_choices);
+
+/* Outside moves (engine/loop_outside.c): strategies a region candidate lists under
+ * "outside_moves" because their gain lies in a library step the region reads. */
+/* Records region k's outside moves from region_candidate (borrowed) as pending, unless
+ * taken already. */
+void loop_outside_note(struct task_run *run, size_t k, json_t *region_candidate);
+/* Marks region k's outside move strategy as taken (whatever its step's outcome). */
+void loop_outside_taken(struct task_run *run, size_t k, const char *strategy);
+/* True when region k (any region when k < 0) has an outside move not taken yet: the task
+ * is not at its floor while one is pending. */
+bool loop_outside_pending(const struct task_run *run, long k);
+/* When region k has a pending outside move whose strategy the memory holds, sets
+ * choice's direction and strategy to it (a transition like any chosen direction) and
+ * returns true; a strategy the memory lacks is marked taken. */
+bool loop_outside_choice(struct task_run *run, size_t k, const struct memory_view *memory,
+                         struct policy_choice *choice);
 
 /* Marks region k at tree node as having no new move in this run. */
 void loop_mark_exhausted(struct task_run *run, size_t node, size_t k);

@@ -48,6 +48,7 @@ void loop_default_choices(struct task_run *run, json_t **ret_choices) {
     run->defaults = json_array();
     for (size_t k = 0; run->defaults && k < run->partition.n; k++) {
       json_t *c = run->partition.regions[k].generated ? region_default(run, k) : NULL;
+      loop_outside_note(run, k, c);
       json_array_append_new(run->defaults, c ? c : json_null());
     }
   }
@@ -110,15 +111,17 @@ long loop_open_node(const struct task_run *run) {
 }
 
 /* The generated region with the most time above its floor that still has moves at node;
- * regions never timed come first. -1 when none is left. */
+ * regions never timed, and regions with an outside move pending, come first. -1 when
+ * none is left. */
 static long pick_region(struct task_run *run, size_t node, const double *ms) {
   long best = -1;
   double best_gap = -INFINITY;
   for (size_t k = 0; k < run->partition.n; k++) {
     if (!run->partition.regions[k].generated || exhausted(run, node, k))
       continue;
-    double gap = ms[k] < 0 ? INFINITY
-                           : ms[k] - program_region_floor(&run->partition, run->profile, k);
+    double gap = ms[k] < 0 || loop_outside_pending(run, (long)k)
+                     ? INFINITY
+                     : ms[k] - program_region_floor(&run->partition, run->profile, k);
     if (gap > best_gap) {
       best_gap = gap;
       best = (long)k;
@@ -184,7 +187,8 @@ json_t *loop_compose(struct task_run *run, const struct step_context *c, json_t 
 }
 
 bool loop_at_floor(const struct task_run *run) {
-  if (!(run->stop_at_floor > 0) || !run->correct || !run->best_region_ms)
+  if (!(run->stop_at_floor > 0) || !run->correct || !run->best_region_ms ||
+      loop_outside_pending(run, -1))
     return false;
   size_t checked = 0;
   for (size_t k = 0; k < run->partition.n; k++) {

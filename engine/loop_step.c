@@ -363,9 +363,18 @@ enum step_result loop_step(struct task_run *run, int attempt) {
    * search never ends worse than where it starts. It still counts for the direction. */
   if (crc == 0 && res != STEP_STORE_ERROR && ctx.first)
     choice.strategy[0] = '\0';
+  /* A pending outside move of the region is taken before any other (loop_outside.c). */
+  char forced[TREE_ID_MAX] = "";
+  if (crc == 0 && res != STEP_STORE_ERROR && !ctx.first &&
+      loop_outside_choice(run, ctx.region, &memory, &choice))
+    snprintf(forced, sizeof forced, "%s", choice.strategy);
   json_t *candidate = NULL, *region_candidate = NULL, *failure = NULL;
   if (crc == 0 && res != STEP_STORE_ERROR)
     res = loop_propose(run, &choice, &memory, &ctx, &candidate, &region_candidate, &failure);
+  if (forced[0])
+    loop_outside_taken(run, ctx.region, forced);
+  if (res == STEP_COMMITTED && !ctx.first)
+    loop_outside_note(run, ctx.region, region_candidate);
   /* best_of_n only ever expands the root: a direction whose moves all repeat there must
    * not close the root to the others; the idle limit ends such a task instead. */
   if (res == STEP_NOTHING_NEW && crc >= 0 && run->traits->node != NODE_ROOT)

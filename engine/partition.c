@@ -12,6 +12,7 @@ struct graph_index {
   json_t *calls;   /* owned: borrowed call nodes, in order */
   json_t *users;   /* owned: {value node name: [user node names]} ("output" included) */
   json_t *values;  /* owned: {node name: global value name} */
+  json_t *generated; /* owned: {call node name: true} for nodes of generated regions so far */
 };
 
 static bool is_call(json_t *node) {
@@ -113,6 +114,7 @@ static void index_clear(struct graph_index *g) {
   json_decref(g->calls);
   json_decref(g->users);
   json_decref(g->values);
+  json_decref(g->generated);
 }
 
 /* Indexes profile's graph into *g (release with index_clear). -1 when out of memory or
@@ -122,7 +124,8 @@ static int index_build(json_t *profile, struct graph_index *g) {
   g->calls = json_array();
   g->users = json_object();
   g->values = value_names(profile, g->graph);
-  if (!g->calls || !g->users || !g->values)
+  g->generated = json_object();
+  if (!g->calls || !g->users || !g->values || !g->generated)
     return -1;
   size_t i;
   json_t *node;
@@ -245,8 +248,36 @@ static void run_clear(struct run *r) {
 static const char *const kept_keys[] = {"device", "precision", "tolerance", "sm_count",
                                         "graph_source", "floor_basis", NULL};
 
+/* True when call node is a 2-D or 3-D convolution (module, function or aten op), which
+ * cuDNN can run in channels-last memory order. */
+static bool is_conv_2d_3d(json_t *node) {
+  static const char *const names[] = {"Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d",
+                                      "conv2d", "conv3d", "conv_transpose2d",
+                                      "conv_transpose3d", "convolution", NULL};
+  const char *target = json_string_value(json_object_get(node, "target"));
+  if (!target || !is_call(node))
+    return false;
+  char last[64] = "", before[64] = "";
+  for (const char *p = target, *dot; *p; p = dot + 1) {
+    dot = strchr(p, '.');
+    size_t len = dot ? (size_t)(dot - p) : strlen(p);
+    snprintf(before, sizeof before, "%s", last);
+    snprintf(last, sizeof last, "%.*s", (int)(len < 63 ? len : 63), p);
+    if (!dot)
+      break;
+  }
+  const char *op = strcmp(last, "default") == 0 ? before : last;
+  for (size_t i = 0; names[i]; i++)
+    if (strcmp(op, names[i]) == 0)
+      return true;
+  return false;
+}
+
 /* Adds a read value to the sub-profile: a parameter keeps its node and name; any other
- * tensor becomes placeholder input:k. */
+ * tensor becomes placeholder input:k. A value made by a convolution that stays a library
+ * step is marked "from_library_conv": cuDNN can make it channels-last at no cost, which
+ * the pointwise family's MODE channels_last builds on (docs/architecture.md,
+ * "Channels-last convolutions"). */
 static int add_read(struct run *r, struct region *reg, json_t *sub, const char *name) {
   json_t *node = find_node(r->g->graph, name);
   const char *global = json_string_value(json_object_get(r->g->values, name));
@@ -262,6 +293,8 @@ static int add_read(struct run *r, struct region *reg, json_t *sub, const char *
     return -1;
   }
   reg->bytes += (double)json_integer_value(json_object_get(spec, "bytes"));
+  if (is_conv_2d_3d(node) && !json_object_get(r->g->generated, name))
+    json_object_set_new(spec, "from_library_conv", json_true());
   json_array_append_new(json_object_get(sub, "inputs"), spec);
   json_array_append_new(json_object_get(sub, "graph"),
                         json_pack("{s:s, s:s, s:s, s:s, s:[], s:{}, s:O, s:O}", "name", name,
@@ -503,6 +536,9 @@ int partition_build_limited(json_t *profile, struct proposer *p, size_t max_gene
       len = 1;
     }
     generated += reg.generated;
+    for (size_t k = 0; reg.generated && k < len; k++)
+      json_object_set_new(g.generated, json_string_value(json_array_get(reg.nodes, k)),
+                          json_true());
     rc = push_region(ret, &reg);
     if (rc != 0)
       region_clear(&reg);

@@ -5,10 +5,11 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* A copy of plan (borrowed) whose tensor arguments are renamed through map ({from: to};
- * names missing from it stay). Caller owns. */
+/* A copy of plan (borrowed) whose tensor arguments, and the tensor names of its
+ * "channels_last" list, are renamed through map ({from: to}; names missing from it stay).
+ * Caller owns. */
 static json_t *renamed_plan(json_t *plan, json_t *map) {
-  json_t *out = json_deep_copy(plan), *launch, *arg;
+  json_t *out = json_deep_copy(plan), *launch, *arg, *name;
   size_t i, j;
   json_array_foreach(json_object_get(out, "launches"), i, launch) {
     json_array_foreach(json_object_get(launch, "args"), j, arg) {
@@ -16,6 +17,12 @@ static json_t *renamed_plan(json_t *plan, json_t *map) {
       if (json_is_string(to))
         json_object_set(arg, "tensor", to);
     }
+  }
+  json_t *layout = json_object_get(out, "channels_last");
+  json_array_foreach(layout, i, name) {
+    json_t *to = json_object_get(map, json_string_value(name));
+    if (json_is_string(to))
+      json_array_set(layout, i, to);
   }
   return out;
 }

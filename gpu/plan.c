@@ -582,16 +582,45 @@ static int parse_launches(const struct plan_ctx *c, const json_t *arr, struct gp
   return 0;
 }
 
+/* The optional "channels_last" list: distinct names of tensors the plan knows, which the
+ * caller passes in channels-last memory order (docs/architecture.md, "Channels-last
+ * convolutions"). The library only checks it: it addresses the pointers it is given. */
+static int check_channels_last(const json_t *names, const struct plan_tensors *t,
+                               struct gpu_failure *f) {
+  if (!names)
+    return 0;
+  if (!json_is_array(names)) {
+    gpu_failure_set(f, STAGE, "plan/malformed", "plan: 'channels_last' must be an array");
+    return -1;
+  }
+  for (size_t i = 0; i < json_array_size(names); i++) {
+    const char *name = json_string_value(json_array_get(names, i));
+    size_t k = 0;
+    while (name && k < t->n && strcmp(t->items[k].name, name) != 0)
+      k++;
+    bool repeated = false;
+    for (size_t j = 0; name && j < i; j++)
+      repeated = repeated || strcmp(json_string_value(json_array_get(names, j)), name) == 0;
+    if (!name || k == t->n || repeated) {
+      gpu_failure_set(f, STAGE, "plan/unknown_tensor",
+                      "plan: channels_last entry %zu must name a tensor of the plan once", i);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int gpu_plan_parse(const json_t *plan, const struct plan_tensors *tensors,
                    const struct cubin_info *kernels, const struct device_limits *limits,
                    struct gpu_plan **ret_plan, struct gpu_failure *f) {
-  static const char *const keys[] = {"buffers", "launches", NULL};
+  static const char *const keys[] = {"buffers", "launches", "channels_last", NULL};
   struct plan_ctx c = {tensors, kernels, limits};
   if (!json_is_object(plan)) {
     gpu_failure_set(f, STAGE, "plan/malformed", "plan: must be a JSON object");
     return -1;
   }
-  if (only_keys(plan, keys, "plan", f) < 0)
+  if (only_keys(plan, keys, "plan", f) < 0 ||
+      check_channels_last(json_object_get(plan, "channels_last"), tensors, f) < 0)
     return -1;
   struct gpu_plan *p = calloc(1, sizeof *p);
   if (!p)

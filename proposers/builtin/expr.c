@@ -978,10 +978,8 @@ int expr_emit(const json_t *ir, const char *name, const char *const *syms, size_
   return out->failed ? -1 : 0;
 }
 
-/* Leaf strides over the result's dims (right-aligned broadcasting). Returns the rank, or
- * -1 when the leaf does not broadcast to the result shape. */
-static int broadcast_strides(const json_t *ir, size_t leaf, long long size[8],
-                             long long stride[8]) {
+int expr_broadcast_strides(const json_t *ir, size_t leaf, long long size[8],
+                           long long stride[8]) {
   const json_t *shape = json_object_get(ir, "shape");
   const json_t *l = json_array_get(json_object_get(ir, "leaves"), leaf);
   const json_t *ls = json_object_get(l, "shape"), *lst = json_object_get(l, "strides");
@@ -1011,7 +1009,7 @@ static const char *ll(long long v) {
 int expr_leaf_offset(const json_t *ir, size_t leaf, const char *var, char *out,
                      size_t outlen) {
   long long size[8], stride[8];
-  int n = broadcast_strides(ir, leaf, size, stride);
+  int n = expr_broadcast_strides(ir, leaf, size, stride);
   if (n < 0)
     return -1;
   /* Full: the leaf's strides are the result's contiguous strides (size-1 dims aside). */

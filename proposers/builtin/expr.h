@@ -80,6 +80,21 @@ int expr_emit(const json_t *ir, const char *name, const char *const *syms, size_
 int expr_leaf_offset(const json_t *ir, size_t leaf, const char *var, char *out,
                      size_t outlen);
 
+/* Leaf `leaf`'s sizes and element strides over the result's dims (right-aligned
+ * broadcasting; stride 0 where it broadcasts) into size and stride. Returns the rank, or
+ * -1 when the leaf does not broadcast to the result shape or the rank exceeds 8. */
+int expr_broadcast_strides(const json_t *ir, size_t leaf, long long size[8],
+                           long long stride[8]);
+
+/* A copy of ir (caller owns) whose shape, and every leaf's shape and strides, are in the
+ * channels-last memory order of a rank-4 or rank-5 result, (N, H, W, C) or
+ * (N, D, H, W, C), so that a flat index walks that order. The leaves whose tensor names
+ * physical (borrowed array of strings) lists are stored channels-last: they must be full
+ * and contiguous leaves of the result's shape, and read at the flat index. Other leaves
+ * keep their memory strides, reordered. NULL when the rank is not 4 or 5, a leaf does not
+ * broadcast, or a listed leaf is not full and contiguous (expr_layout.c). */
+json_t *expr_channels_last(const json_t *ir, const json_t *physical);
+
 /* The CUDA pointer type of a leaf dtype ("float", "unsigned char" for bool, "int",
  * "long long"), NULL for dtypes the IR refuses. */
 const char *expr_ctype(const char *dtype);

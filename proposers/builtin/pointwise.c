@@ -16,6 +16,19 @@ static json_t *float_output(json_t *profile) {
   return o;
 }
 
+/* Names of the profile's inputs that a library convolution makes (caller owns). */
+static json_t *conv_inputs(json_t *profile) {
+  json_t *names = json_array(), *in;
+  size_t i;
+  json_array_foreach(json_object_get(profile, "inputs"), i, in) {
+    if (json_is_true(json_object_get(in, "from_library_conv")))
+      json_array_append(names, json_object_get(in, "name"));
+  }
+  return names;
+}
+
+static bool pw_vector_leaf(const json_t *ir, size_t i);
+
 static int pw_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
   const char *foreign = NULL;
   if (!json_is_array(json_object_get(profile, "graph"))) {
@@ -47,12 +60,41 @@ static int pw_match(json_t *profile, json_t **ret_match, char *why, size_t whyle
                                                   : "chain";
   char summary[160];
   snprintf(summary, sizeof summary, "pointwise %s (%zu ops) over %lld elements", op, nops, n);
-  *ret_match = json_pack("{s:s, s:s, s:s, s:O, s:I, s:O, s:O, s:o, s:i}", "family",
+  *ret_match = json_pack("{s:s, s:s, s:s, s:O, s:I, s:O, s:O, s:o, s:i, s:o}", "family",
                          "pointwise", "op", op, "summary", summary, "ops", ops, "numel",
                          (json_int_t)n, "shape", json_object_get(ir, "shape"), "output",
                          json_object_get(out, "name"), "expr", ir, "sm_count",
-                         builtin_sm_count(profile));
+                         builtin_sm_count(profile), "conv_inputs", conv_inputs(profile));
   return *ret_match ? 1 : -1;
+}
+
+/* ---- MODE channels_last (docs/architecture.md, "Channels-last convolutions") ---- */
+
+/* The float32 leaves read at the flat index (full, contiguous) as tensor names (caller
+ * owns): the ones MODE channels_last stores channels-last. */
+static json_t *pw_full_leaves(json_t *match) {
+  const json_t *ir = json_object_get(match, "expr");
+  json_t *names = json_array();
+  for (size_t i = 0; i < json_array_size(json_object_get(ir, "leaves")); i++)
+    if (pw_vector_leaf(ir, i))
+      json_array_append(names, json_object_get(json_array_get(json_object_get(ir, "leaves"), i),
+                                               "tensor"));
+  return names;
+}
+
+/* Why MODE channels_last does not apply to the chain, or NULL when it does: the result is
+ * 4-D or 5-D and a full leaf is the output of a library convolution. */
+static const char *pw_channels_last_refusal(json_t *match) {
+  size_t rank = json_array_size(json_object_get(match, "shape"));
+  if (rank != 4 && rank != 5)
+    return "the result is not 4-D or 5-D";
+  json_t *full = pw_full_leaves(match), *name, *conv;
+  size_t i, j;
+  bool fed = false;
+  json_array_foreach(full, i, name) json_array_foreach(json_object_get(match, "conv_inputs"), j,
+                                                       conv) fed = fed || json_equal(name, conv);
+  json_decref(full);
+  return fed ? NULL : "no full-size input comes from a library convolution";
 }
 
 static long long pw_numel(json_t *match) {
@@ -87,7 +129,7 @@ static const char *pw_mode_refusal(const char *mode) {
     if (strcmp(mode, refused[i].mode) == 0)
       return refused[i].why;
   static const char *const ok[] = {"", "grid_stride", "persistent", "ldg", "stream_store",
-                                   "idx32", "fast_math"};
+                                   "idx32", "fast_math", "channels_last"};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
     if (strcmp(mode, ok[i]) == 0)
       return NULL;
@@ -99,6 +141,8 @@ static int pw_check(json_t *match, const struct knob_set *k, char *why, size_t w
     return -1;
   const char *refusal = pw_mode_refusal(k->mode);
   bool looping = strcmp(k->mode, "grid_stride") == 0 || strcmp(k->mode, "persistent") == 0;
+  if (!refusal && strcmp(k->mode, "channels_last") == 0)
+    refusal = pw_channels_last_refusal(match);
   if (refusal)
     snprintf(why, whylen, "MODE %s: %s", k->mode, refusal);
   else if (k->items < 1 || k->items > 16)
@@ -146,8 +190,7 @@ static void pw_body_args(const json_t *ir, bool regs, struct cg_buf *b) {
 
 /* The generated fragment: sizes, leaf parameters, the chain, and the per-vector load and
  * store functions pointwise.cu calls. */
-static char *pw_fragment(json_t *match, const struct knob_set *k) {
-  const json_t *ir = json_object_get(match, "expr");
+static char *pw_fragment(json_t *match, const struct knob_set *k, const json_t *ir) {
   size_t n = json_array_size(json_object_get(ir, "leaves"));
   struct cg_buf b = {0};
   cg_printf(&b, "#define OFG_N %lldLL\n#define OFG_PW_PARAMS ", pw_numel(match));
@@ -200,6 +243,8 @@ static long long pw_grid(json_t *match, const struct knob_set *k) {
   return tiles < 1 ? 1 : tiles;
 }
 
+/* The plan; with MODE channels_last it lists the full leaves and the output as
+ * channels-last tensors. */
 static json_t *pw_plan(json_t *match, const struct knob_set *k) {
   json_t *args = json_array();
   size_t i;
@@ -207,20 +252,45 @@ static json_t *pw_plan(json_t *match, const struct knob_set *k) {
   json_array_foreach(json_object_get(json_object_get(match, "expr"), "leaves"), i, l)
     json_array_append_new(args, json_pack("{s:O}", "tensor", json_object_get(l, "tensor")));
   json_array_append_new(args, json_pack("{s:O}", "tensor", json_object_get(match, "output")));
-  return json_pack("{s:[], s:[{s:s, s:[I,i,i], s:[i,i,i], s:i, s:o}]}", "buffers", "launches",
-                   "kernel", "ofg_pointwise", "grid", (json_int_t)pw_grid(match, k), 1, 1,
-                   "block", k->block, 1, 1, "shared_bytes", 0, "args", args);
+  json_t *plan = json_pack("{s:[], s:[{s:s, s:[I,i,i], s:[i,i,i], s:i, s:o}]}", "buffers",
+                           "launches", "kernel", "ofg_pointwise", "grid",
+                           (json_int_t)pw_grid(match, k), 1, 1, "block", k->block, 1, 1,
+                           "shared_bytes", 0, "args", args);
+  if (plan && strcmp(k->mode, "channels_last") == 0) {
+    json_t *names = pw_full_leaves(match);
+    json_array_append(names, json_object_get(match, "output"));
+    json_object_set_new(plan, "channels_last", names);
+  }
+  return plan;
 }
 
 static int pw_generate(json_t *match, const struct knob_set *k, json_t **ret_candidate,
                        char *why, size_t whylen) {
   if (pw_check(match, k, why, whylen) != 0)
     return -1;
-  char *frag = pw_fragment(match, k);
+  json_t *ir = json_incref(json_object_get(match, "expr"));
+  if (strcmp(k->mode, "channels_last") == 0) {
+    json_t *full = pw_full_leaves(match);
+    json_decref(ir);
+    ir = expr_channels_last(json_object_get(match, "expr"), full);
+    json_decref(full);
+    if (!ir) {
+      snprintf(why, whylen, "MODE channels_last: a leaf does not broadcast in that order");
+      return -1;
+    }
+  }
+  char *frag = pw_fragment(match, k, ir);
+  json_decref(ir);
   char *src = frag ? cg_source("pointwise.cu", frag) : NULL;
   int rc = cg_candidate(src, k, src ? pw_plan(match, k) : NULL,
                         "pointwise: could not generate the candidate (out of memory)",
                         ret_candidate, why, whylen);
+  /* Reading a library convolution's output in its layout, the chain names the move that
+   * lets the convolution run channels-last: its gain is outside the region, where the
+   * at-floor rule does not look (engine/loop_outside.c). The id is the seed memory's. */
+  if (rc == 0 && strcmp(k->mode, "channels_last") != 0 && !pw_channels_last_refusal(match))
+    json_object_set_new(*ret_candidate, "outside_moves",
+                        json_pack("[s]", "channels_last_conv_output"));
   free(frag);
   free(src);
   return rc;

@@ -29,6 +29,12 @@
  *   SCRIPTED_EVAL_DELAY_MS=n  sleep n ms before answering every evaluate
  *   SCRIPTED_EVAL_LOG=path    append "<pid> <op>" for every request (and "<pid> start")
  *
+ * A task whose name starts with "convtail" has a Conv2d module, then relu and the add of
+ * a [4, 1, 1] bias, on [2, 3, 8, 8] (the pointwise family reads the convolution's output),
+ * a copy bandwidth of 2.2e6 B/s (the region's floor: 2320 B, 1.0545 ms), and its programs
+ * take 2.4 ms with library steps only, 1.5 ms with a region that reads channels-last (a
+ * plan with "channels_last"), 2.0 ms otherwise.
+ *
  * The ready line reports a device named "scripted" with the index of --device N, capability
  * 9.0 and 150 GB, like an H200. The profile is fixed: eager 2.0 ms, compile 1.6 ms, floor
  * 1.0 ms, one torch.softmax node (torch.fft.fft when the task's name starts with
@@ -51,6 +57,7 @@ static FILE *proto;   /* the protocol stream (the original fd 1) */
 static bool loaded;   /* a task was loaded in this process */
 static bool exotic;   /* the loaded task's name starts with "exotic": an FFT graph */
 static bool plain;    /* it starts with "plain": the real evaluator's softmax graph */
+static bool convtail; /* it starts with "convtail": a convolution, then a pointwise tail */
 static bool allfail;  /* it starts with "allfail": its programs are wrong too */
 static bool inturn;   /* its name holds "inturn": library-only programs report eager in turn */
 static bool slowref;  /* its name holds "slowref": programs node by node take 2.6 ms, the
@@ -158,8 +165,65 @@ static json_t *softmax_graph(void) {
       "shape", 256, 512, "dtype", "float32");
 }
 
+/* The profile of a "convtail" task: x [2,3,8,8] -> conv (Conv2d) [2,4,6,6] -> relu ->
+ * add param b [4,1,1] (caller owns). */
+static json_t *convtail_profile(void) {
+  json_t *g = json_pack(
+      "[{s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:[{s:s}, {s:s}], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s}]",
+      "name", "x", "op", "placeholder", "target", "x", "tensor", "input:0", "args", "kwargs",
+      "shape", 2, 3, 8, 8, "dtype", "float32",
+      "name", "conv", "op", "call_module", "target", "Conv2d", "module", "conv", "args", "node",
+      "x", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
+      "name", "relu", "op", "call_function", "target", "torch.relu", "args", "node", "conv",
+      "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
+      "name", "b", "op", "get_attr", "target", "b", "tensor", "param:b", "args", "kwargs",
+      "shape", 4, 1, 1, "dtype", "float32",
+      "name", "add", "op", "call_function", "target", "operator.add", "args", "node", "relu",
+      "node", "b", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
+      "name", "output", "op", "output", "target", "output", "args", "node", "add", "kwargs",
+      "shape", 2, 4, 6, 6, "dtype", "float32");
+  json_t *p = profile_result_basic();
+  json_object_set_new(p, "graph", g);
+  json_object_set_new(p, "inputs", json_pack("[{s:s, s:s, s:[i,i,i,i], s:i, s:i}]", "name",
+                                             "input:0", "dtype", "float32", "shape", 2, 3, 8,
+                                             8, "numel", 384, "bytes", 1536));
+  json_object_set_new(p, "params", json_pack("[{s:s, s:s, s:[i,i,i], s:i, s:i}]", "name",
+                                             "param:b", "dtype", "float32", "shape", 4, 1, 1,
+                                             "numel", 4, "bytes", 16));
+  json_object_set_new(p, "outputs", json_pack("[{s:s, s:s, s:[i,i,i,i], s:i, s:i}]", "name",
+                                              "output:0", "dtype", "float32", "shape", 2, 4, 6,
+                                              6, "numel", 288, "bytes", 1152));
+  json_object_set_new(p, "graph_source", json_string("fx"));
+  json_object_set_new(p, "precision", json_string("fp32"));
+  json_object_set_new(p, "floor_basis", json_pack("{s:f, s:f}", "copy_bw_Bps", 2.2e6,
+                                                  "fp32_peak_flops", 6.7e13));
+  return p;
+}
+
+/* The time of a "convtail" program: 2.4 ms of library steps only, 1.5 ms when a region's
+ * plan lists channels-last tensors, 2.0 ms otherwise. */
+static double convtail_ms(json_t *program) {
+  json_t *step;
+  size_t i;
+  double ms = 2.4;
+  json_array_foreach(json_object_get(program, "steps"), i, step) {
+    if (json_object_get(json_object_get(step, "plan"), "channels_last"))
+      return 1.5;
+    if (json_object_get(step, "source"))
+      ms = 2.0;
+  }
+  return ms;
+}
+
 /* The profile of the loaded task (caller owns). */
 static json_t *profile_result(void) {
+  if (convtail)
+    return convtail_profile();
   if (plain) {
     json_t *p = profile_result_basic();
     json_object_set_new(p, "graph", softmax_graph());
@@ -219,7 +283,7 @@ static bool whole_model(json_t *program) {
 
 /* The reply to evaluate: the outcome the candidate's SCRIPT directive asks for. */
 static json_t *evaluate(json_t *req, json_int_t id) {
-  char timed_directive[32];
+  char timed_directive[32], convtail_directive[32];
   if (!loaded)
     return error_reply(id, "protocol", "protocol/no_task", "evaluate before load_task");
   sleep_ms(env_long("SCRIPTED_EVAL_DELAY_MS", 0));
@@ -232,6 +296,11 @@ static json_t *evaluate(json_t *req, json_int_t id) {
     d = allfail ? "wrong" : d && *d ? d : "correct 2.1";
     if (slowref)
       d = whole_model(program) ? "correct 2.0" : "correct 2.6";
+    if (convtail) {
+      snprintf(convtail_directive, sizeof convtail_directive, "correct %.1f",
+               convtail_ms(program));
+      d = convtail_directive;
+    }
   } else if (!d && timed) {
     snprintf(timed_directive, sizeof timed_directive, "correct %.2f", source_ms(cand));
     d = timed_directive;
@@ -316,6 +385,7 @@ static json_t *answer(json_t *req, bool *ret_bye) {
     loaded = true;
     exotic = name && strncmp(name, "exotic", 6) == 0;
     plain = name && strncmp(name, "plain", 5) == 0;
+    convtail = name && strncmp(name, "convtail", 8) == 0;
     allfail = name && strncmp(name, "allfail", 7) == 0;
     slowref = name && strstr(name, "slowref") != NULL;
     inturn = name && strstr(name, "inturn") != NULL;

@@ -1877,6 +1877,59 @@ static void test_stop_at_floor(void **state) {
   es_stop(s);
 }
 
+/* Outside moves (engine/loop_outside.c): the builtin pointwise region after a library
+ * convolution is at its floor after step 1 (2.0 ms over 2 steps: 1.0 ms against a floor
+ * of 1.0545 ms), which alone would end the task there. Its default candidate names
+ * channels_last_conv_output as an outside move, so step 2 takes it (a forced choice: the
+ * policy would pick another strategy), its program reads the convolution channels-last
+ * (1.5 ms), and the task ends at_floor after it, its best that step (speed-up 2.0 / 1.5). */
+static void test_outside_move_before_the_floor_stop(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:f}, s:i}", "name", "convtail",
+                          "reference", REFERENCE, "proposer", "builtin", "policy", "htam+tree",
+                          "budget", "steps", 6, "stop_at_floor", 0.97, "seed", 7);
+  char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  json_t *task = es_json(s, "POST", "/v1/tasks", text, 202);
+  free(text);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  json_decref(task);
+  task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(task, "progress"),
+                                                      "step")), 2);
+  json_t *events = get_events(s, id);
+  json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+  assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")), "at_floor");
+  json_t *cands = get_all_candidates(s, id);
+  json_t *c;
+  size_t i;
+  const char *best = NULL;
+  json_array_foreach(cands, i, c) {
+    if (json_integer_value(json_object_get(c, "step")) != 2)
+      continue;
+    assert_string_equal(json_string_value(json_object_get(c, "strategy")),
+                        "channels_last_conv_output");
+    json_t *steps = json_object_get(json_object_get(c, "program"), "steps");
+    json_t *listed = json_object_get(json_object_get(json_array_get(steps, 1), "plan"),
+                                     "channels_last");
+    assert_string_equal(json_string_value(json_array_get(listed, 0)), "node:conv");
+    best = json_string_value(json_object_get(c, "id"));
+  }
+  assert_non_null(best);
+  json_t *progress = json_object_get(task, "progress");
+  assert_string_equal(json_string_value(json_object_get(progress, "best_candidate")), best);
+  assert_float_equal(json_number_value(json_object_get(progress, "best_ms")), 1.5, 1e-9);
+  assert_float_equal(json_number_value(json_object_get(progress, "best_speedup")), 2.0 / 1.5,
+                     1e-9);
+  json_decref(cands);
+  json_decref(events);
+  json_decref(task);
+  free(id);
+  es_stop(s);
+}
+
 /* ------------------------------------------------------------------ settings */
 
 /* The total weighted n of the default namespace's edges. */
@@ -2099,6 +2152,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_budget_steps, teardown),
     cmocka_unit_test_teardown(test_repeat_costs_no_step, teardown),
     cmocka_unit_test_teardown(test_stop_at_floor, teardown),
+    cmocka_unit_test_teardown(test_outside_move_before_the_floor_stop, teardown),
     cmocka_unit_test_teardown(test_budget_seconds, teardown),
     cmocka_unit_test_teardown(test_cancel_running_task, teardown),
     cmocka_unit_test_teardown(test_resume_after_kill9, teardown),

@@ -536,14 +536,18 @@ static const char *const region_script[] = {
     "        os.makedirs(d, exist_ok=True)",
     "        for k, t in state.items():",
     "            save(t, os.path.join(d, name('param:' + k) + '.bin'))",
+    "        cl = set(r.get('channels_last', []))",
+    "        def phys(t, local):",
+    "            if local not in cl: return t",
+    "            return t.permute(0, 2, 3, 1) if t.dim() == 4 else t.permute(0, 2, 3, 4, 1)",
     "        for local, node in r['io'].items():",
-    "            if local.startswith('input:'): save(vals[node], os.path.join(d, name(local) + '.bin'))",
+    "            if local.startswith('input:'): save(phys(vals[node], local), os.path.join(d, name(local) + '.bin'))",
     "        out = r['io']['output:0']",
-    "        save(vals[out], os.path.join(d, 'expected.bin'))",
+    "        save(phys(vals[out], 'output:0'), os.path.join(d, 'expected.bin'))",
     "        rp = Replay(gm64, vals, set(r['nodes']))",
     "        with torch.no_grad():",
     "            rp.run(*[f64(t.clone()) if isinstance(t, torch.Tensor) else t for t in inputs])",
-    "        save(rp.out[out], os.path.join(d, 'expected64.bin'))",
+    "        save(phys(rp.out[out], 'output:0'), os.path.join(d, 'expected64.bin'))",
     NULL,
 };
 
@@ -626,6 +630,19 @@ static const struct small_task {
           "        return F.conv2d(torch.tanh(x), self.w, self.b, stride=2, padding=1, "
           "groups=5)\n",
           "[torch.randn(2, 5, 9, 12)]")},
+    /* Chains after dense convolutions, read channels-last (MODE channels_last): broadcast
+     * leaves over channels, over the two spatial dims, and a 3D one. */
+    {"cl_conv2d", NULL, NULL,
+     TASK("        self.c = nn.Conv2d(3, 5, 3)\n"
+          "        self.b = nn.Parameter(torch.randn(5, 1, 1))\n"
+          "        self.t = nn.Parameter(torch.randn(7, 9))\n",
+          "        return torch.relu(self.c(x) + self.b) * self.t\n",
+          "[torch.randn(2, 3, 9, 11)]")},
+    {"cl_conv3d", NULL, NULL,
+     TASK("        self.c = nn.ConvTranspose3d(3, 4, 2)\n"
+          "        self.s = nn.Parameter(torch.randn(4, 1, 1, 1))\n",
+          "        return F.leaky_relu(self.c(x) * self.s, 0.1) + 0.5\n",
+          "[torch.randn(2, 3, 3, 4, 5)]")},
     {"dw_conv3d", NULL, NULL,
      TASK("        self.c = nn.Conv3d(4, 4, 2, stride=2, groups=4)\n",
           "        return torch.sigmoid(self.c(x))\n", "[torch.randn(2, 4, 6, 6, 8)]")},
@@ -637,7 +654,8 @@ static char *small_source(size_t i) {
   return task_source(small_tasks[i].source, small_tasks[i].file, small_tasks[i].sizes);
 }
 
-/* The candidate of a generated region with its family's default knobs (caller owns). */
+/* The candidate of a generated region with its family's default knobs, and the MODE
+ * region's "mode" names if any (caller owns). */
 static json_t *region_candidate(json_t *region, char *summary, size_t len) {
   const struct builtin_family *fam = NULL;
   json_t *m = NULL, *cand = NULL;
@@ -646,11 +664,41 @@ static json_t *region_candidate(json_t *region, char *summary, size_t len) {
   assert_int_equal(builtin_match(sub, &fam, &m, why, sizeof why), 0);
   struct knob_set k;
   fam->defaults(m, &k);
+  const char *mode = json_string_value(json_object_get(region, "mode"));
+  if (mode)
+    snprintf(k.mode, sizeof k.mode, "%s", mode);
   if (fam->generate(m, &k, &cand, why, sizeof why) != 0)
     fail_msg("%s: %s", json_string_value(json_object_get(m, "summary")), why);
   snprintf(summary, len, "%s", json_string_value(json_object_get(m, "summary")));
   json_decref(m);
   return cand;
+}
+
+/* A copy of region's sub-profile (caller owns) whose inputs made by a dense 2-D or 3-D
+ * convolution of profile are marked "from_library_conv", as engine/partition.c marks
+ * them, or NULL when the region is not a pointwise chain reading one. */
+static json_t *conv_fed_profile(json_t *profile, json_t *region) {
+  const char *fam = json_string_value(json_object_get(region, "family"));
+  if (!fam || strcmp(fam, "pointwise") != 0)
+    return NULL;
+  json_t *sub = json_deep_copy(json_object_get(region, "profile")), *in, *node;
+  bool fed = false;
+  size_t i, j;
+  json_array_foreach(json_object_get(sub, "inputs"), i, in) {
+    const char *from = json_string_value(
+        json_object_get(json_object_get(region, "io"), json_string_value(json_object_get(in, "name"))));
+    json_array_foreach(json_object_get(profile, "graph"), j, node) {
+      const char *target = json_string_value(json_object_get(node, "target"));
+      if (from && strcmp(nname(node), from) == 0 && target && strstr(target, "Conv") &&
+          json_array_size(json_object_get(node, "shape")) >= 4) {
+        json_object_set_new(in, "from_library_conv", json_true());
+        fed = true;
+      }
+    }
+  }
+  if (!fed)
+    json_decref(sub);
+  return fed ? sub : NULL;
 }
 
 static void test_region_emulation(void **state) {
@@ -703,6 +751,35 @@ static void test_region_emulation(void **state) {
       json_array_append_new(rs, json_pack("{s:s, s:O, s:O}", "dir", rdir, "nodes",
                                           json_object_get(r, "nodes"), "io",
                                           json_object_get(r, "io")));
+      json_t *fed = conv_fed_profile(p, r);
+      if (fed) {
+        json_t *cl_region = json_pack("{s:O, s:O, s:s}", "family", json_object_get(r, "family"),
+                                      "profile", fed, "mode", "channels_last");
+        cand = region_candidate(cl_region, summary, sizeof summary);
+        bool cl_mode = false;
+        json_t *o;
+        size_t k;
+        json_array_foreach(json_object_get(cand, "options"), k, o)
+            cl_mode = cl_mode || strcmp(json_string_value(o), "-DMODE_CHANNELS_LAST=1") == 0;
+        assert_true(cl_mode);
+        json_t *listed = json_object_get(json_object_get(cand, "plan"), "channels_last");
+        assert_int_equal(json_array_size(listed), 2);
+        assert_string_equal(json_string_value(json_array_get(listed, 1)), "output:0");
+        snprintf(rdir, sizeof rdir, "%s/r%zu_cl", dir, i);
+        snprintf(result, sizeof result, "%s/result.bin", rdir);
+        snprintf(ns, sizeof ns, "c%zu", json_array_size(runs));
+        write_candidate(f, ns, fed, cand, rdir, result);
+        snprintf(what, sizeof what, "%s: %s (channels-last)", small_tasks[t].name, summary);
+        json_array_append_new(runs, json_pack("{s:s, s:s, s:s, s:s, s:O}", "ns", ns, "dir",
+                                              rdir, "result", result, "what", what, "dtype",
+                                              json_object_get(out, "dtype")));
+        json_array_append_new(rs, json_pack("{s:s, s:O, s:O, s:O}", "dir", rdir, "nodes",
+                                            json_object_get(r, "nodes"), "io",
+                                            json_object_get(r, "io"), "channels_last", listed));
+        json_decref(cand);
+        json_decref(cl_region);
+        json_decref(fed);
+      }
     }
     json_array_append_new(spec, json_pack("{s:s, s:o}", "src", path, "regions", rs));
     json_decref(regions);

@@ -188,6 +188,29 @@ static void test_plan_structure(void **state) {
                "plan/malformed", "launch 0: unknown key 'stream'");
 }
 
+/* "channels_last" lists tensors of the plan, each once; the library only checks it. */
+static void test_channels_last_list(void **state) {
+  struct fixture *fx = *state;
+  struct gpu_failure f;
+  struct gpu_plan *p = parse(fx, "{\"launches\":[" LAUNCH_OK "],\"channels_last\":[\"input:0\","
+                                 "\"output:0\"]}", &f);
+  assert_non_null(p);
+  assert_int_equal(p->n_launches, 1);
+  gpu_plan_free(p);
+  expect_error(fx, "{\"launches\":[" LAUNCH_OK "],\"channels_last\":\"input:0\"}",
+               "plan/malformed", "plan: 'channels_last' must be an array");
+  expect_error(fx, "{\"launches\":[" LAUNCH_OK "],\"channels_last\":[\"input:7\"]}",
+               "plan/unknown_tensor", "plan: channels_last entry 0 must name a tensor of the "
+               "plan once");
+  expect_error(fx, "{\"launches\":[" LAUNCH_OK "],\"channels_last\":[\"output:0\",3]}",
+               "plan/unknown_tensor", "plan: channels_last entry 1 must name a tensor of the "
+               "plan once");
+  expect_error(fx, "{\"launches\":[" LAUNCH_OK "],\"channels_last\":[\"input:0\","
+                   "\"input:0\"]}",
+               "plan/unknown_tensor", "plan: channels_last entry 1 must name a tensor of the "
+               "plan once");
+}
+
 static void test_too_many_launches(void **state) {
   struct fixture *fx = *state;
   char text[8192], ok[8192];
@@ -541,6 +564,7 @@ int main(void) {
     cmocka_unit_test_setup_teardown(test_valid_plan, setup, teardown),
     cmocka_unit_test_setup_teardown(test_scalar_values, setup, teardown),
     cmocka_unit_test_setup_teardown(test_plan_structure, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_channels_last_list, setup, teardown),
     cmocka_unit_test_setup_teardown(test_too_many_launches, setup, teardown),
     cmocka_unit_test_setup_teardown(test_kernel_names, setup, teardown),
     cmocka_unit_test_setup_teardown(test_grid, setup, teardown),

@@ -16,6 +16,8 @@
 #include "builtin_testlib.h"
 #include "engine/partition.h"
 #include "engine/program.h"
+#include "proposers/builtin/builtin.h"
+#include "proposers/builtin/propose.h"
 #include "proposers/proposer.h"
 
 /* ---- hand-made graphs ---- */
@@ -178,6 +180,104 @@ static void test_generated_regions_are_capped(void **state) {
 }
 
 /* A task without a graph is one library step running the whole model. */
+/* x [2,3,8,8] -> conv (a dense Conv2d module) [2,4,6,6] -> relu -> add b [4,1,1] ->
+ * output, as a profile. */
+static json_t *conv_then_pointwise(void) {
+  json_t *g = json_pack(
+      "[{s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:[{s:s}, {s:s}], s:{}, s:[i,i,i,i], s:s},"
+      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s}]",
+      "name", "x", "op", "placeholder", "target", "x", "tensor", "input:0", "args", "kwargs",
+      "shape", 2, 3, 8, 8, "dtype", "float32",
+      "name", "conv", "op", "call_module", "target", "Conv2d", "module", "conv", "args", "node",
+      "x", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
+      "name", "relu", "op", "call_function", "target", "torch.relu", "args", "node", "conv",
+      "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
+      "name", "b", "op", "get_attr", "target", "b", "tensor", "param:b", "args", "kwargs",
+      "shape", 4, 1, 1, "dtype", "float32",
+      "name", "add", "op", "call_function", "target", "operator.add", "args", "node", "relu",
+      "node", "b", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
+      "name", "output", "op", "output", "target", "output", "args", "node", "add", "kwargs",
+      "shape", 2, 4, 6, 6, "dtype", "float32");
+  return json_pack("{s:o, s:[{s:s, s:s, s:[i,i,i,i], s:i, s:i}], s:[{s:s, s:s, s:[i,i,i], "
+                   "s:i, s:i}], s:[{s:s, s:s, s:[i,i,i,i], s:i, s:i}], s:s, s:s, s:i, s:s}",
+                   "graph", g, "inputs", "name", "input:0", "dtype", "float32", "shape", 2, 3,
+                   8, 8, "numel", 384, "bytes", 1536, "params", "name", "param:b", "dtype",
+                   "float32", "shape", 4, 1, 1, "numel", 4, "bytes", 16, "outputs", "name",
+                   "output:0", "dtype", "float32", "shape", 2, 4, 6, 6, "numel", 288, "bytes",
+                   1152, "graph_source", "fx", "precision", "fp32", "sm_count", 132, "name",
+                   "conv_tail");
+}
+
+/* A value made by a library convolution is marked "from_library_conv" in the sub-profile
+ * of the region reading it; the pointwise family's default candidate then names the move
+ * channels_last_conv_output as an outside move, its MODE channels_last candidate lists the
+ * value and the output as channels-last tensors, and the composed program names the
+ * library value in its plan's channels_last list. */
+static void test_conv_output_read_channels_last(void **state) {
+  (void)state;
+  struct proposer p;
+  char why[256];
+  assert_int_equal(proposer_open("builtin", NULL, &p, why, sizeof why), 0);
+  json_t *profile = conv_then_pointwise();
+  struct partition pt;
+  assert_int_equal(partition_build(profile, &p, &pt), 0);
+  assert_int_equal(pt.n, 2);
+  assert_false(pt.regions[0].generated);
+  assert_true(pt.regions[1].generated);
+  json_t *in = json_array_get(json_object_get(pt.regions[1].profile, "inputs"), 0);
+  assert_true(json_is_true(json_object_get(in, "from_library_conv")));
+  const struct builtin_family *fam = NULL;
+  json_t *match = NULL, *cand = NULL;
+  assert_int_equal(builtin_match(pt.regions[1].profile, &fam, &match, why, sizeof why), 0);
+  struct knob_set k;
+  fam->defaults(match, &k);
+  assert_string_equal(k.mode, "");
+  assert_int_equal(fam->generate(match, &k, &cand, why, sizeof why), 0);
+  json_t *outside = json_object_get(cand, "outside_moves");
+  assert_int_equal(json_array_size(outside), 1);
+  assert_string_equal(json_string_value(json_array_get(outside, 0)), "channels_last_conv_output");
+  assert_null(json_object_get(json_object_get(cand, "plan"), "channels_last"));
+  json_decref(cand);
+  snprintf(k.mode, sizeof k.mode, "channels_last");
+  assert_int_equal(fam->generate(match, &k, &cand, why, sizeof why), 0);
+  assert_null(json_object_get(cand, "outside_moves"));
+  json_t *choices[2] = {NULL, cand};
+  json_t *program = program_compose(&pt, choices, "auto");
+  json_t *plan = json_object_get(json_array_get(json_object_get(json_object_get(program,
+                                                                                "program"),
+                                                                "steps"), 1), "plan");
+  json_t *listed = json_object_get(plan, "channels_last");
+  assert_int_equal(json_array_size(listed), 2);
+  assert_string_equal(json_string_value(json_array_get(listed, 0)), "node:conv");
+  assert_string_equal(json_string_value(json_array_get(listed, 1)), "output:0");
+  /* The bias [4,1,1] is read at the channel, the innermost dim of (N, H, W, C). */
+  assert_non_null(strstr(json_string_value(json_object_get(cand, "source")), "(e % 4)"));
+  /* MODE channels_last is refused where no convolution feeds the chain. */
+  json_object_del(in, "from_library_conv");
+  json_decref(match);
+  assert_int_equal(builtin_match(pt.regions[1].profile, &fam, &match, why, sizeof why), 0);
+  fam->defaults(match, &k);
+  json_t *plain = NULL;
+  assert_int_equal(fam->generate(match, &k, &plain, why, sizeof why), 0);
+  assert_null(json_object_get(plain, "outside_moves"));
+  json_decref(plain);
+  snprintf(k.mode, sizeof k.mode, "channels_last");
+  json_t *refused = NULL;
+  assert_int_equal(fam->generate(match, &k, &refused, why, sizeof why), -1);
+  assert_string_equal(why, "MODE channels_last: no full-size input comes from a library "
+                           "convolution");
+  json_decref(match);
+  json_decref(program);
+  json_decref(cand);
+  partition_clear(&pt);
+  json_decref(profile);
+  proposer_clear(&p);
+}
+
 static void test_no_graph_is_the_whole_model(void **state) {
   (void)state;
   struct proposer p;
@@ -364,6 +464,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_library_then_fused_tail),
     cmocka_unit_test(test_generated_regions_are_capped),
+    cmocka_unit_test(test_conv_output_read_channels_last),
     cmocka_unit_test(test_no_graph_is_the_whole_model),
     cmocka_unit_test(test_every_shared_task),
   };
