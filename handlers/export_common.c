@@ -101,7 +101,7 @@ static int add_tensors(struct xtensors *ts, const json_t *profile, const char *k
     if (ts->n == EXPORT_MAX_TENSORS)
       return export_fail(err, errlen, "profile: more than %d tensors", EXPORT_MAX_TENSORS);
     ts->items[ts->n++] =
-        (struct xtensor){name, export_dtype_find(dtype), shape, kind, position, false};
+        (struct xtensor){name, export_dtype_find(dtype), shape, kind, position, false, false};
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 /* What the KernelBench export's files share (export_common.c, export_launcher.c,
- * export_rename.c, export_kernelbench.c, export_program.c); not an API outside them. */
+ * export_rename.c, export_layout.c, export_kernelbench.c, export_program.c); not an API
+ * outside them. */
 #ifndef OPFORGE_HANDLERS_EXPORT_INTERNAL_H
 #define OPFORGE_HANDLERS_EXPORT_INTERNAL_H
 
@@ -29,8 +30,9 @@ struct xtensor {
   const struct export_dtype *dtype;
   const json_t *shape;
   enum export_tensor_kind kind;
-  long position; /* inputs: the index in forward's arguments */
-  bool written;  /* region tensors: allocated by the step, not read */
+  long position;      /* inputs: the index in forward's arguments */
+  bool written;       /* region tensors: allocated by the step, not read */
+  bool channels_last; /* listed in the plan's channels_last (export_read_channels_last) */
 };
 
 /* A launcher's tensors in launcher order. */
@@ -142,6 +144,22 @@ int export_put_launcher(FILE *f, const struct xtensors *ts, const json_t *plan,
  * borrowed; may be NULL). Whole identifiers are renamed wherever they occur outside
  * comments and string literals, so references stay consistent. NULL when out of memory. */
 char *export_rename_kernels(const char *source, const char *prefix, const json_t *extra);
+
+/* ---- export_layout.c ---- */
+
+/* Checks plan's optional "channels_last" (borrowed): an array of distinct names of
+ * tensors of ts that its launches pass, each of rank 4 or 5; marks them channels_last in
+ * ts. 0, or -1 with the reason, naming the tensor, in err. */
+int export_read_channels_last(const json_t *plan, struct xtensors *ts, char *err,
+                              size_t errlen);
+
+/* Writes the names of ts's channels-last tensors as a Python list, in ts order. */
+void export_put_channels_last(FILE *f, const struct xtensors *ts);
+
+/* Whether a profile graph node (borrowed) is a convolution that runs on a channels-last
+ * input when a region reads its value channels-last: the evaluator's list
+ * (gpu/evaluator/layout.py, is_convolution). */
+bool export_is_convolution(const json_t *node);
 
 /* ---- export_program.c ---- */
 

@@ -38,7 +38,7 @@ static void put_tensor_tables(FILE *f, const struct xtensors *ts) {
   fputs("]\n", f);
 }
 
-/* The Python after the tables: load_inline, the argument checks and ModelNew. */
+/* The Python after the tables: load_inline and the argument checks; py_model follows. */
 static const char py_body[] =
     "_OFG_MODULES = {}\n"
     "\n"
@@ -62,18 +62,32 @@ static const char py_body[] =
     "    return module\n"
     "\n"
     "\n"
+    "def _ofg_layout(name, shape):\n"
+    "    \"\"\"The memory order the kernels address the tensor called name in: channels-last\n"
+    "    ((N, H, W, C) or (N, D, H, W, C)) when the plan lists it, else row-major.\"\"\"\n"
+    "    if name in _OFG_CHANNELS_LAST and len(shape) == 4:\n"
+    "        return torch.channels_last\n"
+    "    if name in _OFG_CHANNELS_LAST and len(shape) == 5:\n"
+    "        return torch.channels_last_3d\n"
+    "    return torch.contiguous_format\n"
+    "\n"
+    "\n"
     "def _ofg_check(name, tensor, dtype, shape, device):\n"
-    "    \"\"\"tensor, contiguous, once it is checked to be what the kernels were built for:\n"
-    "    the plan has its sizes built in.\"\"\"\n"
+    "    \"\"\"tensor, dense in the order the kernels address it (_ofg_layout; itself when\n"
+    "    already so), once it is checked to be what the kernels were built for: the plan\n"
+    "    has its sizes built in.\"\"\"\n"
     "    if (not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype\n"
     "            or tuple(tensor.shape) != shape or tensor.device != device):\n"
     "        got = (\"%s %s on %s\" % (tensor.dtype, tuple(tensor.shape), tensor.device)\n"
     "               if isinstance(tensor, torch.Tensor) else type(tensor).__name__)\n"
     "        raise ValueError(\"ModelNew: %s must be %s %s on %s, as the kernels were built \"\n"
     "                         \"for; got %s\" % (name, dtype, shape, device, got))\n"
-    "    return tensor.detach().contiguous()\n"
+    "    return tensor.detach().contiguous(memory_format=_ofg_layout(name, shape))\n"
     "\n"
-    "\n"
+    "\n";
+
+/* ModelNew, after py_body (one string would pass the length C17 compilers must take). */
+static const char py_model[] =
     "class ModelNew(torch.nn.Module):\n"
     "    \"\"\"Drop-in for Model running opforge's kernels; the parameters live in self.ref.\"\"\"\n"
     "\n"
@@ -104,7 +118,9 @@ static const char py_body[] =
     "            raise RuntimeError(\"ModelNew runs CUDA kernels: %s is on %s, move the model \"\n"
     "                               \"and inputs to a GPU\" % (named[0][0], device))\n"
     "        tensors = [_ofg_check(n, t, d, s, device) for n, t, d, s in named]\n"
-    "        outputs = [torch.empty(s, dtype=d, device=device) for d, s in _OFG_OUTPUTS]\n"
+    "        outputs = [torch.empty(s, dtype=d, device=device,\n"
+    "                               memory_format=_ofg_layout(\"output:%d\" % j, s))\n"
+    "                   for j, (d, s) in enumerate(_OFG_OUTPUTS)]\n"
     "        with torch.cuda.device(device):\n"
     "            _ofg_module(device)." EXPORT_LAUNCHER_NAME "(\n"
     "                tensors + outputs, torch.cuda.current_stream(device).cuda_stream)\n";
@@ -162,10 +178,14 @@ static int put_python(FILE *f, const json_t *profile, const json_t *candidate,
         "              \"-U__CUDA_NO_BFLOAT16_CONVERSIONS__\", "
         "\"-U__CUDA_NO_HALF2_OPERATORS__\"", f);
   fputs(o->flags, f);
-  fputs("]\n", f);
+  fputs("]\n# The tensors the kernels address in channels-last order ((N, H, W, C) or\n"
+        "# (N, D, H, W, C)): passed so, and allocated so when outputs.\n_OFG_CHANNELS_LAST = ", f);
+  export_put_channels_last(f, ts);
+  fputc('\n', f);
   put_tensor_tables(f, ts);
   export_put_scalars(f, profile, ts);
   fputs(py_body, f);
+  fputs(py_model, f);
   fputs("        return ", f);
   export_put_structure(f, profile, ts->n_outputs);
   fputc('\n', f);
@@ -185,6 +205,8 @@ static int export_single(const json_t *profile, const json_t *candidate, char **
   struct export_options o = {NULL, NULL, NULL};
   struct export_text t;
   int rc = export_collect_tensors(ts, profile, err, errlen);
+  if (rc == 0)
+    rc = export_read_channels_last(json_object_get(candidate, "plan"), ts, err, errlen);
   if (rc == 0 && (rc = export_text_open(&t, err, errlen)) == 0)
     rc = export_text_close(&t,
                            export_put_launcher(t.f, ts, json_object_get(candidate, "plan"),

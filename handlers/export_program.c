@@ -114,7 +114,7 @@ static int region_tensor(const struct program *p, const char *name, struct xtens
   const json_t *shape = json_object_get(node, "shape");
   if (!dtype || !export_shape_ok(shape))
     return export_fail(err, errlen, "%s has no tensor dtype and shape in the profile", name);
-  *ret = (struct xtensor){name, dtype, shape, TENSOR_NODE, 0, false};
+  *ret = (struct xtensor){name, dtype, shape, TENSOR_NODE, 0, false, false};
   return 0;
 }
 
@@ -227,6 +227,8 @@ static int region_texts(const struct program *p, struct region *r, const json_t 
   struct export_text t;
   if (rc == 0)
     rc = collect_region_tensors(p, r, plan, json_object_get(step, "writes"), err, errlen);
+  if (rc == 0)
+    rc = export_read_channels_last(plan, r->ts, err, errlen);
   snprintf(comment, sizeof comment,
            "// opforge launcher of region %ld: its tensors are those of its entry in\n"
            "// _OFG_STEPS, in that order; launches run in plan order on stream.\n",
@@ -358,29 +360,101 @@ static bool output_leaves(const json_t *v, json_t *names, int depth) {
   return true;
 }
 
-/* Writes _OFG_OUTPUT_NODES: the graph nodes that are the task's outputs, in order (for
- * torch.export graphs, the last ones returned: the mutated buffers come first); empty
- * when the graph does not show them, and "output:j" is then a value of its own. */
-static int put_output_nodes(FILE *f, const json_t *profile, size_t n_outputs) {
+/* The graph nodes that are the task's outputs, in order (for torch.export graphs, the
+ * last ones returned: the mutated buffers come first), as a new array the caller decrefs;
+ * empty when the graph does not show them. NULL when out of memory. */
+static json_t *output_nodes(const json_t *profile, size_t n_outputs) {
   const json_t *graph = json_object_get(profile, "graph"), *node, *ret = NULL;
   json_t *names = json_array();
   size_t i;
   if (!names)
-    return -1;
+    return NULL;
   json_array_foreach(graph, i, node) {
     const char *op = json_string_value(json_object_get(node, "op"));
     if (op && strcmp(op, "output") == 0)
       ret = json_array_get(json_object_get(node, "args"), 0);
   }
-  bool ok = ret && output_leaves(ret, names, 0) && json_array_size(names) >= n_outputs;
-  size_t skip = ok ? json_array_size(names) - n_outputs : 0;
+  if (!ret || !output_leaves(ret, names, 0) || json_array_size(names) < n_outputs)
+    json_array_clear(names);
+  while (json_array_size(names) > n_outputs)
+    json_array_remove(names, 0);
+  return names;
+}
+
+/* Writes _OFG_OUTPUT_NODES: outputs (output_nodes); when empty, "output:j" is a value of
+ * its own. */
+static void put_output_nodes(FILE *f, const json_t *outputs) {
+  const json_t *name;
+  size_t i;
   fputs("# The graph nodes that are the task's outputs, in order.\n_OFG_OUTPUT_NODES = [", f);
-  for (i = 0; ok && i < n_outputs; i++) {
+  json_array_foreach(outputs, i, name) {
     fputs(i ? ", " : "", f);
-    export_put_py_string(f, json_string_value(json_array_get(names, skip + i)), false);
+    export_put_py_string(f, json_string_value(name), false);
   }
   fputs("]\n", f);
-  json_decref(names);
+}
+
+/* The graph nodes whose values a region reads in channels-last order, as the keys of a
+ * new object (the caller decrefs); NULL when out of memory. outputs: output_nodes. */
+static json_t *channels_last_reads(const struct program *p, const json_t *outputs) {
+  json_t *reads = json_object();
+  for (size_t i = 0; reads && i < p->n_regions; i++) {
+    const struct xtensors *ts = p->regions[i].ts;
+    for (size_t k = 0; k < ts->n; k++) {
+      const struct xtensor *t = &ts->items[k];
+      const char *node = NULL;
+      if (!t->channels_last || t->written)
+        continue;
+      if (t->kind == TENSOR_NODE)
+        node = t->name + strlen("node:");
+      else if (t->kind == TENSOR_OUTPUT)
+        node = json_string_value(
+            json_array_get(outputs, strtoul(t->name + strlen("output:"), NULL, 10)));
+      if (node && json_object_set_new(reads, node, json_true()) != 0) {
+        json_decref(reads);
+        return NULL;
+      }
+    }
+  }
+  return reads;
+}
+
+/* Writes _OFG_CHANNELS_LAST (per region launcher, the values its kernels address in
+ * channels-last order) and _OFG_LIBRARY_CHANNELS_LAST (the library convolutions whose
+ * values a region reads so, in step order: they run on a channels-last input, as the
+ * evaluator ran them). -1 when out of memory. */
+static int put_layout(FILE *f, const struct program *p, const json_t *outputs) {
+  json_t *reads = channels_last_reads(p, outputs);
+  const json_t *step;
+  size_t i, n = 0;
+  if (!reads)
+    return -1;
+  fputs("# Channels-last memory order: per region launcher, the values its kernels address\n"
+        "# in (N, H, W, C) or (N, D, H, W, C) order, passed so and allocated so when\n"
+        "# written; and the library convolutions whose values a region reads so, which run\n"
+        "# on a channels-last input.\n_OFG_CHANNELS_LAST = {\n", f);
+  for (i = 0; i < p->n_regions; i++) {
+    const struct region *r = &p->regions[i];
+    size_t k = 0;
+    while (k < r->ts->n && !r->ts->items[k].channels_last)
+      k++;
+    if (k == r->ts->n)
+      continue;
+    fprintf(f, "    \"%s\": ", r->launcher);
+    export_put_channels_last(f, r->ts);
+    fputs(",\n", f);
+  }
+  fputs("}\n_OFG_LIBRARY_CHANNELS_LAST = [", f);
+  json_array_foreach(p->steps, i, step) {
+    const char *node = json_string_value(json_object_get(step, "node"));
+    if (!json_object_get(step, "library") || !node || !json_object_get(reads, node) ||
+        !export_is_convolution(graph_node(p->profile, node)))
+      continue;
+    fputs(n++ ? ", " : "", f);
+    export_put_py_string(f, node, false);
+  }
+  fputs("]\n", f);
+  json_decref(reads);
   return 0;
 }
 
@@ -478,11 +552,17 @@ static int put_tables(FILE *f, const struct program *p) {
     fputs("None\n", f);
   fprintf(f, "_OFG_TRACE = %s\n_OFG_CAPTURE = %s\n_OFG_N_OUTPUTS = %zu\n",
           p->trace ? "True" : "False", p->capture ? "True" : "False", p->ts->n_outputs);
-  if (put_output_nodes(f, p->profile, p->ts->n_outputs) != 0)
+  json_t *outputs = output_nodes(p->profile, p->ts->n_outputs);
+  if (!outputs)
     return -1;
+  put_output_nodes(f, outputs);
   export_put_scalars(f, p->profile, p->ts);
   put_build(f, p);
   put_regions(f, p);
+  int rc = put_layout(f, p, outputs);
+  json_decref(outputs);
+  if (rc != 0)
+    return -1;
   put_steps(f, p);
   fputs("\n\ndef _ofg_pack(outputs):\n    \"\"\"What forward returns, in Model's structure.\"\"\"\n"
         "    return ", f);

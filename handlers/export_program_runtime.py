@@ -55,16 +55,46 @@ def _ofg_module(device):
     return module
 
 
-def _ofg_check(name, tensor, dtype, shape, device):
-    """tensor, contiguous, once it is checked to be what the kernels were built for:
-    the plan has its sizes built in."""
+def _ofg_layout(shape, channels_last):
+    """The memory order a region's kernels address a tensor of shape in: channels-last
+    ((N, H, W, C) or (N, D, H, W, C)) when its plan lists it, else row-major."""
+    if channels_last and len(shape) == 4:
+        return torch.channels_last
+    if channels_last and len(shape) == 5:
+        return torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def _ofg_check(name, tensor, dtype, shape, device, layout=torch.contiguous_format):
+    """tensor, dense in layout (itself when already so), once it is checked to be what
+    the kernels were built for: the plan has its sizes built in."""
     if (not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype
             or tuple(tensor.shape) != shape or tensor.device != device):
         got = ("%s %s on %s" % (tensor.dtype, tuple(tensor.shape), tensor.device)
                if isinstance(tensor, torch.Tensor) else type(tensor).__name__)
         raise ValueError("ModelNew: %s must be %s %s on %s, as the kernels were built "
                          "for; got %s" % (name, dtype, shape, device, got))
-    return tensor.detach().contiguous()
+    return tensor.detach().contiguous(memory_format=layout)
+
+
+def _ofg_channels_last(tensor):
+    """tensor in channels-last order when it has rank 4 or 5 (itself when already so),
+    else tensor as it is."""
+    layout = _ofg_layout(tensor.shape, True)
+    if layout is torch.contiguous_format:
+        return tensor
+    return tensor.contiguous(memory_format=layout)
+
+
+def _ofg_channels_last_input(args, kwargs):
+    """A convolution's (args, kwargs) with its input (the first positional argument,
+    else the keyword input) made channels-last, so that PyTorch runs its channels-last
+    kernel and returns a channels-last value, as the evaluator ran it."""
+    if args and isinstance(args[0], torch.Tensor):
+        return (_ofg_channels_last(args[0]),) + tuple(args[1:]), kwargs
+    if isinstance(kwargs.get("input"), torch.Tensor):
+        return args, dict(kwargs, input=_ofg_channels_last(kwargs["input"]))
+    return args, kwargs
 
 
 def _ofg_key(name):
@@ -146,8 +176,10 @@ class _OfgGraph:
             if node.op == "get_attr":
                 env[node.name] = _ofg_attr(self.roots, node.target)
 
-    def run(self, name, env, step):
-        """Runs node name as torch.fx.Interpreter would, its arguments taken from env."""
+    def run(self, name, env, step, channels_last=False):
+        """Runs node name as torch.fx.Interpreter would, its arguments taken from env; a
+        convolution in _OFG_LIBRARY_CHANNELS_LAST (channels_last) on a channels-last
+        input."""
         node = self.nodes.get(name)
         if node is None:
             raise RuntimeError("ModelNew: step %d runs node %s, which this torch's trace of "
@@ -161,6 +193,8 @@ class _OfgGraph:
 
         args = torch.fx.node.map_arg(node.args, value)
         kwargs = torch.fx.node.map_arg(node.kwargs, value)
+        if channels_last:
+            args, kwargs = _ofg_channels_last_input(args, kwargs)
         if node.op == "call_module":
             return self.root.get_submodule(node.target)(*args, **kwargs)
         if node.op == "call_function":
@@ -174,17 +208,20 @@ class _OfgGraph:
 
 
 def _ofg_region(module, launcher, table, env, device, step):
-    """Runs a region step: its writes are allocated, its reads checked and made
-    contiguous, and its launcher runs them on the current stream."""
+    """Runs a region step: its writes are allocated, its reads checked and made dense,
+    each in the order its kernels address it (_OFG_CHANNELS_LAST), and its launcher runs
+    them on the current stream."""
     tensors = []
+    channels_last = _OFG_CHANNELS_LAST.get(launcher, ())
     for name, dtype, shape, written in table:
         key = _ofg_key(name)
+        layout = _ofg_layout(shape, name in channels_last)
         if written:
-            env[key] = torch.empty(shape, dtype=dtype, device=device)
+            env[key] = torch.empty(shape, dtype=dtype, device=device, memory_format=layout)
         elif key not in env:
             raise RuntimeError("ModelNew: step %d (region) reads %s, which no earlier step "
                                "computed" % (step, name))
-        tensors.append(_ofg_check(name, env[key], dtype, shape, device))
+        tensors.append(_ofg_check(name, env[key], dtype, shape, device, layout))
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     getattr(module, launcher)(tensors, stream)
 
@@ -226,7 +263,8 @@ class ModelNew(torch.nn.Module):
         module = _ofg_module(device) if _OFG_REGIONS else None
         for step, (kind, what, detail) in enumerate(_OFG_STEPS):
             if kind == "library":
-                env[detail] = self._ofg_graph[0].run(detail, env, step)
+                env[detail] = self._ofg_graph[0].run(detail, env, step,
+                                                     detail in _OFG_LIBRARY_CHANNELS_LAST)
             elif kind == "model":
                 flat = _ofg_flatten(self.ref(*inputs))
                 if len(flat) != _OFG_N_OUTPUTS:

@@ -15,6 +15,7 @@ Modules, each one concept:
   mutation     which buffers the reference's own forward changes
   rng          RNG snapshots restored before the reference and the candidate
   candidate    CandidateRun: the checks of one evaluate request
+  layout       channels-last plans: the channels_last list, memory formats, library convs
   program      programs (library steps and regions): parsing, validation, random ops
   program_exec ProgramRunner: a program's steps in stream order
   cudagraph    ProgramGraph: a program captured once and replayed

@@ -8,6 +8,7 @@ import math
 import torch
 
 from .errors import EvalError, exception_text, sticky_cuda_class
+from .layout import LayoutError, in_order, library_candidate, memory_format, parse_channels_last
 from .numerics import (TIMING, InputGuard, accuracy_budget, classify_comparison,
                        compare_outputs, max_abs_error, max_abs_finite, poison_,
                        relative_l2_ok)
@@ -35,6 +36,7 @@ class CandidateRun:
         self.handle = None
         self.fatal = False
         self.rng = None  # the current trial's generator states (rng_snapshot)
+        self.channels_last = {}  # name -> rank of the tensors the plan addresses channels-last
         # Buffers the reference's own forward changes: no candidate is blamed for them.
         self.mutable = set(task.profile.get("mutable_buffers") or []) if task.profile else set()
         self.result = {"compile": None, "correct": False, "trials": [], "robust": None,
@@ -51,7 +53,9 @@ class CandidateRun:
     def _prepare(self):
         """Compiles and loads the candidate; returns False (the result's failure set)
         when it cannot run."""
-        prep = self.lib.prepare(self.cand, self.task.specs)
+        if not self._read_layout():
+            return False
+        prep = self.lib.prepare(library_candidate(self.cand), self.task.specs)
         self.result["compile"] = prep.get("compile")
         if not prep.get("ok") and prep.get("sticky"):
             self._library_failure(prep)
@@ -60,6 +64,22 @@ class CandidateRun:
                 "stage": "compile", "class": "compile/unknown", "message": "prepare failed"}
             return False
         self.handle = prep.get("handle")
+        return True
+
+    def _read_layout(self):
+        """self.channels_last from the plan's channels_last list (tensors of the profile
+        its launches pass, of rank 4 or 5); False with the result's failure set when the
+        list breaks a rule, a plan failure as libopforge_gpu reports one."""
+        shapes = {s["name"]: s.get("shape") for s in (self.task.profile.get("inputs", [])
+                                                      + self.task.profile.get("params", [])
+                                                      + self.task.profile.get("outputs", []))}
+        try:
+            self.channels_last = parse_channels_last(self.cand["plan"], shapes.get)
+        except LayoutError as err:
+            cls = "plan/unknown_tensor" if err.kind == "unknown_tensor" else "plan/malformed"
+            self.result["failure"] = {"stage": "launch", "class": cls,
+                                      "message": "plan: %s" % err}
+            return False
         return True
 
     def _free(self):
@@ -139,10 +159,13 @@ class CandidateRun:
             return [t.contiguous() for t in flatten_outputs(self.task.model(*inputs))]
 
     def _named(self, inputs, outs):
-        """[(name, tensor)] the plan sees: inputs, parameters and buffers (contiguous,
-        detached, sharing storage) and the outputs."""
-        named = [(n, t.detach().contiguous()) for n, t in named_inputs(inputs)]
-        named += [(n, t.detach().contiguous()) for n, t in named_state(self.task.model)]
+        """[(name, tensor)] the plan sees: inputs, parameters and buffers (detached, dense
+        in the order the plan addresses them: channels-last when its plan lists them,
+        sharing storage when already so) and the outputs."""
+        named = [(n, in_order(t.detach(), n in self.channels_last))
+                 for n, t in named_inputs(inputs)]
+        named += [(n, in_order(t.detach(), n in self.channels_last))
+                  for n, t in named_state(self.task.model)]
         named += [("output:%d" % i, t) for i, t in enumerate(outs)]
         return named
 
@@ -244,12 +267,13 @@ class CandidateRun:
                                    spec["dtype"], spec["shape"]))
 
     def _alloc_outputs(self, refs):
-        """New output tensors shaped like the profile says, filled with the poison
-        pattern."""
+        """New output tensors shaped like the profile says (channels-last when the plan
+        lists them), filled with the poison pattern."""
         self._check_reference(refs)
         outs = []
-        for ref in refs:
-            out = torch.empty_like(ref, memory_format=torch.contiguous_format)
+        for i, ref in enumerate(refs):
+            fmt = memory_format(ref.dim()) if "output:%d" % i in self.channels_last else None
+            out = torch.empty_like(ref, memory_format=fmt or torch.contiguous_format)
             poison_(out, ref)
             outs.append(out)
         return outs

@@ -1,4 +1,4 @@
-# Evaluator programs: parsing and validation of a program candidate ({"program": {"graph", "steps"}}) against the task's profile graph, the tensor specs of each region, and the random ops that keep a program out of CUDA graphs.
+# Evaluator programs: parsing and validation of a program candidate ({"program": {"graph", "steps"}}) against the task's profile graph, the tensor specs and channels-last tensors of each region, and the random ops that keep a program out of CUDA graphs.
 """The spec is docs/architecture.md, "Programs: regions, library steps, composition".
 A Program is plain data built from the candidate's JSON and the task profile; it keeps
 references to neither tensors nor modules. Every rule it breaks is a ProgramError whose
@@ -7,6 +7,8 @@ message names the step (becoming the failure load/bad_program)."""
 import math
 
 import torch
+
+from .layout import LayoutError, is_convolution, library_candidate, parse_channels_last
 
 GRAPH_MODES = {"auto": "auto", "true": "true", "false": "false", True: "true", False: "false"}
 PROGRAM_KEYS = {"graph", "steps"}
@@ -53,8 +55,13 @@ class RegionStep:
         self.covers = list(raw["nodes"])
         self.reads = list(raw["reads"])
         self.writes = list(raw["writes"])
-        self.candidate = {"source": raw["source"], "options": list(raw.get("options") or []),
-                          "plan": raw["plan"]}
+        # What libopforge_gpu prepares: the plan without channels_last
+        # (layout.library_candidate); the runner orders the tensors it passes.
+        self.candidate = library_candidate({"source": raw["source"],
+                                            "options": list(raw.get("options") or []),
+                                            "plan": raw["plan"]})
+        self.plan = raw["plan"]
+        self.channels_last = {}  # name -> rank of the tensors passed in channels-last order
         self.tensors = []        # names the plan passes, writes included, first use first
         self.specs = None        # {"tensors": [...], "precision"} for ofg_candidate_prepare
         self.write_nodes = {}    # write name -> graph node name
@@ -66,7 +73,8 @@ class RegionStep:
 
 class Program:
     """A validated program: graph mode ("auto", "true", "false"), steps, the task's
-    output values as graph node names, and the random nodes it runs."""
+    output values as graph node names, the random nodes it runs, and the library
+    convolutions that run on a channels-last input (channels_last_library)."""
 
     def __init__(self, mode, steps, output_nodes, whole_model):
         self.mode = mode
@@ -74,6 +82,7 @@ class Program:
         self.output_nodes = output_nodes
         self.whole_model = whole_model
         self.random = []
+        self.channels_last_nodes = frozenset()
 
     def regions(self):
         return [s for s in self.steps if s.kind == "region"]
@@ -189,7 +198,10 @@ def parse_program(raw, profile, precision):
         for step in steps:
             if step.kind == "region":
                 _region_specs(step, index, precision)
-    return Program(GRAPH_MODES[mode], steps, index.outputs, whole)
+                _region_layout(step, index)
+    program = Program(GRAPH_MODES[mode], steps, index.outputs, whole)
+    program.channels_last_nodes = channels_last_library(steps, index)
+    return program
 
 
 def _parse_step(i, s):
@@ -343,6 +355,36 @@ def _region_specs(step, index, precision):
             spec["output"] = False
         specs.append(spec)
     step.specs = {"tensors": specs, "precision": precision}
+
+
+def _region_layout(step, index):
+    """step.channels_last from its plan's list: distinct tensors its launches pass, each
+    of rank 4 or 5 by the profile (a node's graph shape, else the profile's spec)."""
+    def shape_of(name):
+        if name.startswith("node:"):
+            node = step.write_nodes.get(name) or step.read_nodes.get(name)
+            return index.nodes[node].get("shape") if node in index.nodes else None
+        return index.specs.get(name, {}).get("shape")
+    try:
+        step.channels_last = parse_channels_last(step.plan, shape_of)
+    except LayoutError as err:
+        _fail("%s: plan: %s" % (step.label(), err))
+
+
+def channels_last_library(steps, index):
+    """The library steps' nodes that run on a channels-last input: convolutions
+    (layout.is_convolution) whose value a region reads in channels-last order. Computed
+    once per program; the runner and the export both follow it."""
+    library = {s.node for s in steps if s.kind == "library" and s.node}
+    found = set()
+    for step in steps:
+        if step.kind != "region":
+            continue
+        for name in step.channels_last:
+            node = step.read_nodes.get(name)
+            if node in library and is_convolution(index.nodes[node]):
+                found.add(node)
+    return frozenset(found)
 
 
 # -- random ops

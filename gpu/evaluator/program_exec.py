@@ -6,6 +6,7 @@ returns the task's output tensors, which the caller owns."""
 
 import torch
 
+from .layout import in_order, memory_format
 from .tensors import flatten_outputs, named_state
 
 
@@ -47,6 +48,8 @@ class ProgramRunner:
         self.state = None  # {state_dict key: tensor}, read again by every checked run
         self.nodes = {n["name"]: n for n in task.profile.get("graph") or []}
         self.dead_after = self._dead_after_steps()
+        # Library convolutions run on a channels-last input (program.channels_last_library).
+        self.channels_last_nodes = program.channels_last_nodes
 
     def _dead_after_steps(self):
         """{step index: node values no later step reads} (task outputs are kept)."""
@@ -67,13 +70,17 @@ class ProgramRunner:
 
     def new_workspace(self):
         """{write name: tensor} for every region write, allocated on the task device with
-        the profile's dtype and shape (contents undefined)."""
+        the profile's dtype and shape (contents undefined), in channels-last order when
+        the region's plan lists it."""
         ws = {}
         for step in self.program.regions():
             for spec in step.specs["tensors"]:
                 if spec.get("output") is True:
-                    ws[spec["name"]] = torch.empty(self._shape(spec["name"], step),
-                                                   dtype=_dtype(spec["dtype"]), device=self.device)
+                    name = spec["name"]
+                    shape = self._shape(name, step)
+                    fmt = memory_format(len(shape)) if name in step.channels_last else None
+                    ws[name] = torch.empty(shape, dtype=_dtype(spec["dtype"]), device=self.device,
+                                           memory_format=fmt or torch.contiguous_format)
         return ws
 
     def _shape(self, name, step):
@@ -101,7 +108,8 @@ class ProgramRunner:
                     marks(step.index)
                 if step.kind == "library":
                     try:
-                        self.traced.run_node(step.node, env)
+                        self.traced.run_node(step.node, env,
+                                             step.node in self.channels_last_nodes)
                     except (RegionFailure, StepError):
                         raise
                     except Exception as exc:
@@ -131,7 +139,8 @@ class ProgramRunner:
 
     def _tensor(self, name, step, env, ws, inputs, state):
         """The tensor a region's plan sees under name: its write buffer, or the value
-        it reads, contiguous."""
+        it reads, dense in the order the plan addresses it (channels-last when its plan
+        lists it, else row-major; the value itself when it is already so)."""
         if name in step.write_nodes:
             return ws[name]
         if name in step.read_nodes:
@@ -140,7 +149,7 @@ class ProgramRunner:
             t = inputs[int(name[len("input:"):])]
         else:
             t = state[name[len("param:"):]]
-        return t.detach().contiguous()
+        return in_order(t.detach(), name in step.channels_last)
 
     def _run_region(self, step, env, ws, inputs, state, checked, reset_state):
         named = [(n, self._tensor(n, step, env, ws, inputs, state)) for n in step.tensors]

@@ -5,6 +5,7 @@ environments it fills are the caller's dicts."""
 
 import torch
 
+from .layout import channels_last_input
 from .tensors import flatten_outputs
 
 
@@ -96,12 +97,16 @@ class TracedGraph:
 
     # -- nodes
 
-    def run_node(self, name, env):
+    def run_node(self, name, env, channels_last=False):
         """Runs call node name with its arguments taken from env, as torch.fx.Interpreter
-        does, stores the value in env[name] and returns it."""
+        does, stores the value in env[name] and returns it. channels_last: a convolution
+        whose input is made channels-last first (layout.channels_last_input), so that
+        PyTorch runs its channels-last kernel and returns a channels-last value."""
         n = self.nodes[name]
         args = torch.fx.node.map_arg(n.args, lambda a: env[a.name])
         kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a.name])
+        if channels_last:
+            args, kwargs = channels_last_input(args, kwargs)
         if n.op == "call_module":
             value = self.submodules[str(n.target)](*args, **kwargs)
         elif n.op == "call_function":

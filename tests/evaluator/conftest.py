@@ -172,6 +172,12 @@ def cpu_ev():
     p.close()
 
 
+def raw_bytes(t):
+    """The bytes of a dense tensor (row-major or channels-last) as one uint8 view, as the
+    real library sees them from the pointer: its numel elements from its first."""
+    return t.as_strided((t.numel(),), (1,)).view(torch.uint8)
+
+
 class FakeLib:
     """Stands in for libopforge_gpu in in-process tests: a candidate's "source" names a
     Python kernel in `kernels`, called as kernel(tensors_by_name, lib) on the tensors
@@ -222,7 +228,7 @@ class FakeLib:
         for name, t in named:  # the real library poisons outputs (0xff bytes) first
             spec = specs.get(name, {})
             if spec.get("output", name.startswith("output:")) and t.numel():
-                t.view(-1).view(torch.uint8).fill_(255)
+                raw_bytes(t).fill_(255)
         if src == "sticky":
             return {"ok": False, "sticky": True,
                     "failure": {"stage": "launch", "class": "cuda/CUDA_ERROR_ILLEGAL_ADDRESS",

@@ -11,7 +11,11 @@ main.py on GPU 0, the JSON-lines protocol) directly, without the server:
       "eager", as many reps) within 2% of it;
   (d) a program of 100 regions (a chain of relus) is prepared whole and is correct: the
       GPU library holds 1024 prepared candidates (it held 64, and ResNet-101's programs
-      of 107 regions all failed)."""
+      of 107 regions all failed);
+  (e) the same conv task as a program whose region (relu, then the bias at i % C) reads
+      the library convolution's output and writes the task's output channels-last (its
+      plan's "channels_last") is correct, and its convolution step is faster than the
+      reference program's."""
 import argparse
 import json
 import os
@@ -257,6 +261,55 @@ def check_conv_reference_program(ev, check, kernelbench):
     conv = [n for n in prof["graph"] if n.get("target") == "Conv2d"]
     check("(c) the conv node carries its FLOPs", conv and conv[0].get("flops", 0) > 0,
           str(conv[0].get("flops") if conv else None))
+    check_conv_channels_last(ev, check, prof, res)
+
+
+# (e): relu, then the bias, on the convolution's output in channels-last order (N, H, W, C):
+# the channel of flat element i is i % c.
+RELU_BIAS_CL_SRC = r"""
+extern "C" __global__ void relu_bias_cl(const float* __restrict__ x, const float* __restrict__ b,
+                                        float* __restrict__ y, long long n, int c) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = fmaxf(x[i], 0.0f) + b[i % c];
+}
+"""
+
+
+def channels_last_program(profile):
+    """CONV_TASK as the library convolution and one region (relu, add) that reads the
+    convolution's output and writes the task's output in channels-last order."""
+    calls = [n for n in profile["graph"] if n["op"].startswith("call_")]
+    bias = [n["tensor"] for n in profile["graph"] if str(n.get("tensor", "")).startswith("param:")
+            and len(n.get("shape") or []) == 3][0]
+    conv = "node:%s" % calls[0]["name"]
+    n = 1
+    for d in profile["outputs"][0]["shape"]:
+        n *= d
+    channels = profile["outputs"][0]["shape"][1]
+    return {"program": {"graph": "false", "steps": [
+        {"library": calls[0]["target"], "node": calls[0]["name"], "region": 0},
+        {"region": 1, "family": "pointwise", "nodes": [c["name"] for c in calls[1:]],
+         "source": RELU_BIAS_CL_SRC, "options": [], "reads": [conv], "writes": ["output:0"],
+         "plan": {"buffers": [], "channels_last": [conv, "output:0"], "launches": [
+             {"kernel": "relu_bias_cl", "grid": [(n + 255) // 256], "block": [256],
+              "args": [{"tensor": conv}, {"tensor": bias}, {"tensor": "output:0"},
+                       {"i64": n}, {"i32": channels}]}]}}]}}
+
+
+def check_conv_channels_last(ev, check, prof, reference):
+    """(e): a program whose region reads the library convolution channels-last is correct,
+    and its convolution step is faster than the reference's (docs/architecture.md,
+    "Channels-last convolutions")."""
+    r = ev.request("evaluate", 900, candidate=channels_last_program(prof))
+    res = r.get("result") or {}
+    print("(e) channels-last program:", _summary(res), flush=True)
+    check("(e) the channels-last conv program is correct", r.get("ok") and res.get("correct"),
+          json.dumps(res.get("failure") or r.get("error"))[:400])
+    conv_cl = (res.get("steps_ms") or [None])[0]
+    conv_ref = (reference.get("steps_ms") or [None])[0]
+    check("(e) its convolution step is faster than the reference's",
+          conv_cl is not None and conv_ref is not None and conv_cl < conv_ref,
+          "channels-last %s ms, reference %s ms" % (conv_cl, conv_ref))
 
 
 def chain_program(profile):
@@ -296,7 +349,7 @@ def check_many_regions(ev, check):
 
 
 def run_program_checks(build, kernelbench, out_dir, check):
-    """All four checks in one evaluator process; an internal error is a failed check."""
+    """All five checks in one evaluator process; an internal error is a failed check."""
     ev = None
     try:
         ev = Evaluator(build, out_dir)
