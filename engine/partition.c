@@ -249,26 +249,25 @@ static const char *const kept_keys[] = {"device", "precision", "tolerance", "sm_
                                         "graph_source", "floor_basis", NULL};
 
 /* True when call node is a 2-D or 3-D convolution (module, function or aten op), which
- * cuDNN can run in channels-last memory order. */
+ * cuDNN can run in channels-last memory order. The targets are the evaluator's and the
+ * export's (gpu/evaluator/layout.py, handlers/export_layout.c): keep the lists equal. */
 static bool is_conv_2d_3d(json_t *node) {
-  static const char *const names[] = {"Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d",
-                                      "conv2d", "conv3d", "conv_transpose2d",
-                                      "conv_transpose3d", "convolution", NULL};
+  static const char *const modules[] = {"Conv2d", "Conv3d", "ConvTranspose2d",
+                                        "ConvTranspose3d", NULL};
+  static const char *const functions[] = {
+      "torch.conv2d", "torch.conv3d", "torch.conv_transpose2d", "torch.conv_transpose3d",
+      "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
+      "torch.nn.functional.conv_transpose2d", "torch.nn.functional.conv_transpose3d",
+      "aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
+      "aten.conv_transpose3d.input", "aten.convolution.default", NULL};
+  const char *op = json_string_value(json_object_get(node, "op"));
   const char *target = json_string_value(json_object_get(node, "target"));
-  if (!target || !is_call(node))
-    return false;
-  char last[64] = "", before[64] = "";
-  for (const char *p = target, *dot; *p; p = dot + 1) {
-    dot = strchr(p, '.');
-    size_t len = dot ? (size_t)(dot - p) : strlen(p);
-    snprintf(before, sizeof before, "%s", last);
-    snprintf(last, sizeof last, "%.*s", (int)(len < 63 ? len : 63), p);
-    if (!dot)
-      break;
-  }
-  const char *op = strcmp(last, "default") == 0 ? before : last;
-  for (size_t i = 0; names[i]; i++)
-    if (strcmp(op, names[i]) == 0)
+  const char *const *names = !op || !target                    ? NULL
+                             : strcmp(op, "call_module") == 0   ? modules
+                             : strcmp(op, "call_function") == 0 ? functions
+                                                                : NULL;
+  for (size_t i = 0; names && names[i]; i++)
+    if (strcmp(names[i], target) == 0)
       return true;
   return false;
 }

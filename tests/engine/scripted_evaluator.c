@@ -53,6 +53,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/conv_tail.h"
+
 static FILE *proto;   /* the protocol stream (the original fd 1) */
 static bool loaded;   /* a task was loaded in this process */
 static bool exotic;   /* the loaded task's name starts with "exotic": an FFT graph */
@@ -168,25 +170,7 @@ static json_t *softmax_graph(void) {
 /* The profile of a "convtail" task: x [2,3,8,8] -> conv (Conv2d) [2,4,6,6] -> relu ->
  * add param b [4,1,1] (caller owns). */
 static json_t *convtail_profile(void) {
-  json_t *g = json_pack(
-      "[{s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:[{s:s}, {s:s}], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s}]",
-      "name", "x", "op", "placeholder", "target", "x", "tensor", "input:0", "args", "kwargs",
-      "shape", 2, 3, 8, 8, "dtype", "float32",
-      "name", "conv", "op", "call_module", "target", "Conv2d", "module", "conv", "args", "node",
-      "x", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
-      "name", "relu", "op", "call_function", "target", "torch.relu", "args", "node", "conv",
-      "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
-      "name", "b", "op", "get_attr", "target", "b", "tensor", "param:b", "args", "kwargs",
-      "shape", 4, 1, 1, "dtype", "float32",
-      "name", "add", "op", "call_function", "target", "operator.add", "args", "node", "relu",
-      "node", "b", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
-      "name", "output", "op", "output", "target", "output", "args", "node", "add", "kwargs",
-      "shape", 2, 4, 6, 6, "dtype", "float32");
+  json_t *g = conv_tail_graph();
   json_t *p = profile_result_basic();
   json_object_set_new(p, "graph", g);
   json_object_set_new(p, "inputs", json_pack("[{s:s, s:s, s:[i,i,i,i], s:i, s:i}]", "name",

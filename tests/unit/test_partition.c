@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "../common/conv_tail.h"
 #include "builtin_testlib.h"
 #include "engine/partition.h"
 #include "engine/program.h"
@@ -179,29 +180,10 @@ static void test_generated_regions_are_capped(void **state) {
   proposer_clear(&p);
 }
 
-/* A task without a graph is one library step running the whole model. */
 /* x [2,3,8,8] -> conv (a dense Conv2d module) [2,4,6,6] -> relu -> add b [4,1,1] ->
  * output, as a profile. */
 static json_t *conv_then_pointwise(void) {
-  json_t *g = json_pack(
-      "[{s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:s, s:[], s:{}, s:[i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:[{s:s}, {s:s}], s:{}, s:[i,i,i,i], s:s},"
-      " {s:s, s:s, s:s, s:[{s:s}], s:{}, s:[i,i,i,i], s:s}]",
-      "name", "x", "op", "placeholder", "target", "x", "tensor", "input:0", "args", "kwargs",
-      "shape", 2, 3, 8, 8, "dtype", "float32",
-      "name", "conv", "op", "call_module", "target", "Conv2d", "module", "conv", "args", "node",
-      "x", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
-      "name", "relu", "op", "call_function", "target", "torch.relu", "args", "node", "conv",
-      "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
-      "name", "b", "op", "get_attr", "target", "b", "tensor", "param:b", "args", "kwargs",
-      "shape", 4, 1, 1, "dtype", "float32",
-      "name", "add", "op", "call_function", "target", "operator.add", "args", "node", "relu",
-      "node", "b", "kwargs", "shape", 2, 4, 6, 6, "dtype", "float32",
-      "name", "output", "op", "output", "target", "output", "args", "node", "add", "kwargs",
-      "shape", 2, 4, 6, 6, "dtype", "float32");
+  json_t *g = conv_tail_graph();
   return json_pack("{s:o, s:[{s:s, s:s, s:[i,i,i,i], s:i, s:i}], s:[{s:s, s:s, s:[i,i,i], "
                    "s:i, s:i}], s:[{s:s, s:s, s:[i,i,i,i], s:i, s:i}], s:s, s:s, s:i, s:s}",
                    "graph", g, "inputs", "name", "input:0", "dtype", "float32", "shape", 2, 3,
@@ -278,6 +260,7 @@ static void test_conv_output_read_channels_last(void **state) {
   proposer_clear(&p);
 }
 
+/* A task without a graph is one library step running the whole model. */
 static void test_no_graph_is_the_whole_model(void **state) {
   (void)state;
   struct proposer p;
