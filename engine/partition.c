@@ -248,10 +248,7 @@ static void run_clear(struct run *r) {
 static const char *const kept_keys[] = {"device", "precision", "tolerance", "sm_count",
                                         "graph_source", "floor_basis", NULL};
 
-/* True when call node is a 2-D or 3-D convolution (module, function or aten op), which
- * cuDNN can run in channels-last memory order. The targets are the evaluator's and the
- * export's (gpu/evaluator/layout.py, handlers/export_layout.c): keep the lists equal. */
-static bool is_conv_2d_3d(json_t *node) {
+bool partition_is_conv_2d_3d(const json_t *node) {
   static const char *const modules[] = {"Conv2d", "Conv3d", "ConvTranspose2d",
                                         "ConvTranspose3d", NULL};
   static const char *const functions[] = {
@@ -292,7 +289,7 @@ static int add_read(struct run *r, struct region *reg, json_t *sub, const char *
     return -1;
   }
   reg->bytes += (double)json_integer_value(json_object_get(spec, "bytes"));
-  if (is_conv_2d_3d(node) && !json_object_get(r->g->generated, name))
+  if (partition_is_conv_2d_3d(node) && !json_object_get(r->g->generated, name))
     json_object_set_new(spec, "from_library_conv", json_true());
   json_array_append_new(json_object_get(sub, "inputs"), spec);
   json_array_append_new(json_object_get(sub, "graph"),

@@ -50,6 +50,13 @@ int partition_build(json_t *profile, struct proposer *p, struct partition *ret);
 int partition_build_limited(json_t *profile, struct proposer *p, size_t max_generated,
                             struct partition *ret);
 
+/* True when call node (a profile graph node) is a 2-D or 3-D convolution that cuDNN can
+ * run in channels-last memory order: a Conv2d/Conv3d/ConvTranspose2d/ConvTranspose3d
+ * module, the torch and functional conv2d/conv3d/conv_transpose2d/conv_transpose3d, or
+ * their aten ops. The export uses it too; gpu/evaluator/layout.py keeps the same lists
+ * (docs/architecture.md, "Channels-last convolutions"). */
+bool partition_is_conv_2d_3d(const json_t *node);
+
 /* Frees what pt owns and zeroes it. Accepts a zeroed partition. */
 void partition_clear(struct partition *pt);
 

@@ -153,13 +153,13 @@ char *export_rename_kernels(const char *source, const char *prefix, const json_t
 int export_read_channels_last(const json_t *plan, struct xtensors *ts, char *err,
                               size_t errlen);
 
+/* Whether a profile graph node (borrowed) is a convolution that runs on a channels-last
+ * input when a region reads its value channels-last: the partition's rule
+ * (engine/partition.h, partition_is_conv_2d_3d). */
+bool export_is_convolution(const json_t *node);
+
 /* Writes the names of ts's channels-last tensors as a Python list, in ts order. */
 void export_put_channels_last(FILE *f, const struct xtensors *ts);
-
-/* Whether a profile graph node (borrowed) is a convolution that runs on a channels-last
- * input when a region reads its value channels-last: the evaluator's list
- * (gpu/evaluator/layout.py, is_convolution). */
-bool export_is_convolution(const json_t *node);
 
 /* ---- export_program.c ---- */
 

@@ -1,38 +1,16 @@
-/* Channels-last memory order in the KernelBench export (docs/architecture.md, "Programs:
- * regions, library steps, composition"): a plan's "channels_last" list checked and marked
- * on its launcher's tensors, the Python list of those names, and which library
- * convolutions run on a channels-last input. The rules are the evaluator's
- * (gpu/evaluator/layout.py); the export must run what the evaluator ran. */
+/* Channels-last memory order in the KernelBench export (docs/architecture.md,
+ * "Channels-last convolutions"): a plan's "channels_last" list checked and marked on its
+ * launcher's tensors, and the Python list of those names. The rules are the evaluator's
+ * (gpu/evaluator/layout.py); the export must run what the evaluator ran. Which library
+ * convolutions run on a channels-last input is the partition's rule. */
 #include "handlers/export_internal.h"
+
+#include "engine/partition.h"
 
 #include <string.h>
 
-/* The library convolutions, by the profile graph's targets: keep these lists equal to
- * CONV_MODULES and CONV_FUNCTIONS of gpu/evaluator/layout.py. */
-static const char *const conv_modules[] = {"Conv2d", "Conv3d", "ConvTranspose2d",
-                                           "ConvTranspose3d", NULL};
-static const char *const conv_functions[] = {
-    "torch.conv2d", "torch.conv3d", "torch.conv_transpose2d", "torch.conv_transpose3d",
-    "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
-    "torch.nn.functional.conv_transpose2d", "torch.nn.functional.conv_transpose3d",
-    "aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
-    "aten.conv_transpose3d.input", "aten.convolution.default", NULL};
-
-static bool listed(const char *const *list, const char *s) {
-  for (size_t i = 0; s && list[i]; i++)
-    if (strcmp(list[i], s) == 0)
-      return true;
-  return false;
-}
-
 bool export_is_convolution(const json_t *node) {
-  const char *op = json_string_value(json_object_get(node, "op"));
-  const char *target = json_string_value(json_object_get(node, "target"));
-  if (!op)
-    return false;
-  if (strcmp(op, "call_module") == 0)
-    return listed(conv_modules, target);
-  return strcmp(op, "call_function") == 0 && listed(conv_functions, target);
+  return partition_is_conv_2d_3d(node);
 }
 
 /* Whether one of plan's launches passes the tensor called name. */

@@ -13,7 +13,8 @@ KEY = "channels_last"
 # Library convolutions whose value a region reads channels-last run on a channels-last
 # input, so that PyTorch picks its channels-last kernel and returns a channels-last value.
 # Matched on the profile graph's targets (call_module: the module's class name), as
-# handlers/export_program.c matches them (is_convolution): keep the two lists equal.
+# engine/partition.c matches them (partition_is_conv_2d_3d, which the export also
+# calls through export_is_convolution): keep the lists equal.
 CONV_MODULES = frozenset({"Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d"})
 CONV_FUNCTIONS = frozenset({
     "torch.conv2d", "torch.conv3d", "torch.conv_transpose2d", "torch.conv_transpose3d",
