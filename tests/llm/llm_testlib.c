@@ -91,16 +91,18 @@ json_t *scripted_llm_requests(const struct scripted_llm *s) {
   json_t *out = json_array();
   char *text = llm_read_file(s->log);
   assert_non_null(text);
+  /* Only whole lines count: the endpoint may be writing the last one while it is read. */
   for (char *line = text; *line;) {
     char *end = strchr(line, '\n');
-    if (end)
-      *end = '\0';
+    if (!end)
+      break;
+    *end = '\0';
     if (*line) {
       json_t *doc = json_loads(line, 0, NULL);
       assert_non_null(doc);
       json_array_append_new(out, doc);
     }
-    line = end ? end + 1 : line + strlen(line);
+    line = end + 1;
   }
   free(text);
   return out;

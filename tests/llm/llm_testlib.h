@@ -26,7 +26,8 @@ void scripted_llm_start(const char *script, struct scripted_llm *ret);
 /* Stops it (SIGTERM) and removes its temp dir. */
 void scripted_llm_stop(struct scripted_llm *s);
 
-/* The requests it got so far, one object per request (caller owns the array). */
+/* The requests it logged so far, one object per whole line of its log (a line being
+ * written is left out; caller owns the array). */
 json_t *scripted_llm_requests(const struct scripted_llm *s);
 
 /* Settings for the endpoint: base URL s->url + "/v1", model "scripted-model", fast
