@@ -79,7 +79,30 @@ def module_attrs(mod):
             attrs["extra_repr"] = extra[:500]
     except Exception:
         pass
+    if isinstance(mod, torch.nn.MultiheadAttention):
+        attrs.update(attention_attrs(mod))
     return attrs
+
+
+def attention_attrs(mod):
+    """What a generated MultiheadAttention needs beyond __constants__ (batch_first): its
+    sizes, dropout, whether it trains, and the variants the attention family refuses
+    (separate q/k/v projection weights, bias_k/bias_v, add_zero_attn)."""
+    return {"embed_dim": int(mod.embed_dim), "num_heads": int(mod.num_heads),
+            "kdim": int(mod.kdim), "vdim": int(mod.vdim),
+            "dropout": float(mod.dropout), "training": bool(mod.training),
+            "qkv_same_embed_dim": bool(mod._qkv_same_embed_dim),
+            "bias_kv": mod.bias_k is not None or mod.bias_v is not None,
+            "add_zero_attn": bool(mod.add_zero_attn),
+            "in_proj_bias": mod.in_proj_bias is not None,
+            "out_proj_bias": mod.out_proj.bias is not None}
+
+
+def module_params(mod):
+    """The tensors a call_module node reads: its own parameters and buffers, and for a
+    MultiheadAttention also its out_proj's (the attention family's plan names them)."""
+    recurse = isinstance(mod, torch.nn.MultiheadAttention)
+    return list(mod.parameters(recurse=recurse)) + list(mod.buffers(recurse=recurse))
 
 
 def extract_graph(model, inputs, state):
@@ -158,9 +181,8 @@ def fx_graph(model, inputs, state_by_id):
             entry["module"] = str(n.target)
             if mod is not None:
                 entry["attrs"] = module_attrs(mod)
-                entry["params"] = [state_by_id[id(p)] for p in
-                                   list(mod.parameters(recurse=False))
-                                   + list(mod.buffers(recurse=False)) if id(p) in state_by_id]
+                entry["params"] = [state_by_id[id(p)] for p in module_params(mod)
+                                   if id(p) in state_by_id]
         elif n.op == "get_attr":
             entry["target"] = str(n.target)
             obj = _resolve_attr(gm, str(n.target))

@@ -319,7 +319,18 @@ void write_candidate(FILE *f, const char *ns, json_t *profile, json_t *cand,
       char s[256];
       const char *t = json_string_value(json_object_get(a, "tensor"));
       const char *bf = json_string_value(json_object_get(a, "buffer"));
-      assert_true(t || bf);
+      if (!t && !bf) {  /* a scalar: i32, i64, f32 or f64 */
+        json_t *num = json_object_get(a, json_object_get(a, "i32")   ? "i32"
+                                         : json_object_get(a, "i64") ? "i64"
+                                         : json_object_get(a, "f32") ? "f32"
+                                                                     : "f64");
+        assert_true(json_is_number(num));
+        if (json_is_integer(num))
+          fprintf(f, "%s%lldLL", j ? ", " : "", (long long)json_integer_value(num));
+        else
+          fprintf(f, "%s%.17g", j ? ", " : "", json_number_value(num));
+        continue;
+      }
       sanitize(t ? t : bf, s, sizeof s);
       fprintf(f, "%s%s%s", j ? ", " : "", t ? "" : "buf_", s);
     }

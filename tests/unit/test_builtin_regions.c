@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "proposers/builtin/attention.h"
 #include "proposers/builtin/builtin.h"
 #include "proposers/builtin/propose.h"
 
@@ -421,6 +422,8 @@ static const struct cut_case {
      16, 66},
     {"level3/1_MLP.py", "gemm[network_0 network_1] | gemm[network_2 network_3] | gemm[network_4]",
      {NULL}, 0, 0},
+    /* The attention family (learned as gemm): the module with its two getitems. */
+    {"level3/31_VisionAttention.py", NULL, {"gemm[attn getitem_4 getitem_5]"}, 0, 0},
 };
 
 static void check_cut(const struct cut_case *c) {
@@ -646,12 +649,43 @@ static const struct small_task {
     {"dw_conv3d", NULL, NULL,
      TASK("        self.c = nn.Conv3d(4, 4, 2, stride=2, groups=4)\n",
           "        return torch.sigmoid(self.c(x))\n", "[torch.randn(2, 4, 6, 6, 8)]")},
+    /* Attention: a self-attention module whose sequence (30) is not a tile multiple,
+     * scaled dot-product attention, a causal one with Lq != Lk and Dv != D (two threads per
+     * score row), and a batch-first cross-attention module without biases. */
+    {"l3_vision_attn", "level3/31_VisionAttention.py",
+     "embed_dim = 16\nnum_heads = 2\nbatch_size = 2\nnum_channels = embed_dim\n"
+     "image_height = 5\nimage_width = 6\n",
+     NULL},
+    {"l1_sdpa", "level1/97_ScaledDotProductAttention.py",
+     "batch_size = 2\nnum_heads = 3\nsequence_length = 37\nembedding_dimension = 16\n", NULL},
+    {"sdpa_causal", NULL, NULL,
+     TASK("        self.k = nn.Parameter(torch.randn(2, 70, 12))\n"
+          "        self.v = nn.Parameter(torch.randn(2, 70, 10))\n",
+          "        return F.scaled_dot_product_attention(x * 2.0, self.k, self.v, is_causal=True, "
+          "scale=0.3)\n",
+          "[torch.randn(2, 40, 12)]")},
+    {"mha_cross", NULL, NULL,
+     TASK("        self.a = nn.MultiheadAttention(24, 3, batch_first=True, bias=False)\n",
+          "        y = torch.tanh(x)\n"
+          "        return self.a(x, y, y, need_weights=False)[0]\n",
+          "[torch.randn(2, 9, 24)]")},
 };
 
 #define N_SMALL (sizeof small_tasks / sizeof small_tasks[0])
 
 static char *small_source(size_t i) {
   return task_source(small_tasks[i].source, small_tasks[i].file, small_tasks[i].sizes);
+}
+
+/* True when the attention family generates region r. */
+static bool is_attention_region(json_t *region) {
+  const struct builtin_family *fam = NULL;
+  json_t *m = NULL;
+  char why[512];
+  if (builtin_match(json_object_get(region, "profile"), &fam, &m, why, sizeof why) != 0)
+    return false;
+  json_decref(m);
+  return fam == &builtin_family_attention;
 }
 
 /* The candidate of a generated region with its family's default knobs, and the MODE
@@ -730,9 +764,10 @@ static void test_region_emulation(void **state) {
     json_t *regions = regions_of(p), *rs = json_array(), *r;
     size_t i;
     json_array_foreach(regions, i, r) {
-      /* GEMM regions run in test_builtin_gemm's emulator (mma.sync, cp.async). */
+      /* GEMM regions run in test_builtin_gemm's emulator (mma.sync, cp.async); the
+       * attention family, learned as gemm, runs here. */
       const char *fam = json_string_value(json_object_get(r, "family"));
-      if (!fam || strcmp(fam, "gemm") == 0)
+      if (!fam || (strcmp(fam, "gemm") == 0 && !is_attention_region(r)))
         continue;
       char rdir[1300], result[1400], ns[64], summary[512];
       snprintf(rdir, sizeof rdir, "%s/r%zu", dir, i);

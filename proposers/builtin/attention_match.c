@@ -1,0 +1,283 @@
+/* The attention family's matcher (see attention.h): one scaled_dot_product_attention call,
+ * or one MultiheadAttention module call whose attention weights nobody reads. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proposers/builtin/attention.h"
+#include "proposers/builtin/expr.h"
+
+/* The largest head sizes the kernel keeps in registers and shared memory. */
+#define ATT_MAX_HEAD 128
+
+static int refuse(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Writes the reason and returns -1 (the graph is attention, but not one this family does). */
+static int refuse(char *why, size_t whylen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static bool is_attention_target(const char *t) {
+  return strcmp(t, "scaled_dot_product_attention") == 0 || strcmp(t, "MultiheadAttention") == 0;
+}
+
+static bool is_getitem(json_t *node) {
+  return strcmp(expr_target(node), "getitem") == 0;
+}
+
+/* The tensor name a call argument refers to (a placeholder's "input:i" or a parameter's
+ * "param:<key>"; borrowed from profile), or NULL. */
+static const char *arg_tensor(json_t *profile, json_t *arg) {
+  json_t *ref = expr_ref(profile, arg);
+  const char *op = json_string_value(json_object_get(ref, "op"));
+  if (!op || (strcmp(op, "placeholder") != 0 && strcmp(op, "get_attr") != 0))
+    return NULL;
+  return json_string_value(json_object_get(ref, "tensor"));
+}
+
+/* The shape of the node an argument refers to into dims; its rank, or -1 when it is not
+ * a float32 tensor of known shape. */
+static int arg_shape(json_t *profile, json_t *arg, long long dims[8]) {
+  json_t *ref = expr_ref(profile, arg);
+  const char *dt = json_string_value(json_object_get(ref, "dtype"));
+  if (!ref || !dt || strcmp(dt, "float32") != 0)
+    return -1;
+  return graph_shape(ref, dims);
+}
+
+/* True when the optional argument is absent, null, or equal to the given false-like
+ * value: a boolean false or the number zero. */
+static bool arg_off(json_t *v) {
+  double x;
+  return !v || json_is_null(v) || json_is_false(v) ||
+         (!json_is_boolean(v) && expr_number(v, &x) == 0 && x == 0.0);
+}
+
+/* The single attention call of the graph (borrowed): 0 with *ret (NULL when there is
+ * none), -1 with why when other ops, or several attention calls, share the graph. Its
+ * getitem nodes are the only other calls allowed. */
+static int find_attention(json_t *profile, json_t **ret, char *why, size_t whylen) {
+  json_t *calls = graph_calls(profile), *node, *found = NULL, *other = NULL;
+  size_t i, count = 0;
+  json_array_foreach(calls, i, node) {
+    if (is_attention_target(expr_target(node))) {
+      found = node;
+      count++;
+    } else if (!is_getitem(node) && !other) {
+      other = node;
+    }
+  }
+  int rc = 0;
+  if (count > 0 && other)
+    rc = refuse(why, whylen, "%s is not attention", expr_target(other));
+  else if (count > 1)
+    rc = refuse(why, whylen, "%zu attention calls in one graph are unsupported", count);
+  json_decref(calls);
+  *ret = rc == 0 ? found : NULL;
+  return rc;
+}
+
+static json_t *match_common(const char *op, const char *summary, json_t *profile,
+                            long long batch, long long heads, long long lq, long long lk,
+                            long long d, long long dv, bool causal, double scale) {
+  json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+  return json_pack("{s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:f, s:i}",
+                   "family", "gemm", "op", op, "summary", summary, "output",
+                   json_object_get(out, "name"), "batch", (json_int_t)batch, "heads",
+                   (json_int_t)heads, "lq", (json_int_t)lq, "lk", (json_int_t)lk, "d",
+                   (json_int_t)d, "dv", (json_int_t)dv, "causal", causal, "scale", scale,
+                   "sm_count", builtin_sm_count(profile));
+}
+
+/* Head sizes the kernel can hold: D and Dv in [1, ATT_MAX_HEAD], Dv even (a row's
+ * threads split the output columns). */
+static int check_heads(long long d, long long dv, char *why, size_t whylen) {
+  if (d < 1 || d > ATT_MAX_HEAD || dv < 2 || dv > ATT_MAX_HEAD || dv % 2 != 0)
+    return refuse(why, whylen,
+                  "attention with head sizes %lld and %lld: the generated kernel needs both "
+                  "at most %d and an even value size",
+                  d, dv, ATT_MAX_HEAD);
+  return 0;
+}
+
+/* F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal, scale,
+ * enable_gqa=False) on float32 tensors [..., L, D] with equal batch dims. */
+static int match_sdpa(json_t *profile, json_t *node, json_t **ret_match, char *why,
+                      size_t whylen) {
+  if (!arg_off(expr_arg(node, 3, "attn_mask")))
+    return refuse(why, whylen, "scaled_dot_product_attention with an attn_mask is unsupported");
+  if (!arg_off(expr_arg(node, 4, "dropout_p")))
+    return refuse(why, whylen, "scaled_dot_product_attention with dropout is a random op");
+  if (!arg_off(expr_arg(node, 7, "enable_gqa")))
+    return refuse(why, whylen, "scaled_dot_product_attention with enable_gqa is unsupported");
+  json_t *causal_arg = expr_arg(node, 5, "is_causal");
+  if (causal_arg && !json_is_boolean(causal_arg))
+    return refuse(why, whylen, "is_causal must be a constant boolean");
+  long long qs[8], ks[8], vs[8];
+  const char *names[3];
+  int r = arg_shape(profile, expr_arg(node, 0, "query"), qs);
+  if (r < 2 || arg_shape(profile, expr_arg(node, 1, "key"), ks) != r ||
+      arg_shape(profile, expr_arg(node, 2, "value"), vs) != r)
+    return refuse(why, whylen, "scaled_dot_product_attention needs float32 q, k and v of one "
+                               "rank (at least 2)");
+  for (int i = 0; i < 3; i++) {
+    names[i] = arg_tensor(profile, expr_arg(node, (size_t)i, i == 0 ? "query"
+                                                             : i == 1 ? "key" : "value"));
+    if (!names[i])
+      return refuse(why, whylen, "scaled_dot_product_attention of a computed value");
+  }
+  long long batch = graph_dims_prod(qs, 0, r - 2);
+  for (int i = 0; i < r - 2; i++)
+    if (qs[i] != ks[i] || qs[i] != vs[i])
+      return refuse(why, whylen, "scaled_dot_product_attention with broadcast batch dims is "
+                                 "unsupported");
+  long long lq = qs[r - 2], d = qs[r - 1], lk = ks[r - 2], dv = vs[r - 1];
+  if (ks[r - 1] != d || vs[r - 2] != lk || lq < 1 || lk < 1 || batch < 1)
+    return refuse(why, whylen, "scaled_dot_product_attention with mismatched q, k, v shapes");
+  if (check_heads(d, dv, why, whylen) != 0)
+    return -1;
+  double scale = 1.0 / sqrt((double)d);
+  json_t *sc = expr_arg(node, 6, "scale");
+  if (sc && expr_number(sc, &scale) != 0)
+    return refuse(why, whylen, "scaled_dot_product_attention scale must be a constant");
+  bool causal = json_is_true(causal_arg);
+  char summary[200];
+  snprintf(summary, sizeof summary, "attention %lldx%lldx%lld d%lld dv%lld%s", batch, lq, lk,
+           d, dv, causal ? " causal" : "");
+  json_t *m = match_common("sdpa", summary, profile, batch, 1, lq, lk, d, dv, causal, scale);
+  if (m)
+    json_object_set_new(m, "inputs", json_pack("[s,s,s]", names[0], names[1], names[2]));
+  return graph_match_result(m, ret_match, why, whylen);
+}
+
+/* The MultiheadAttention variants the family refuses, from the module's attrs; NULL when
+ * the module is one it does. */
+static const char *mha_refusal(json_t *attrs) {
+  double dropout = json_number_value(json_object_get(attrs, "dropout"));
+  if (!json_object_get(attrs, "num_heads"))
+    return "the profile lacks MultiheadAttention's sizes (an older evaluator)";
+  if (!json_is_true(json_object_get(attrs, "qkv_same_embed_dim")))
+    return "MultiheadAttention with separate kdim/vdim projections is unsupported";
+  if (json_is_true(json_object_get(attrs, "bias_kv")))
+    return "MultiheadAttention with bias_k/bias_v is unsupported";
+  if (json_is_true(json_object_get(attrs, "add_zero_attn")))
+    return "MultiheadAttention with add_zero_attn is unsupported";
+  if (dropout > 0.0 && json_is_true(json_object_get(attrs, "training")))
+    return "MultiheadAttention with dropout in training mode is a random op";
+  return NULL;
+}
+
+/* Whether the graph reads only item 0 (the attention output) of the module's tuple. */
+static bool only_output_used(json_t *profile, json_t *node) {
+  json_t *calls = graph_calls(profile), *c;
+  size_t i;
+  bool ok = true;
+  const char *name = json_string_value(json_object_get(node, "name"));
+  json_array_foreach(calls, i, c) {
+    if (c == node || !is_getitem(c))
+      continue;
+    json_t *idx = expr_arg(c, 1, NULL);
+    const char *self = json_string_value(json_object_get(c, "name"));
+    bool of_node = expr_ref(profile, expr_arg(c, 0, NULL)) == node;
+    if (of_node && (!json_is_integer(idx) || json_integer_value(idx) != 0) &&
+        graph_user_count(profile, self) > 0)
+      ok = false;
+  }
+  json_decref(calls);
+  return ok && name;
+}
+
+/* mha(query, key, value, key_padding_mask=None, need_weights, attn_mask=None,
+ * average_attn_weights, is_causal=False) in eval (or without dropout), [L, N, E] or
+ * batch_first [N, L, E]. */
+static int match_mha(json_t *profile, json_t *node, json_t **ret_match, char *why,
+                     size_t whylen) {
+  json_t *attrs = json_object_get(node, "attrs");
+  const char *no = mha_refusal(attrs);
+  if (no)
+    return refuse(why, whylen, "%s", no);
+  if (!arg_off(expr_arg(node, 3, "key_padding_mask")) || !arg_off(expr_arg(node, 5, "attn_mask")))
+    return refuse(why, whylen, "MultiheadAttention with a mask is unsupported");
+  if (!arg_off(expr_arg(node, 7, "is_causal")))
+    return refuse(why, whylen, "MultiheadAttention with is_causal is unsupported");
+  if (!only_output_used(profile, node))
+    return refuse(why, whylen, "the attention weights of MultiheadAttention are used");
+  long long e = json_integer_value(json_object_get(attrs, "embed_dim"));
+  long long heads = json_integer_value(json_object_get(attrs, "num_heads"));
+  bool bf = json_is_true(json_object_get(attrs, "batch_first"));
+  long long qs[8], ks[8], vs[8];
+  if (arg_shape(profile, expr_arg(node, 0, "query"), qs) != 3 ||
+      arg_shape(profile, expr_arg(node, 1, "key"), ks) != 3 ||
+      arg_shape(profile, expr_arg(node, 2, "value"), vs) != 3)
+    return refuse(why, whylen, "MultiheadAttention needs batched float32 inputs (rank 3)");
+  const char *names[3];
+  for (int i = 0; i < 3; i++) {
+    names[i] = arg_tensor(profile, expr_arg(node, (size_t)i, i == 0 ? "query"
+                                                             : i == 1 ? "key" : "value"));
+    if (!names[i])
+      return refuse(why, whylen, "MultiheadAttention of a computed value");
+  }
+  int lax = bf ? 1 : 0, nax = bf ? 0 : 1;
+  long long n = qs[nax], lq = qs[lax], lk = ks[lax];
+  if (heads < 1 || e < 1 || e % heads != 0 || qs[2] != e || ks[2] != e || vs[2] != e ||
+      ks[nax] != n || vs[nax] != n || vs[lax] != lk)
+    return refuse(why, whylen, "MultiheadAttention with mismatched input shapes");
+  const char *w_in = graph_module_param(node, "in_proj_weight");
+  const char *w_out = graph_module_param(node, "out_proj.weight");
+  const char *b_in = graph_module_param(node, "in_proj_bias");
+  const char *b_out = graph_module_param(node, "out_proj.bias");
+  if (!w_in || !w_out)
+    return refuse(why, whylen, "MultiheadAttention's projection weights are not in the profile");
+  long long dh = e / heads;
+  if (check_heads(dh, dh, why, whylen) != 0)
+    return -1;
+  bool same = strcmp(names[0], names[1]) == 0 && strcmp(names[1], names[2]) == 0;
+  char summary[200];
+  snprintf(summary, sizeof summary, "multihead attention %lldx%lldx%lld heads %lld d%lld%s",
+           n, lq, lk, heads, dh, same ? " self" : "");
+  json_t *m = match_common("mha", summary, profile, n, heads, lq, lk, dh, dh, false, 1.0);
+  if (m) {
+    json_object_set_new(m, "inputs", json_pack("[s,s,s]", names[0], names[1], names[2]));
+    json_object_set_new(m, "embed", json_integer(e));
+    json_object_set_new(m, "batch_first", json_boolean(bf));
+    json_object_set_new(m, "same_input", json_boolean(same));
+    json_object_set_new(m, "q_scale", json_real(1.0 / sqrt((double)dh)));
+    json_object_set_new(m, "w_in", json_string(w_in));
+    json_object_set_new(m, "w_out", json_string(w_out));
+    json_object_set_new(m, "b_in", b_in ? json_string(b_in) : json_null());
+    json_object_set_new(m, "b_out", b_out ? json_string(b_out) : json_null());
+  }
+  return graph_match_result(m, ret_match, why, whylen);
+}
+
+int attention_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
+  json_t *node = NULL, *root = expr_output_node(profile);
+  if (find_attention(profile, &node, why, whylen) != 0)
+    return -1;
+  if (!node) {
+    if (!why[0])
+      snprintf(why, whylen, "no attention in the graph");
+    return 0;
+  }
+  json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
+  const char *odt = json_string_value(json_object_get(out, "dtype"));
+  if (json_array_size(json_object_get(profile, "outputs")) != 1 || !odt ||
+      strcmp(odt, "float32") != 0)
+    return refuse(why, whylen, "attention must make one float32 output");
+  if (strcmp(expr_target(node), "MultiheadAttention") == 0) {
+    bool item0 = root && is_getitem(root) && expr_ref(profile, expr_arg(root, 0, NULL)) == node &&
+                 json_integer_value(expr_arg(root, 1, NULL)) == 0;
+    if (!item0)
+      return refuse(why, whylen, "MultiheadAttention must end the graph with its output [0]");
+    return match_mha(profile, node, ret_match, why, whylen);
+  }
+  if (root != node)
+    return refuse(why, whylen, "scaled_dot_product_attention must end the graph");
+  return match_sdpa(profile, node, ret_match, why, whylen);
+}
