@@ -14,7 +14,7 @@
 struct att {
   const char *op;
   long long batch, heads, lq, lk, d, dv, embed;
-  bool causal, batch_first, same_input, mha;
+  bool causal, batch_first, same_input, mha, k_transposed;
   double scale;
 };
 
@@ -35,6 +35,7 @@ static void att_read(json_t *m, struct att *a) {
   a->causal = json_is_true(json_object_get(m, "causal"));
   a->batch_first = json_is_true(json_object_get(m, "batch_first"));
   a->same_input = json_is_true(json_object_get(m, "same_input"));
+  a->k_transposed = json_is_true(json_object_get(m, "k_transposed"));
   a->scale = json_number_value(json_object_get(m, "scale"));
 }
 
@@ -156,9 +157,11 @@ static char *att_fragment(const struct att *a) {
   cg_define_ll(&b, "OFG_HEADS", a->heads);
   cg_printf(&b, "#define OFG_CAUSAL %d\n#define OFG_SCALE_LOG2 %s\n#define OFG_PROJ %d\n",
             a->causal, scale, a->mha);
+  cg_define_ll(&b, "OFG_K_D", a->k_transposed ? a->lk : 1);
   if (!a->mha) {
     define_strides(&b, "Q", (struct att_strides){0, a->lq * a->d, 0, a->d});
-    define_strides(&b, "K", (struct att_strides){0, a->lk * a->d, 0, a->d});
+    define_strides(&b, "K", a->k_transposed ? (struct att_strides){0, a->lk * a->d, 0, 1}
+                                            : (struct att_strides){0, a->lk * a->d, 0, a->d});
     define_strides(&b, "V", (struct att_strides){0, a->lk * a->dv, 0, a->dv});
     define_strides(&b, "O", (struct att_strides){0, a->lq * a->dv, 0, a->dv});
   } else if (a->same_input) {

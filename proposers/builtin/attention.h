@@ -14,6 +14,8 @@
  *    "batch": n, "heads": h, "lq": Lq, "lk": Lk, "d": D, "dv": Dv,
  *    "causal": false, "scale": s,         softmax(Q K^T * scale) V (mha: the projection
  *                                         already scales Q, and scale is 1)
+ *    sdpa only: "k_transposed": true when k is read as a [..., D, Lk] input (the
+ *    explicit spelling softmax(q @ k^T * c, dim=-1) @ v with k^T made outside the region),
  *    mha only: "embed": E, "batch_first": false, "same_input": true (query, key and
  *    value are one tensor: one projection launch),
  *    "w_in": "param:attn.in_proj_weight", "b_in": "param:..." | null,
@@ -32,9 +34,10 @@
 
 extern const struct builtin_family builtin_family_attention;
 
-/* Matches a sub-profile that is exactly one scaled_dot_product_attention call, or one
- * MultiheadAttention module call with its getitem(s) (attention_match.c). The contract of
- * struct builtin_family's match. */
+/* Matches a sub-profile that is exactly one scaled_dot_product_attention call, one
+ * MultiheadAttention module call with its getitem(s), or the explicit chain
+ * matmul(softmax(matmul(q, k^T) [* c | / c], dim=-1), v) (attention_match.c). The
+ * contract of struct builtin_family's match. */
 int attention_match(json_t *profile, json_t **ret_match, char *why, size_t whylen);
 
 #endif

@@ -256,14 +256,172 @@ static int match_mha(json_t *profile, json_t *node, json_t **ret_match, char *wh
   return graph_match_result(m, ret_match, why, whylen);
 }
 
+/* ---- the explicit spelling: softmax(q @ k^T [* c | / c], dim=-1) @ v ---- */
+
+static bool is_matmul(json_t *node) {
+  const char *t = expr_target(node);
+  return node && (strcmp(t, "matmul") == 0 || strcmp(t, "bmm") == 0);
+}
+
+/* Whether node swaps exactly the last two dims of a rank-r value: transpose(-2, -1) in
+ * any spelling of the two dims, or a permute that does only that. */
+static bool swaps_last_two(json_t *node, int r) {
+  const char *t = expr_target(node);
+  if (strcmp(t, "transpose") == 0) {
+    json_t *a = expr_arg(node, 1, "dim0"), *b = expr_arg(node, 2, "dim1");
+    if (!json_is_integer(a) || !json_is_integer(b))
+      return false;
+    long long x = json_integer_value(a), y = json_integer_value(b);
+    x = x < 0 ? x + r : x;
+    y = y < 0 ? y + r : y;
+    return (x == r - 2 && y == r - 1) || (x == r - 1 && y == r - 2);
+  }
+  if (strcmp(t, "permute") != 0)
+    return false;
+  json_t *dims = expr_arg(node, 1, "dims");
+  bool listed = json_is_array(dims);
+  for (int i = 0; i < r; i++) {
+    json_t *d = listed ? json_array_get(dims, (size_t)i) : expr_arg(node, (size_t)i + 1, NULL);
+    long long want = i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i;
+    if (!json_is_integer(d))
+      return false;
+    long long got = json_integer_value(d);
+    if ((got < 0 ? got + r : got) != want)
+      return false;
+  }
+  return true;
+}
+
+/* The softmax over the last dim of a rank-r value that node is, else false. */
+static bool is_last_dim_softmax(json_t *node, int r) {
+  const char *t = expr_target(node);
+  bool module = graph_is_module(node);
+  if (strcmp(t, module ? "Softmax" : "softmax") != 0 || expr_arg(node, 99, "dtype"))
+    return false;
+  json_t *dim = module ? graph_attr(node, "dim") : expr_arg(node, 1, "dim");
+  long long d = json_is_integer(dim) ? json_integer_value(dim) : -99;
+  return d == -1 || d == r - 1;
+}
+
+/* The chain's nodes as the walk back from the output finds them. */
+struct spelled {
+  json_t *pv, *softmax, *scale_op, *qk, *kt; /* scale_op and kt may be NULL */
+  double scale;
+};
+
+/* A scale of the scores: node = x * c, c * x or x / c with c a number. Sets *ret_x and
+ * multiplies *scale. */
+static bool scale_of(json_t *profile, json_t *node, json_t **ret_x, double *scale) {
+  const char *t = expr_target(node);
+  bool mul = strcmp(t, "mul") == 0, div = strcmp(t, "truediv") == 0 || strcmp(t, "div") == 0;
+  if (!mul && !div)
+    return false;
+  json_t *a = expr_arg(node, 0, "input"), *b = expr_arg(node, 1, "other");
+  double c;
+  if (expr_ref(profile, a) && expr_number(b, &c) == 0 && (mul || c != 0.0)) {
+    *ret_x = expr_ref(profile, a);
+    *scale *= mul ? c : 1.0 / c;
+    return true;
+  }
+  if (mul && expr_ref(profile, b) && expr_number(a, &c) == 0) {
+    *ret_x = expr_ref(profile, b);
+    *scale *= c;
+    return true;
+  }
+  return false;
+}
+
+/* Walks back from root through matmul(softmax(scale(matmul(q, kt))), v); 0 with *sp
+ * filled, or -1 when root is not that chain. */
+static int walk_spelled(json_t *profile, json_t *root, int r, struct spelled *sp) {
+  *sp = (struct spelled){.pv = root, .scale = 1.0};
+  if (!is_matmul(root))
+    return -1;
+  sp->softmax = expr_ref(profile, expr_arg(root, 0, "input"));
+  if (!sp->softmax || !is_last_dim_softmax(sp->softmax, r))
+    return -1;
+  json_t *x = expr_ref(profile, expr_arg(sp->softmax, 0, "input"));
+  while (x && !is_matmul(x)) {
+    json_t *inner;
+    if (!scale_of(profile, x, &inner, &sp->scale) || sp->scale_op)
+      return -1;
+    sp->scale_op = x;
+    x = inner;
+  }
+  if (!x)
+    return -1;
+  sp->qk = x;
+  json_t *k = expr_ref(profile, expr_arg(x, 1, "other"));
+  if (k && graph_is_call(k)) {
+    if (!swaps_last_two(k, r))
+      return -1;
+    sp->kt = k;
+  }
+  return 0;
+}
+
+/* Every call of the graph is one of the chain's nodes. */
+static bool only_chain(json_t *profile, const struct spelled *sp) {
+  json_t *calls = graph_calls(profile);
+  size_t n = json_array_size(calls);
+  json_decref(calls);
+  return n == 3u + (sp->scale_op ? 1u : 0u) + (sp->kt ? 1u : 0u);
+}
+
+/* softmax(q @ k^T * scale, dim=-1) @ v with q, k, v inputs of the region (k^T either
+ * transposed inside it, or read as a [..., D, Lk] input). 0 when the graph is not that
+ * chain, 1 on a match, -1 when it is but the shapes are not ones the kernel does. */
+static int match_spelled(json_t *profile, json_t *root, json_t **ret_match, char *why,
+                         size_t whylen) {
+  long long os[8], qs[8], ks[8], vs[8];
+  int r = root ? graph_shape(root, os) : -1;
+  struct spelled sp;
+  const char *odt = json_string_value(json_object_get(root, "dtype"));
+  if (r < 2 || walk_spelled(profile, root, r, &sp) != 0 || !only_chain(profile, &sp))
+    return 0;
+  if (!odt || strcmp(odt, "float32") != 0)
+    return refuse(why, whylen, "attention must make one float32 output");
+  json_t *q_arg = expr_arg(sp.qk, 0, "input"), *v_arg = expr_arg(sp.pv, 1, "other");
+  json_t *k_arg = sp.kt ? expr_arg(sp.kt, 0, "input") : expr_arg(sp.qk, 1, "other");
+  const char *names[3] = {arg_tensor(profile, q_arg), arg_tensor(profile, k_arg),
+                          arg_tensor(profile, v_arg)};
+  if (!names[0] || !names[1] || !names[2])
+    return refuse(why, whylen, "attention of a computed value");
+  if (arg_shape(profile, q_arg, qs) != r || arg_shape(profile, k_arg, ks) != r ||
+      arg_shape(profile, v_arg, vs) != r)
+    return refuse(why, whylen, "attention needs float32 q, k and v of one rank");
+  bool k_t = sp.kt == NULL; /* k read as the [..., D, Lk] input itself */
+  long long lq = qs[r - 2], d = qs[r - 1], lk = k_t ? ks[r - 1] : ks[r - 2];
+  long long kd = k_t ? ks[r - 2] : ks[r - 1], dv = vs[r - 1];
+  for (int i = 0; i < r - 2; i++)
+    if (qs[i] != ks[i] || qs[i] != vs[i])
+      return refuse(why, whylen, "attention with broadcast batch dims is unsupported");
+  if (kd != d || vs[r - 2] != lk || os[r - 2] != lq || os[r - 1] != dv)
+    return refuse(why, whylen, "attention with mismatched q, k, v shapes");
+  if (check_heads(d, dv, why, whylen) != 0)
+    return -1;
+  long long batch = graph_dims_prod(qs, 0, r - 2);
+  char summary[200];
+  snprintf(summary, sizeof summary, "attention %lldx%lldx%lld d%lld dv%lld (matmul, softmax, "
+           "matmul)", batch, lq, lk, d, dv);
+  json_t *m = match_common("sdpa", summary, profile, batch, 1, lq, lk, d, dv, false, sp.scale);
+  if (m) {
+    json_object_set_new(m, "inputs", json_pack("[s,s,s]", names[0], names[1], names[2]));
+    json_object_set_new(m, "k_transposed", json_boolean(k_t));
+  }
+  return graph_match_result(m, ret_match, why, whylen);
+}
+
 int attention_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
   json_t *node = NULL, *root = expr_output_node(profile);
   if (find_attention(profile, &node, why, whylen) != 0)
     return -1;
   if (!node) {
-    if (!why[0])
+    why[0] = 0;
+    int rc = match_spelled(profile, root, ret_match, why, whylen);
+    if (rc == 0)
       snprintf(why, whylen, "no attention in the graph");
-    return 0;
+    return rc;
   }
   json_t *out = json_array_get(json_object_get(profile, "outputs"), 0);
   const char *odt = json_string_value(json_object_get(out, "dtype"));

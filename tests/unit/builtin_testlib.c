@@ -189,6 +189,25 @@ void evaluator_stop(struct evaluator *ev) {
   waitpid(ev->pid, &status, 0);
 }
 
+/* ---- the evaluator a test program shares ---- */
+
+struct evaluator g_ev;
+bool g_have_ev;
+
+int builtin_group_setup(void **state) {
+  (void)state;
+  g_have_ev = kernelbench_dir() && evaluator_start(&g_ev);
+  return 0;
+}
+
+int builtin_group_teardown(void **state) {
+  (void)state;
+  if (g_have_ev)
+    evaluator_stop(&g_ev);
+  g_have_ev = false;
+  return 0;
+}
+
 /* ---- CPU emulation of generated candidates: shared by the pointwise and reduce tests ---- */
 
 /* Python, one line per string: each task's inputs, parameters, eager output and float64

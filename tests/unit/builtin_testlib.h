@@ -51,6 +51,13 @@ json_t *evaluator_profile(struct evaluator *ev, const char *name, const char *so
 /* Shuts down the evaluator started by evaluator_start and releases its pipes and process. */
 void evaluator_stop(struct evaluator *ev);
 
+/* The one evaluator process a test program's tests share, and whether it runs: cmocka
+ * group fixtures that start it (when KernelBench and the venv are there) and stop it. */
+extern struct evaluator g_ev;
+extern bool g_have_ev;
+int builtin_group_setup(void **state);
+int builtin_group_teardown(void **state);
+
 /* The CPU-emulation harness is shared by the pointwise and reduce tests only; the others
  * have their own helpers of the same names, so they leave BUILTIN_TESTLIB_EMULATOR unset. */
 #ifdef BUILTIN_TESTLIB_EMULATOR

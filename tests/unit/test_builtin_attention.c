@@ -19,21 +19,6 @@
 
 #include "builtin_testlib.h"
 
-static struct evaluator g_ev;
-static bool g_have_ev;
-
-static int group_setup(void **state) {
-  (void)state;
-  g_have_ev = kernelbench_dir() && evaluator_start(&g_ev);
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  if (g_have_ev)
-    evaluator_stop(&g_ev);
-  return 0;
-}
 
 #define TASK(init, fwd, inputs)                                                          \
   "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"               \
@@ -63,60 +48,81 @@ static bool need_evaluator(void) {
   return false;
 }
 
+/* Graphs the family matches (rc 1, its summary) or refuses (the reason). */
+static const struct attention_case {
+  const char *name, *src;
+  int rc;
+  const char *text; /* the summary on a match, else the reason */
+} cases[] = {
+    {"sdpa", TASK("        pass\n",
+                  "        return F.scaled_dot_product_attention(q, k, v)\n",
+                  QKV("2, 3", "50", "32")),
+     1, "attention 6x50x50 d32 dv32"},
+    {"spelled", TASK("        pass\n",
+                     "        s = q @ k.transpose(-2, -1) * 0.125\n"
+                     "        return torch.softmax(s, dim=-1) @ v\n",
+                     QKV("2, 3", "50", "32")),
+     1, "attention 6x50x50 d32 dv32 (matmul, softmax, matmul)"},
+    {"spelled_dim3", TASK("        pass\n",
+                          "        s = q @ k.transpose(-2, -1) * 0.125\n"
+                          "        return torch.softmax(s, dim=3) @ v\n",
+                          QKV("2, 3", "50", "32")),
+     1, "attention 6x50x50 d32 dv32 (matmul, softmax, matmul)"},
+    {"spelled_softmax_dim2", TASK("        pass\n",
+                                  "        s = q @ k.transpose(-2, -1)\n"
+                                  "        return torch.softmax(s, dim=2) @ v\n",
+                                  QKV("2, 3", "50", "32")),
+     0, "no attention in the graph"},
+    {"spelled_wide_head", TASK("        pass\n",
+                               "        return (q @ k.transpose(1, 2)).softmax(-1) @ v\n",
+                               QKV("2", "50", "256")),
+     -1, "attention with head sizes 256 and 256"},
+    {"sdpa_mask", TASK("        self.register_buffer('m', torch.ones(50, 50).tril().bool())\n",
+                       "        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.m)\n",
+                       QKV("2, 3", "50", "32")),
+     -1, "scaled_dot_product_attention with an attn_mask is unsupported"},
+    {"sdpa_dropout", TASK("        pass\n",
+                          "        return F.scaled_dot_product_attention(q, k, v, "
+                          "dropout_p=0.1)\n",
+                          QKV("2", "50", "32")),
+     -1, "scaled_dot_product_attention with dropout is a random op"},
+    {"sdpa_wide_head", TASK("        pass\n",
+                            "        return F.scaled_dot_product_attention(q, k, v)\n",
+                            QKV("2", "50", "1024")),
+     -1, "attention with head sizes 1024 and 1024: the generated kernel needs both at most "
+         "128 and an even value size"},
+    {"sdpa_then_relu", TASK("        pass\n",
+                            "        return F.scaled_dot_product_attention(q, k, v).relu()\n",
+                            QKV("2", "50", "32")),
+     -1, "relu is not attention"},
+    {"mha_weights_used",
+     TASK("        self.a = nn.MultiheadAttention(32, 4)\n",
+          "        o, w = self.a(q, k, v)\n        return o.sum() + w.sum()\n",
+          QKV("7", "2", "32")),
+     -1, "sum is not attention"},
+    {"mha_weights_out", TASK("        self.a = nn.MultiheadAttention(32, 4)\n",
+                             "        return self.a(q, k, v)[1]\n", QKV("7", "2", "32")),
+     -1, "MultiheadAttention must end the graph with its output [0]"},
+    {"mha_train_dropout",
+     TASK("        self.a = nn.MultiheadAttention(32, 4, dropout=0.2)\n        self.train()\n",
+          "        return self.a(q, k, v)[0]\n", QKV("7", "2", "32")),
+     -1, "MultiheadAttention with dropout in training mode is a random op"},
+    {"mha_kdim", TASK("        self.a = nn.MultiheadAttention(32, 4, kdim=16, vdim=16)\n",
+                      "        return self.a(q, k, v)[0]\n",
+                      "[torch.randn(7, 2, 32), torch.randn(7, 2, 16), torch.randn(7, 2, 16)]"),
+     -1, "MultiheadAttention with separate kdim/vdim projections is unsupported"},
+    {"mha_cross", TASK("        self.a = nn.MultiheadAttention(32, 4, batch_first=True)\n",
+                       "        return self.a(q, k, v, need_weights=False)[0]\n",
+                       "[torch.randn(2, 7, 32), torch.randn(2, 9, 32), torch.randn(2, 9, 32)]"),
+     1, "multihead attention 2x7x9 heads 4 d8"},
+};
+
 static void test_matches_and_refusals(void **state) {
   (void)state;
   if (!need_evaluator()) {
     skip();
     return;
   }
-  static const struct {
-    const char *name, *src;
-    int rc;
-    const char *text; /* the summary on a match, else the reason */
-  } cases[] = {
-      {"sdpa", TASK("        pass\n",
-                    "        return F.scaled_dot_product_attention(q, k, v)\n",
-                    QKV("2, 3", "50", "32")),
-       1, "attention 6x50x50 d32 dv32"},
-      {"sdpa_mask", TASK("        self.register_buffer('m', torch.ones(50, 50).tril().bool())\n",
-                         "        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.m)\n",
-                         QKV("2, 3", "50", "32")),
-       -1, "scaled_dot_product_attention with an attn_mask is unsupported"},
-      {"sdpa_dropout", TASK("        pass\n",
-                            "        return F.scaled_dot_product_attention(q, k, v, "
-                            "dropout_p=0.1)\n",
-                            QKV("2", "50", "32")),
-       -1, "scaled_dot_product_attention with dropout is a random op"},
-      {"sdpa_wide_head", TASK("        pass\n",
-                              "        return F.scaled_dot_product_attention(q, k, v)\n",
-                              QKV("2", "50", "1024")),
-       -1, "attention with head sizes 1024 and 1024: the generated kernel needs both at most "
-           "128 and an even value size"},
-      {"sdpa_then_relu", TASK("        pass\n",
-                              "        return F.scaled_dot_product_attention(q, k, v).relu()\n",
-                              QKV("2", "50", "32")),
-       -1, "relu is not attention"},
-      {"mha_weights_used",
-       TASK("        self.a = nn.MultiheadAttention(32, 4)\n",
-            "        o, w = self.a(q, k, v)\n        return o.sum() + w.sum()\n",
-            QKV("7", "2", "32")),
-       -1, "sum is not attention"},
-      {"mha_weights_out", TASK("        self.a = nn.MultiheadAttention(32, 4)\n",
-                               "        return self.a(q, k, v)[1]\n", QKV("7", "2", "32")),
-       -1, "MultiheadAttention must end the graph with its output [0]"},
-      {"mha_train_dropout",
-       TASK("        self.a = nn.MultiheadAttention(32, 4, dropout=0.2)\n        self.train()\n",
-            "        return self.a(q, k, v)[0]\n", QKV("7", "2", "32")),
-       -1, "MultiheadAttention with dropout in training mode is a random op"},
-      {"mha_kdim", TASK("        self.a = nn.MultiheadAttention(32, 4, kdim=16, vdim=16)\n",
-                        "        return self.a(q, k, v)[0]\n",
-                        "[torch.randn(7, 2, 32), torch.randn(7, 2, 16), torch.randn(7, 2, 16)]"),
-       -1, "MultiheadAttention with separate kdim/vdim projections is unsupported"},
-      {"mha_cross", TASK("        self.a = nn.MultiheadAttention(32, 4, batch_first=True)\n",
-                         "        return self.a(q, k, v, need_weights=False)[0]\n",
-                         "[torch.randn(2, 7, 32), torch.randn(2, 9, 32), torch.randn(2, 9, 32)]"),
-       1, "multihead attention 2x7x9 heads 4 d8"},
-  };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     json_t *m;
     char why[512];
@@ -130,19 +136,18 @@ static void test_matches_and_refusals(void **state) {
   }
 }
 
-/* The mha_cross match of test_matches_and_refusals (caller owns). */
-static json_t *cross_match(void) {
-  json_t *m;
-  char why[512];
-  assert_int_equal(
-      attention_on("mha_cross",
-                   TASK("        self.a = nn.MultiheadAttention(32, 4, batch_first=True)\n",
-                        "        return self.a(q, k, v, need_weights=False)[0]\n",
-                        "[torch.randn(2, 7, 32), torch.randn(2, 9, 32), "
-                        "torch.randn(2, 9, 32)]"),
-                   &m, why, sizeof why),
-      1);
-  return m;
+/* The match of the case named name (caller owns); fails the test unless it matches. */
+static json_t *case_match(const char *name) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *m;
+    char why[512];
+    if (strcmp(cases[i].name, name) != 0)
+      continue;
+    assert_int_equal(attention_on(name, cases[i].src, &m, why, sizeof why), 1);
+    return m;
+  }
+  fail_msg("no case %s", name);
+  return NULL;
 }
 
 static void test_knob_checks(void **state) {
@@ -151,7 +156,7 @@ static void test_knob_checks(void **state) {
     skip();
     return;
   }
-  json_t *m = cross_match();
+  json_t *m = case_match("mha_cross");
   const struct builtin_family *f = &builtin_family_attention;
   struct knob_set k0;
   f->defaults(m, &k0);
@@ -201,7 +206,7 @@ static void test_mha_plan(void **state) {
     skip();
     return;
   }
-  json_t *m = cross_match(), *cand = NULL;
+  json_t *m = case_match("mha_cross"), *cand = NULL;
   struct knob_set k;
   char why[256];
   builtin_family_attention.defaults(m, &k);
@@ -259,5 +264,5 @@ int main(void) {
       cmocka_unit_test(test_knob_checks),
       cmocka_unit_test(test_mha_plan),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, builtin_group_setup, builtin_group_teardown);
 }

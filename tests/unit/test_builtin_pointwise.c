@@ -30,24 +30,6 @@
 
 static const struct builtin_family *const pw = &builtin_family_pointwise;
 
-/* ---- the evaluator process of this test run (client in builtin_testlib.c) ---- */
-
-/* The one evaluator process of this test run (group setup), and whether it runs. */
-static struct evaluator g_ev;
-static bool g_have_ev;
-
-static int group_setup(void **state) {
-  (void)state;
-  g_have_ev = kernelbench_dir() && evaluator_start(&g_ev);
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  if (g_have_ev)
-    evaluator_stop(&g_ev);
-  return 0;
-}
 
 /* Applies the moves of a variant "KNOB=value KNOB=value MODE=name" to *k; returns 0, or
  * -1 with why when a move is refused by knob_apply_move. */
@@ -997,7 +979,7 @@ int main(void) {
       cmocka_unit_test(test_nvrtc_sweep),
       cmocka_unit_test(test_emulated_tasks),
   };
-  int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+  int rc = cmocka_run_group_tests(tests, builtin_group_setup, builtin_group_teardown);
   json_decref(g_profiles);
   return rc;
 }

@@ -135,22 +135,6 @@ static void check_public_task(json_t *profile, const char *file, int *ret_matche
   json_decref(m);
 }
 
-/* The one evaluator process of this test run (group setup), and whether it runs. */
-static struct evaluator g_ev;
-static bool g_have_ev;
-
-static int group_setup(void **state) {
-  (void)state;
-  g_have_ev = kernelbench_dir() && evaluator_start(&g_ev);
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  if (g_have_ev)
-    evaluator_stop(&g_ev);
-  return 0;
-}
 
 /* Every level 1 file, through the evaluator process. */
 static void test_public_tasks(void **state) {
@@ -838,7 +822,7 @@ int main(void) {
       cmocka_unit_test(test_nvrtc_sweep),
       cmocka_unit_test(test_emulated_tasks),
   };
-  int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+  int rc = cmocka_run_group_tests(tests, builtin_group_setup, builtin_group_teardown);
   json_decref(g_profiles);
   return rc;
 }

@@ -346,23 +346,6 @@ static char *regions_text(json_t *regions) {
   return s;
 }
 
-/* ---- the evaluator process of this test run (client in builtin_testlib.c) ---- */
-
-static struct evaluator g_ev;
-static bool g_have_ev;
-
-static int group_setup(void **state) {
-  (void)state;
-  g_have_ev = kernelbench_dir() && evaluator_start(&g_ev);
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  if (g_have_ev)
-    evaluator_stop(&g_ev);
-  return 0;
-}
 
 /* The profile of a task source (caller owns). */
 static json_t *profile_of(const char *name, const char *src) {
@@ -664,6 +647,19 @@ static const struct small_task {
           "        return F.scaled_dot_product_attention(x * 2.0, self.k, self.v, is_causal=True, "
           "scale=0.3)\n",
           "[torch.randn(2, 40, 12)]")},
+    /* The explicit spelling: k transposed inside the region, and k read as a [D, Lk]
+     * input with bmm, a division and the softmax method. */
+    {"attn_spelled", NULL, NULL,
+     TASK("        self.k = nn.Parameter(torch.randn(2, 3, 21, 16))\n"
+          "        self.v = nn.Parameter(torch.randn(2, 3, 21, 12))\n",
+          "        s = torch.matmul(x, self.k.transpose(-2, -1)) * 0.25\n"
+          "        return F.softmax(s, dim=-1) @ self.v\n",
+          "[torch.randn(2, 3, 19, 16)]")},
+    {"attn_kt", NULL, NULL,
+     TASK("        self.kt = nn.Parameter(torch.randn(2, 16, 21))\n"
+          "        self.v = nn.Parameter(torch.randn(2, 21, 16))\n",
+          "        return (torch.bmm(x, self.kt) / 4.0).softmax(dim=-1).bmm(self.v)\n",
+          "[torch.randn(2, 19, 16)]")},
     {"mha_cross", NULL, NULL,
      TASK("        self.a = nn.MultiheadAttention(24, 3, batch_first=True, bias=False)\n",
           "        y = torch.tanh(x)\n"
@@ -964,5 +960,5 @@ int main(void) {
       cmocka_unit_test(test_region_nvrtc),
       cmocka_unit_test(test_region_emulation),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, builtin_group_setup, builtin_group_teardown);
 }

@@ -6,8 +6,9 @@
 // fp32 throughout (SIMT FMAs, no tensor cores), so the numerics are eager fp32's.
 //
 // Fragment macros: OFG_D, OFG_DV (head sizes of Q/K and V), OFG_LQ, OFG_LK, OFG_HEADS,
-// OFG_BH (batch x heads), OFG_CAUSAL, OFG_SCALE_LOG2 (scale * log2(e)); per tensor X of
-// Q, K, V, O the element (n, h, l, d) sits at X_OFF + n*X_N + h*X_H + l*X_L + d.
+// OFG_CAUSAL, OFG_SCALE_LOG2 (scale * log2(e)); per tensor X of Q, K, V, O the element
+// (n, h, l, d) sits at X_OFF + n*X_N + h*X_H + l*X_L + d (K's d times OFG_K_D: 1, or Lk
+// when K is read as a [D, Lk] transpose).
 // Knobs: BM queries per block, BN keys per tile, TM rows and TN keys per thread,
 // UNROLL of the head-dim loop, MINB.
 // @OFG_FRAGMENT@
@@ -30,6 +31,16 @@
 #ifndef UNROLL
 #define UNROLL 4
 #endif
+
+// A thread's TM consecutive rows of a transposed tile (Q^T or P^T) at src, 16-byte
+// aligned, into out, as float4 loads.
+__device__ __forceinline__ void ofg_att_rows(const float* src, float out[TM]) {
+#pragma unroll
+  for (int i = 0; i < TM; i += 4) {
+    const float4 t = *(const float4*)&src[i];
+    out[i] = t.x; out[i + 1] = t.y; out[i + 2] = t.z; out[i + 3] = t.w;
+  }
+}
 
 // Dynamic shared memory: Q^T [D][QP], K^T [D][KP], V [BN][DV], P^T [BN][QP].
 extern "C" __global__ void OFG_ATT_BOUNDS ofg_attention(const float* __restrict__ q,
@@ -66,8 +77,12 @@ extern "C" __global__ void OFG_ATT_BOUNDS ofg_attention(const float* __restrict_
   for (int k0 = 0; k0 < kend; k0 += BN) {
     __syncthreads();  // the previous tile's K, V and P are used up
     for (int e = tid; e < BN * OFG_D; e += OFG_NT) {
-      const int r = e / OFG_D, d = e % OFG_D;
-      ks[d * OFG_KP + r] = k0 + r < OFG_LK ? kb[(i64)(k0 + r) * OFG_K_L + d] : 0.0f;
+#if OFG_K_D == 1
+      const int r = e / OFG_D, d = e % OFG_D;  // consecutive threads read along d
+#else
+      const int r = e % BN, d = e / BN;  // K stored [D, Lk]: consecutive threads along keys
+#endif
+      ks[d * OFG_KP + r] = k0 + r < OFG_LK ? kb[(i64)(k0 + r) * OFG_K_L + (i64)d * OFG_K_D] : 0.0f;
     }
     for (int e = tid; e < BN * OFG_DV; e += OFG_NT) {
       const int r = e / OFG_DV, d = e % OFG_DV;
@@ -82,11 +97,7 @@ extern "C" __global__ void OFG_ATT_BOUNDS ofg_attention(const float* __restrict_
     OFG_UNROLL_N(UNROLL)
     for (int d = 0; d < OFG_D; d++) {
       float a[TM], b[TN];
-#pragma unroll
-      for (int i = 0; i < TM; i += 4) {
-        const float4 t = *(const float4*)&qs[d * OFG_QP + ty * TM + i];
-        a[i] = t.x; a[i + 1] = t.y; a[i + 2] = t.z; a[i + 3] = t.w;
-      }
+      ofg_att_rows(&qs[d * OFG_QP + ty * TM], a);
 #pragma unroll
       for (int j = 0; j < TN; j++) b[j] = ks[d * OFG_KP + tx + j * OFG_NX];
 #pragma unroll
@@ -137,11 +148,7 @@ extern "C" __global__ void OFG_ATT_BOUNDS ofg_attention(const float* __restrict_
     OFG_UNROLL_N(UNROLL)
     for (int j = 0; j < jend; j++) {
       float p[TM], w[OFG_VC];
-#pragma unroll
-      for (int i = 0; i < TM; i += 4) {
-        const float4 t = *(const float4*)&ps[j * OFG_QP + ty * TM + i];
-        p[i] = t.x; p[i + 1] = t.y; p[i + 2] = t.z; p[i + 3] = t.w;
-      }
+      ofg_att_rows(&ps[j * OFG_QP + ty * TM], p);
 #pragma unroll
       for (int c = 0; c < OFG_VC; c++) w[c] = vs[j * OFG_DV + tx + c * OFG_NX];
 #pragma unroll
