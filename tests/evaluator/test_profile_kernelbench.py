@@ -122,6 +122,30 @@ def test_mlp(cpu_ev, kernelbench):
     assert prof["outputs"][0]["shape"] == [128, 8192]
 
 
+def test_vision_attention_records_what_the_attention_family_reads(cpu_ev, kernelbench):
+    """MultiheadAttention's node carries its sizes and refused variants' flags, and its
+    params include out_proj's (gpu/evaluator/graph.py, attention_attrs, module_params).
+    The model runs as constructed, in training mode: its dropout of 0 keeps it exact."""
+    _, prof = load_and_profile(cpu_ev, kernelbench, "level3/31_VisionAttention.py")
+    attn = [n for n in prof["graph"] if n["op"] == "call_module" and n["module"] == "attn"]
+    assert len(attn) == 1
+    attrs = attn[0]["attrs"]
+    assert {k: attrs[k] for k in ("embed_dim", "num_heads", "kdim", "vdim", "dropout",
+                                  "training", "qkv_same_embed_dim", "bias_kv",
+                                  "add_zero_attn", "in_proj_bias", "out_proj_bias",
+                                  "batch_first")} == {
+        "embed_dim": 128, "num_heads": 4, "kdim": 128, "vdim": 128, "dropout": 0.0,
+        "training": True, "qkv_same_embed_dim": True, "bias_kv": False,
+        "add_zero_attn": False, "in_proj_bias": True, "out_proj_bias": True,
+        "batch_first": False}
+    assert attn[0]["params"] == ["param:attn.in_proj_weight", "param:attn.in_proj_bias",
+                                 "param:attn.out_proj.weight", "param:attn.out_proj.bias"]
+    items = [n for n in prof["graph"] if n["op"] == "call_function"
+             and n["args"] and n["args"][0] == {"node": "attn"}]
+    assert [(n["args"][1], n["shape"]) for n in items] == [(0, [16384, 2, 128]),
+                                                             (1, [2, 16384, 16384])]
+
+
 def test_diagonal_matmul_runs_on_cpu(cpu_ev, kernelbench):
     loaded, prof = load_and_profile(cpu_ev, kernelbench,
                                     "level1/12_Matmul_with_diagonal_matrices_.py")
