@@ -14,7 +14,9 @@
 struct att {
   const char *op;
   long long batch, heads, lq, lk, d, dv, embed;
-  bool causal, batch_first, same_input, mha, k_transposed;
+  bool causal, batch_first, same_input, mha, k_transposed, mask_float;
+  const char *mask;     /* sdpa's attn_mask tensor, or NULL */
+  json_t *mask_strides; /* [n, h, row, key] */
   double scale;
 };
 
@@ -36,6 +38,9 @@ static void att_read(json_t *m, struct att *a) {
   a->batch_first = json_is_true(json_object_get(m, "batch_first"));
   a->same_input = json_is_true(json_object_get(m, "same_input"));
   a->k_transposed = json_is_true(json_object_get(m, "k_transposed"));
+  a->mask = json_string_value(json_object_get(m, "mask"));
+  a->mask_float = json_is_true(json_object_get(m, "mask_float"));
+  a->mask_strides = json_object_get(m, "mask_strides");
   a->scale = json_number_value(json_object_get(m, "scale"));
 }
 
@@ -141,6 +146,19 @@ static struct att_strides mha_strides(const struct att *a, long long len, long l
   return (struct att_strides){off, width, a->d, a->batch * width};
 }
 
+/* OFG_MASK (0 none, 1 boolean, 2 added to the scores), its element type and strides
+ * over (n, h, row, key). */
+static void mask_macros(struct cg_buf *b, const struct att *a) {
+  cg_printf(b, "#define OFG_MASK %d\n", !a->mask ? 0 : a->mask_float ? 2 : 1);
+  if (!a->mask)
+    return;
+  cg_printf(b, "#define OFG_MASK_T %s\n", a->mask_float ? "float" : "unsigned char");
+  static const char *const names[4] = {"OFG_M_N", "OFG_M_H", "OFG_M_L", "OFG_M_K"};
+  for (size_t i = 0; i < 4; i++)
+    cg_printf(b, "#define %s %lldLL\n", names[i],
+              (long long)json_integer_value(json_array_get(a->mask_strides, i)));
+}
+
 static char *att_fragment(const struct att *a) {
   struct cg_buf b = {0};
   char scale[48];
@@ -158,12 +176,14 @@ static char *att_fragment(const struct att *a) {
   cg_printf(&b, "#define OFG_CAUSAL %d\n#define OFG_SCALE_LOG2 %s\n#define OFG_PROJ %d\n",
             a->causal, scale, a->mha);
   cg_define_ll(&b, "OFG_K_D", a->k_transposed ? a->lk : 1);
-  if (!a->mha) {
-    define_strides(&b, "Q", (struct att_strides){0, a->lq * a->d, 0, a->d});
-    define_strides(&b, "K", a->k_transposed ? (struct att_strides){0, a->lk * a->d, 0, 1}
-                                            : (struct att_strides){0, a->lk * a->d, 0, a->d});
-    define_strides(&b, "V", (struct att_strides){0, a->lk * a->dv, 0, a->dv});
-    define_strides(&b, "O", (struct att_strides){0, a->lq * a->dv, 0, a->dv});
+  if (!a->mha) { /* contiguous [batch, heads, L, D] (K [batch, heads, D, Lk] transposed) */
+    long long h = a->heads, lq = a->lq, lk = a->lk;
+    define_strides(&b, "Q", (struct att_strides){0, h * lq * a->d, lq * a->d, a->d});
+    define_strides(&b, "K", a->k_transposed ? (struct att_strides){0, h * lk * a->d, lk * a->d, 1}
+                                            : (struct att_strides){0, h * lk * a->d, lk * a->d,
+                                                                   a->d});
+    define_strides(&b, "V", (struct att_strides){0, h * lk * a->dv, lk * a->dv, a->dv});
+    define_strides(&b, "O", (struct att_strides){0, h * lq * a->dv, lq * a->dv, a->dv});
   } else if (a->same_input) {
     long long w = 3 * a->embed;
     define_strides(&b, "Q", mha_strides(a, a->lq, w, 0));
@@ -176,6 +196,7 @@ static char *att_fragment(const struct att *a) {
   }
   if (a->mha)
     define_strides(&b, "O", mha_strides(a, a->lq, a->embed, 0));
+  mask_macros(&b, a);
   return cg_take(&b);
 }
 
@@ -257,6 +278,8 @@ static json_t *att_plan(json_t *m, const struct att *a, const struct knob_set *k
   }
   json_t *args = json_pack("[o, o, o, o]", operand(qkv[0]), operand(qkv[1]), operand(qkv[2]),
                            operand(dst));
+  if (a->mask)
+    json_array_append_new(args, operand(a->mask));
   json_array_append_new(launches, launch("ofg_attention", (a->lq + k->bm - 1) / k->bm,
                                          a->batch * a->heads, att_threads(k), att_smem(a, k),
                                          args));

@@ -106,12 +106,53 @@ static int check_heads(long long d, long long dv, char *why, size_t whylen) {
   return 0;
 }
 
-/* F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal, scale,
+/* The attn_mask of an SDPA call on q of rank r (the kernel's index space (n, h, row, key)
+ * is (B, H, Lq, Lk) for rank 4, (B, Lq, Lk) for rank 3, (Lq, Lk) for rank 2) into m:
+ * "mask" (its tensor), "mask_float" (added to the scores; else a boolean, true where a
+ * key takes part) and "mask_strides" [n, h, row, key] in elements of the contiguous mask,
+ * 0 where it broadcasts. 0, or -1 with why. */
+static int add_mask(json_t *profile, json_t *arg, int r, const long long *qs, long long lk,
+                    json_t *m, char *why, size_t whylen) {
+  json_t *ref = expr_ref(profile, arg);
+  const char *name = arg_tensor(profile, arg);
+  const char *dt = json_string_value(json_object_get(ref, "dtype"));
+  long long ms[8], target[4], stride[4] = {0, 0, 0, 0};
+  int mr = ref ? graph_shape(ref, ms) : -1;
+  if (!name || !dt || (strcmp(dt, "bool") != 0 && strcmp(dt, "float32") != 0))
+    return refuse(why, whylen, "attn_mask must be a bool or float32 input of the region");
+  if (r > 4 || mr < 1 || mr > r)
+    return refuse(why, whylen, "attn_mask with q of rank %d and a mask of rank %d is "
+                               "unsupported", r, mr);
+  /* target dims as (n, h, row, key); a missing batch or head dim is size 1 */
+  target[0] = r >= 3 ? qs[0] : 1;
+  target[1] = r == 4 ? qs[1] : 1;
+  target[2] = qs[r - 2];
+  target[3] = lk;
+  long long contiguous = 1;
+  for (int i = mr - 1; i >= 0; i--) {
+    int t = i - mr + 4; /* right-aligned onto (n, h, row, key) for rank 4 */
+    if (r == 3 && t <= 1)
+      t = t == 1 ? 0 : -1; /* rank 3: (n, row, key) */
+    if (r == 2 && t <= 1)
+      t = -1;
+    if (t < 0 || (ms[i] != 1 && ms[i] != target[t]))
+      return refuse(why, whylen, "attn_mask does not broadcast to the attention's scores");
+    stride[t] = ms[i] == 1 ? 0 : contiguous;
+    contiguous *= ms[i];
+  }
+  json_object_set_new(m, "mask", json_string(name));
+  json_object_set_new(m, "mask_float", json_boolean(strcmp(dt, "float32") == 0));
+  json_object_set_new(m, "mask_strides", json_pack("[I,I,I,I]", (json_int_t)stride[0],
+                                                   (json_int_t)stride[1], (json_int_t)stride[2],
+                                                   (json_int_t)stride[3]));
+  return 0;
+}
+
+/* F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p=0, is_causal, scale,
  * enable_gqa=False) on float32 tensors [..., L, D] with equal batch dims. */
 static int match_sdpa(json_t *profile, json_t *node, json_t **ret_match, char *why,
                       size_t whylen) {
-  if (!arg_off(expr_arg(node, 3, "attn_mask")))
-    return refuse(why, whylen, "scaled_dot_product_attention with an attn_mask is unsupported");
+  json_t *mask = expr_arg(node, 3, "attn_mask");
   if (!arg_off(expr_arg(node, 4, "dropout_p")))
     return refuse(why, whylen, "scaled_dot_product_attention with dropout is a random op");
   if (!arg_off(expr_arg(node, 7, "enable_gqa")))
@@ -147,10 +188,18 @@ static int match_sdpa(json_t *profile, json_t *node, json_t **ret_match, char *w
   if (sc && expr_number(sc, &scale) != 0)
     return refuse(why, whylen, "scaled_dot_product_attention scale must be a constant");
   bool causal = json_is_true(causal_arg);
+  if (causal && mask)
+    return refuse(why, whylen, "scaled_dot_product_attention with both attn_mask and is_causal");
   char summary[200];
-  snprintf(summary, sizeof summary, "attention %lldx%lldx%lld d%lld dv%lld%s", batch, lq, lk,
-           d, dv, causal ? " causal" : "");
-  json_t *m = match_common("sdpa", summary, profile, batch, 1, lq, lk, d, dv, causal, scale);
+  snprintf(summary, sizeof summary, "attention %lldx%lldx%lld d%lld dv%lld%s%s", batch, lq, lk,
+           d, dv, causal ? " causal" : "", mask ? " masked" : "");
+  long long heads = r == 4 ? qs[1] : 1;
+  json_t *m = match_common("sdpa", summary, profile, batch / heads, heads, lq, lk, d, dv,
+                           causal, scale);
+  if (m && mask && add_mask(profile, mask, r, qs, lk, m, why, whylen) != 0) {
+    json_decref(m);
+    return -1;
+  }
   if (m)
     json_object_set_new(m, "inputs", json_pack("[s,s,s]", names[0], names[1], names[2]));
   return graph_match_result(m, ret_match, why, whylen);

@@ -80,7 +80,12 @@ static const struct attention_case {
     {"sdpa_mask", TASK("        self.register_buffer('m', torch.ones(50, 50).tril().bool())\n",
                        "        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.m)\n",
                        QKV("2, 3", "50", "32")),
-     -1, "scaled_dot_product_attention with an attn_mask is unsupported"},
+     1, "attention 6x50x50 d32 dv32 masked"},
+    {"sdpa_mask_rank5",
+     TASK("        self.register_buffer('m', torch.ones(50, 50).bool())\n",
+          "        return F.scaled_dot_product_attention(q, k, v, self.m)\n",
+          QKV("2, 2, 3", "50", "32")),
+     -1, "attn_mask with q of rank 5 and a mask of rank 2 is unsupported"},
     {"sdpa_dropout", TASK("        pass\n",
                           "        return F.scaled_dot_product_attention(q, k, v, "
                           "dropout_p=0.1)\n",

@@ -660,6 +660,20 @@ static const struct small_task {
           "        self.v = nn.Parameter(torch.randn(2, 21, 16))\n",
           "        return (torch.bmm(x, self.kt) / 4.0).softmax(dim=-1).bmm(self.v)\n",
           "[torch.randn(2, 19, 16)]")},
+    /* Masks: a boolean [B, 1, Lq, Lk] buffer over (B, H) heads, and a float [Lq, Lk] one
+     * added to the scores of rank-3 attention. */
+    {"sdpa_bool_mask", NULL, NULL,
+     TASK("        self.k = nn.Parameter(torch.randn(2, 3, 21, 16))\n"
+          "        self.v = nn.Parameter(torch.randn(2, 3, 21, 16))\n"
+          "        self.register_buffer('m', torch.rand(2, 1, 19, 21) > 0.3)\n",
+          "        return F.scaled_dot_product_attention(x, self.k, self.v, attn_mask=self.m)\n",
+          "[torch.randn(2, 3, 19, 16)]")},
+    {"sdpa_float_mask", NULL, NULL,
+     TASK("        self.k = nn.Parameter(torch.randn(2, 21, 16))\n"
+          "        self.v = nn.Parameter(torch.randn(2, 21, 8))\n"
+          "        self.m = nn.Parameter(torch.randn(19, 21))\n",
+          "        return F.scaled_dot_product_attention(x, self.k, self.v, self.m)\n",
+          "[torch.randn(2, 19, 16)]")},
     {"mha_cross", NULL, NULL,
      TASK("        self.a = nn.MultiheadAttention(24, 3, batch_first=True, bias=False)\n",
           "        y = torch.tanh(x)\n"

@@ -9,6 +9,8 @@
 // OFG_CAUSAL, OFG_SCALE_LOG2 (scale * log2(e)); per tensor X of Q, K, V, O the element
 // (n, h, l, d) sits at X_OFF + n*X_N + h*X_H + l*X_L + d (K's d times OFG_K_D: 1, or Lk
 // when K is read as a [D, Lk] transpose).
+// OFG_MASK: 0, or an attn_mask (1 boolean, 2 float added to the scores) of element type
+// OFG_MASK_T read at n*OFG_M_N + h*OFG_M_H + row*OFG_M_L + key*OFG_M_K.
 // Knobs: BM queries per block, BN keys per tile, TM rows and TN keys per thread,
 // UNROLL of the head-dim loop, MINB.
 // @OFG_FRAGMENT@
@@ -43,10 +45,16 @@ __device__ __forceinline__ void ofg_att_rows(const float* src, float out[TM]) {
 }
 
 // Dynamic shared memory: Q^T [D][QP], K^T [D][KP], V [BN][DV], P^T [BN][QP].
+#if OFG_MASK
+#define OFG_MASK_PARAM , const OFG_MASK_T* __restrict__ mask
+#else
+#define OFG_MASK_PARAM
+#endif
+
 extern "C" __global__ void OFG_ATT_BOUNDS ofg_attention(const float* __restrict__ q,
                                                         const float* __restrict__ k,
                                                         const float* __restrict__ v,
-                                                        float* __restrict__ o) {
+                                                        float* __restrict__ o OFG_MASK_PARAM) {
   OFG_DYN_SMEM(smem4);
   float* qs = (float*)smem4;
   float* ks = qs + OFG_KS_AT;
@@ -58,6 +66,9 @@ extern "C" __global__ void OFG_ATT_BOUNDS ofg_attention(const float* __restrict_
   const float* qb = q + OFG_Q_OFF + n * OFG_Q_N + h * OFG_Q_H;
   const float* kb = k + OFG_K_OFF + n * OFG_K_N + h * OFG_K_H;
   const float* vb = v + OFG_V_OFF + n * OFG_V_N + h * OFG_V_H;
+#if OFG_MASK
+  const OFG_MASK_T* mb = mask + n * OFG_M_N + h * OFG_M_H;
+#endif
   for (int e = tid; e < BM * OFG_D; e += OFG_NT) {
     const int r = e / OFG_D, d = e % OFG_D;
     qs[d * OFG_QP + r] = q0 + r < OFG_LQ ? qb[(i64)(q0 + r) * OFG_Q_L + d] : 0.0f;
@@ -117,7 +128,19 @@ extern "C" __global__ void OFG_ATT_BOUNDS ofg_attention(const float* __restrict_
 #if OFG_CAUSAL
         keep = keep && key <= q0 + ty * TM + i;
 #endif
-        s[i][j] = keep ? s[i][j] * OFG_SCALE_LOG2 : -INFINITY;
+        float add = 0.0f;
+#if OFG_MASK
+        const int row = q0 + ty * TM + i;
+        if (keep && row < OFG_LQ) {
+          const OFG_MASK_T mv = mb[(i64)row * OFG_M_L + (i64)key * OFG_M_K];
+#if OFG_MASK == 1
+          keep = mv != 0;  // a boolean mask: true where the key takes part
+#else
+          add = mv * 1.4426950408889634f;  // a float mask is added to the scores
+#endif
+        }
+#endif
+        s[i][j] = keep ? s[i][j] * OFG_SCALE_LOG2 + add : -INFINITY;
         mx = fmaxf(mx, s[i][j]);
       }
 #pragma unroll
