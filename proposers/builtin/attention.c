@@ -20,10 +20,12 @@ struct att {
   double scale;
 };
 
+/* The integer at key k of o (0 when absent); o stays the caller's. */
 static long long jint(json_t *o, const char *k) {
   return json_integer_value(json_object_get(o, k));
 }
 
+/* Reads match m into *a, which borrows m's strings and mask_strides. */
 static void att_read(json_t *m, struct att *a) {
   a->op = json_string_value(json_object_get(m, "op"));
   a->mha = a->op && strcmp(a->op, "mha") == 0;
@@ -49,10 +51,12 @@ static int att_nx(const struct knob_set *k) {
   return k->tn > 0 ? k->bn / k->tn : 0;
 }
 
+/* Threads per block: BM/TM row groups of BN/TN threads. */
 static int att_threads(const struct knob_set *k) {
   return k->tm > 0 ? att_nx(k) * (k->bm / k->tm) : 0;
 }
 
+/* x rounded up to a multiple of 4 (floats of a 16-byte-aligned tile). */
 static long long up4(long long x) {
   return (x + 3) / 4 * 4;
 }
@@ -63,12 +67,14 @@ static long long att_smem(const struct att *a, const struct knob_set *k) {
   return 4 * (a->d * qp + up4(a->d * kp) + up4((long long)k->bn * a->dv) + (long long)k->bn * qp);
 }
 
+/* True when x is a positive power of two. */
 static bool pow2(int x) {
   return x > 0 && (x & (x - 1)) == 0;
 }
 
-/* Defaults: 16 threads per score row, 16 row groups (256 threads); 8 rows per thread
- * (128 queries per block) when that still gives two blocks per SM, else 4. */
+/* Defaults into *ret: 16 threads per score row (fewer when Dv needs), 16 row groups;
+ * 8 rows per thread (128 queries per block) when that makes at least two blocks per SM,
+ * else 4 (64 queries). match stays the caller's. */
 static void att_defaults(json_t *match, struct knob_set *ret) {
   struct att a;
   att_read(match, &a);
@@ -115,6 +121,7 @@ static const char *att_refusal(const struct att *a, const struct knob_set *k) {
   return NULL;
 }
 
+/* 0 when knobs k fit match (both the caller's), else -1 with the reason in why. */
 static int att_check(json_t *match, const struct knob_set *k, char *why, size_t whylen) {
   struct att a;
   att_read(match, &a);
@@ -131,6 +138,7 @@ struct att_strides {
   long long off, n, h, l;
 };
 
+/* Appends tensor x's OFG_<x>_OFF/_N/_H/_L stride macros to b. */
 static void define_strides(struct cg_buf *b, const char *x, struct att_strides s) {
   cg_printf(b, "#define OFG_%s_OFF %lldLL\n#define OFG_%s_N %lldLL\n#define OFG_%s_H %lldLL\n"
                "#define OFG_%s_L %lldLL\n",
@@ -159,6 +167,7 @@ static void mask_macros(struct cg_buf *b, const struct att *a) {
               (long long)json_integer_value(json_array_get(a->mask_strides, i)));
 }
 
+/* The fragment of attention.cu's macros for *a (caller frees), NULL when out of memory. */
 static char *att_fragment(const struct att *a) {
   struct cg_buf b = {0};
   char scale[48];
@@ -200,6 +209,7 @@ static char *att_fragment(const struct att *a) {
   return cg_take(&b);
 }
 
+/* A launch of the plan (caller owns; takes over args). */
 static json_t *launch(const char *kernel, long long gx, long long gy, int threads,
                       long long smem, json_t *args) {
   return json_pack("{s:s, s:[I,I,i], s:[i,i,i], s:I, s:o}", "kernel", kernel, "grid",
@@ -207,6 +217,7 @@ static json_t *launch(const char *kernel, long long gx, long long gy, int thread
                    threads, 1, 1, "shared_bytes", (json_int_t)smem, "args", args);
 }
 
+/* A launch argument (caller owns) naming a plan buffer ("buffer:<name>") or a tensor. */
 static json_t *operand(const char *name) {
   if (strncmp(name, "buffer:", 7) == 0)
     return json_pack("{s:s}", "buffer", name + 7);
@@ -232,6 +243,7 @@ static json_t *proj_launch(const char *x, const char *w, const char *b, const ch
                 256, 0, args);
 }
 
+/* The string at key k of m (borrowed), or NULL. */
 static const char *str(json_t *m, const char *k) {
   return json_string_value(json_object_get(m, k));
 }
@@ -263,6 +275,7 @@ static void mha_in_proj(json_t *m, const struct att *a, json_t *launches, json_t
   }
 }
 
+/* The launch plan (caller owns) of match m (read into *a) under knobs k. */
 static json_t *att_plan(json_t *m, const struct att *a, const struct knob_set *k) {
   json_t *launches = json_array(), *buffers = json_array();
   const char *qkv[3], *out = str(m, "output"), *dst = out;
@@ -290,6 +303,7 @@ static json_t *att_plan(json_t *m, const struct att *a, const struct knob_set *k
   return json_pack("{s:o, s:o}", "buffers", buffers, "launches", launches);
 }
 
+/* The candidate of match under knobs k into *ret_candidate (caller owns), or -1 with why. */
 static int att_generate(json_t *match, const struct knob_set *k, json_t **ret_candidate,
                         char *why, size_t whylen) {
   struct att a;

@@ -23,10 +23,12 @@ static int refuse(char *why, size_t whylen, const char *fmt, ...) {
   return -1;
 }
 
+/* True for the targets of the attention calls the family generates. */
 static bool is_attention_target(const char *t) {
   return strcmp(t, "scaled_dot_product_attention") == 0 || strcmp(t, "MultiheadAttention") == 0;
 }
 
+/* True for an FX getitem call (borrowed node). */
 static bool is_getitem(json_t *node) {
   return strcmp(expr_target(node), "getitem") == 0;
 }
@@ -83,6 +85,7 @@ static int find_attention(json_t *profile, json_t **ret, char *why, size_t whyle
   return rc;
 }
 
+/* The match fields every op has (caller owns), or NULL when out of memory. */
 static json_t *match_common(const char *op, const char *summary, json_t *profile,
                             long long batch, long long heads, long long lq, long long lk,
                             long long d, long long dv, bool causal, double scale) {
@@ -93,6 +96,16 @@ static json_t *match_common(const char *op, const char *summary, json_t *profile
                    (json_int_t)heads, "lq", (json_int_t)lq, "lk", (json_int_t)lk, "d",
                    (json_int_t)d, "dv", (json_int_t)dv, "causal", causal, "scale", scale,
                    "sm_count", builtin_sm_count(profile));
+}
+
+/* The grid's y dimension (65535 at most) holds the (batch, head) pairs of the attention
+ * and, for a MultiheadAttention (proj_rows > 0), the 64-row tiles of its projections. 0,
+ * or -1 with why. */
+static int check_grid(long long pairs, long long proj_rows, char *why, size_t whylen) {
+  if (pairs > 65535 || (proj_rows + 63) / 64 > 65535)
+    return refuse(why, whylen, "attention over %lld (batch, head) pairs and %lld projected "
+                               "rows exceeds the grid (65535 blocks in y)", pairs, proj_rows);
+  return 0;
 }
 
 /* Head sizes the kernel can hold: D and Dv in [1, ATT_MAX_HEAD], Dv even (a row's
@@ -181,7 +194,7 @@ static int match_sdpa(json_t *profile, json_t *node, json_t **ret_match, char *w
   long long lq = qs[r - 2], d = qs[r - 1], lk = ks[r - 2], dv = vs[r - 1];
   if (ks[r - 1] != d || vs[r - 2] != lk || lq < 1 || lk < 1 || batch < 1)
     return refuse(why, whylen, "scaled_dot_product_attention with mismatched q, k, v shapes");
-  if (check_heads(d, dv, why, whylen) != 0)
+  if (check_heads(d, dv, why, whylen) != 0 || check_grid(batch, 0, why, whylen) != 0)
     return -1;
   double scale = 1.0 / sqrt((double)d);
   json_t *sc = expr_arg(node, 6, "scale");
@@ -284,7 +297,8 @@ static int match_mha(json_t *profile, json_t *node, json_t **ret_match, char *wh
   if (!w_in || !w_out)
     return refuse(why, whylen, "MultiheadAttention's projection weights are not in the profile");
   long long dh = e / heads;
-  if (check_heads(dh, dh, why, whylen) != 0)
+  if (check_heads(dh, dh, why, whylen) != 0 ||
+      check_grid(n * heads, n * (lq > lk ? lq : lk), why, whylen) != 0)
     return -1;
   bool same = strcmp(names[0], names[1]) == 0 && strcmp(names[1], names[2]) == 0;
   char summary[200];
@@ -307,6 +321,7 @@ static int match_mha(json_t *profile, json_t *node, json_t **ret_match, char *wh
 
 /* ---- the explicit spelling: softmax(q @ k^T [* c | / c], dim=-1) @ v ---- */
 
+/* True for matmul (function, method or @) and bmm calls; node may be NULL. */
 static bool is_matmul(json_t *node) {
   const char *t = expr_target(node);
   return node && (strcmp(t, "matmul") == 0 || strcmp(t, "bmm") == 0);
@@ -447,9 +462,9 @@ static int match_spelled(json_t *profile, json_t *root, json_t **ret_match, char
       return refuse(why, whylen, "attention with broadcast batch dims is unsupported");
   if (kd != d || vs[r - 2] != lk || os[r - 2] != lq || os[r - 1] != dv)
     return refuse(why, whylen, "attention with mismatched q, k, v shapes");
-  if (check_heads(d, dv, why, whylen) != 0)
-    return -1;
   long long batch = graph_dims_prod(qs, 0, r - 2);
+  if (check_heads(d, dv, why, whylen) != 0 || check_grid(batch, 0, why, whylen) != 0)
+    return -1;
   char summary[200];
   snprintf(summary, sizeof summary, "attention %lldx%lldx%lld d%lld dv%lld (matmul, softmax, "
            "matmul)", batch, lq, lk, d, dv);

@@ -41,6 +41,7 @@ static int attention_on(const char *name, const char *src, json_t **ret_match, c
   return rc;
 }
 
+/* True when the shared evaluator runs; else prints why the test skips. */
 static bool need_evaluator(void) {
   if (g_have_ev)
     return true;
@@ -96,6 +97,10 @@ static const struct attention_case {
                             QKV("2", "50", "1024")),
      -1, "attention with head sizes 1024 and 1024: the generated kernel needs both at most "
          "128 and an even value size"},
+    {"sdpa_grid", TASK("        pass\n",
+                       "        return F.scaled_dot_product_attention(q, k, v)\n",
+                       QKV("70000", "4", "8")),
+     -1, "attention over 70000 (batch, head) pairs and 0 projected rows exceeds the grid"},
     {"sdpa_then_relu", TASK("        pass\n",
                             "        return F.scaled_dot_product_attention(q, k, v).relu()\n",
                             QKV("2", "50", "32")),
