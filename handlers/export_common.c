@@ -372,12 +372,13 @@ static void put_nested(FILE *f, const json_t *v, size_t *next) {
   fputs(json_array_size(v) == 1 ? ",)" : ")", f);
 }
 
-/* torch.export graphs always return a flat tuple, so only "fx" graphs are read. */
+/* torch.export graphs always return a flat tuple, so only FX graphs ("fx", "fx_meta")
+ * are read. */
 void export_put_structure(FILE *f, const json_t *profile, size_t n_outputs) {
   const json_t *graph = json_object_get(profile, "graph"), *node, *ret = NULL;
   const char *source = json_string_value(json_object_get(profile, "graph_source"));
   size_t i, leaves = 0;
-  if (source && strcmp(source, "fx") == 0) {
+  if (source && (strcmp(source, "fx") == 0 || strcmp(source, "fx_meta") == 0)) {
     json_array_foreach(graph, i, node) {
       const char *op = json_string_value(json_object_get(node, "op"));
       if (op && strcmp(op, "output") == 0)

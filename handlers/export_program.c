@@ -76,7 +76,8 @@ static int check_library(struct program *p, const json_t *step, size_t index, ch
   if (strcmp(target, "model") == 0 && !node_name)
     return 0;
   const char *source = json_string_value(json_object_get(p->profile, "graph_source"));
-  if (!source || (strcmp(source, "fx") != 0 && strcmp(source, "export") != 0))
+  if (!source || (strcmp(source, "fx") != 0 && strcmp(source, "fx_meta") != 0 &&
+                  strcmp(source, "export") != 0))
     return export_fail(err, errlen,
                        "program: step %zu runs a node, but the profile has no traced graph",
                        index);
@@ -543,10 +544,12 @@ static void put_build(FILE *f, const struct program *p) {
 static int put_tables(FILE *f, const struct program *p) {
   const char *source = json_string_value(json_object_get(p->profile, "graph_source"));
   fputs("\n\n# ---- the program ----------------------------------------------------------------\n"
-        "# How the evaluator traced Model: \"fx\" (torch.fx.symbolic_trace) or \"export\"\n"
-        "# (torch.export.export); whether a library step needs that graph; whether the\n"
+        "# How the evaluator traced Model: \"fx\" (torch.fx.symbolic_trace), \"fx_meta\"\n"
+        "# (its meta tracer) or \"export\" (torch.export.export); whether a library step\n"
+        "# needs that graph; whether the\n"
         "# forward runs as one captured CUDA graph.\n_OFG_GRAPH_SOURCE = ", f);
-  if (source && (strcmp(source, "fx") == 0 || strcmp(source, "export") == 0))
+  if (source && (strcmp(source, "fx") == 0 || strcmp(source, "fx_meta") == 0 ||
+                 strcmp(source, "export") == 0))
     fprintf(f, "\"%s\"\n", source);
   else
     fputs("None\n", f);

@@ -128,9 +128,23 @@ def _ofg_attr(roots, target):
                        % target)
 
 
+def _ofg_meta_trace(model, inputs):
+    """model traced as the evaluator's meta tracer does (gpu/evaluator/meta_trace.py):
+    torch.fx proxies carrying meta tensors of the inputs, so that sizes are numbers."""
+    import inspect
+    import warnings
+    from torch.fx.experimental.meta_tracer import symbolic_trace
+    names = list(inspect.signature(model.forward).parameters)
+    meta = {name: t.to("meta") for name, t in zip(names, inputs)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return symbolic_trace(model, meta_args=meta)
+
+
 class _OfgGraph:
     """self.ref's graph as the evaluator traced it, so that node names are the profile's:
-    torch.fx.symbolic_trace, or torch.export.export with the first call's inputs. root is
+    torch.fx.symbolic_trace, the meta tracer, or torch.export.export with the first
+    call's inputs. root is
     where call_module targets live, and roots where get_attr targets are looked up (Model
     first, whose tensors move with it, then the traced module's own constants); keys maps
     each placeholder to the value it stands for (an input, or for torch.export a
@@ -138,8 +152,9 @@ class _OfgGraph:
 
     def __init__(self, model, inputs):
         self.keys, self.constants = {}, {}
-        if _OFG_GRAPH_SOURCE == "fx":
-            graph_module = torch.fx.symbolic_trace(model)
+        if _OFG_GRAPH_SOURCE in ("fx", "fx_meta"):
+            graph_module = (torch.fx.symbolic_trace(model) if _OFG_GRAPH_SOURCE == "fx"
+                            else _ofg_meta_trace(model, inputs))
             self.root = model
             self.roots = (model, graph_module)
             placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]

@@ -1,4 +1,4 @@
-# Evaluator graph extraction for the profile: the FX graph of a task model with ShapeProp shapes, falling back to torch.export.
+# Evaluator graph extraction for the profile: the FX graph of a task model with ShapeProp shapes, falling back to the meta tracer, then to torch.export.
 """Every node becomes a JSON-ready dict (name, op, target, args, kwargs, shape, dtype,
 flops); the traced module itself is returned as a TracedGraph for the task to keep
 (library steps of programs run its nodes). Nothing else keeps references to the model or
@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from .meta_trace import meta_symbolic_trace
 from .tensors import dtype_name
 from .traced import TracedGraph
 
@@ -106,21 +107,28 @@ def module_params(mod):
 
 
 def extract_graph(model, inputs, state):
-    """({"graph": [...], "graph_source": "fx"|"export", "graph_error": str|None},
+    """({"graph": [...], "graph_source": "fx"|"fx_meta"|"export", "graph_error": str|None},
     TracedGraph or None): the FX graph of model with output shapes from ShapeProp,
-    falling back to torch.export, and to graph null with the reasons when both fail.
+    falling back to the meta tracer (meta_trace.py), then to torch.export, and to graph
+    null with the reasons when all fail; graph_error lists the failed tracers.
     state is named_state(model); every node gets its own "flops" (node_flops)."""
     errors = []
     by_id = dict((id(t), n) for n, t in state)
-    try:
-        nodes, gm = fx_graph(model, inputs, by_id)
-        info = {"graph": nodes, "graph_source": "fx", "graph_error": None}
-        traced = TracedGraph.from_fx(gm)
-    except Exception as exc:
-        errors.append("symbolic_trace: %s: %s" % (type(exc).__name__, str(exc)[:500]))
+    tracers = (("fx", "symbolic_trace", lambda: torch.fx.symbolic_trace(model)),
+               ("fx_meta", "meta trace", lambda: meta_symbolic_trace(model, inputs)))
+    for source, what, trace in tracers:
+        try:
+            nodes, gm = fx_graph(trace, inputs, by_id)
+            info = {"graph": nodes, "graph_source": source,
+                    "graph_error": "; ".join(errors) or None}
+            traced = TracedGraph.from_fx(gm)
+            break
+        except Exception as exc:
+            errors.append("%s: %s: %s" % (what, type(exc).__name__, str(exc)[:500]))
+    else:
         try:
             nodes, ep = export_graph(model, inputs)
-            info = {"graph": nodes, "graph_source": "export", "graph_error": errors[0]}
+            info = {"graph": nodes, "graph_source": "export", "graph_error": "; ".join(errors)}
             traced = TracedGraph.from_export(ep)
         except Exception as exc2:
             errors.append("torch.export: %s: %s" % (type(exc2).__name__, str(exc2)[:500]))
@@ -155,11 +163,11 @@ def _meta_shape(meta):
     return {"shape": None, "dtype": None}
 
 
-def fx_graph(model, inputs, state_by_id):
-    """(nodes, GraphModule) of torch.fx.symbolic_trace(model) with ShapeProp shapes
+def fx_graph(trace, inputs, state_by_id):
+    """(nodes, GraphModule) of the GraphModule trace() returns, with ShapeProp shapes
     (raises when tracing fails; a ShapeProp failure leaves shapes null and says so)."""
     from torch.fx.passes.shape_prop import ShapeProp
-    gm = torch.fx.symbolic_trace(model)
+    gm = trace()
     shape_error = None
     try:
         with torch.no_grad():

@@ -31,13 +31,15 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 NVCC = Path("/usr/local/cuda/bin/nvcc")
 SINGLE = ["affine", "relu", "softmax", "sgemm"]
-PROGRAMS = ["program_fx", "program_export", "program_two_regions", "program_model"]
+PROGRAMS = ["program_fx", "program_fx_meta", "program_export", "program_two_regions",
+            "program_model"]
 FIXTURES = SINGLE + PROGRAMS
 # (atol, rtol) per fixture: relu, affine and the programs' regions do exactly eager's
 # float operations (with __fmul_rn/__fadd_rn, so no FMA contraction), softmax reorders its
 # sums, sgemm sums 4096 products in another order than cuBLAS (the task's tolerance).
 TOLERANCE = {"affine": (0.0, 0.0), "relu": (0.0, 0.0), "softmax": (1e-9, 1e-5),
-             "sgemm": (1e-4, 1e-4), "program_fx": (0.0, 0.0), "program_export": (0.0, 0.0),
+             "sgemm": (1e-4, 1e-4), "program_fx": (0.0, 0.0), "program_fx_meta": (0.0, 0.0),
+             "program_export": (0.0, 0.0),
              "program_two_regions": (0.0, 0.0), "program_model": (0.0, 0.0)}
 SEEDS = range(5)
 
@@ -266,6 +268,7 @@ def test_program_steps_reproduce_model_on_cpu(exports, name, monkeypatch):
             got = mod._ofg_pack(new._ofg_run(inputs, cpu))
             assert torch.equal(got, ref(*inputs))
     want = {"program_fx": [("ofg_r3", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)])],
+            "program_fx_meta": [("ofg_r3", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)])],
             "program_export": [("ofg_r3", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)])],
             "program_two_regions": [
                 ("ofg_r1", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)]),

@@ -238,17 +238,21 @@ def test_every_task_profiles_on_meta_and_matches_the_baseline(meta_ev, kernelben
                                                       baseline[rel]["min_bytes"])
 
 
-def test_untraceable_task_falls_back_to_export(cpu_ev, kernelbench):
+def test_python_loop_over_a_size_traces_with_meta_tensors(cpu_ev, kernelbench):
+    """VanillaRNNHidden loops over range(seq_len): symbolic_trace fails, the meta tracer
+    unrolls the loop into an FX graph (gpu/evaluator/meta_trace.py) whose modules keep
+    their parameters."""
     _, prof = load_and_profile(cpu_ev, kernelbench, "level3/34_VanillaRNNHidden.py")
-    assert prof["graph_source"] == "export"
-    assert "symbolic_trace" in prof["graph_error"]
-    # parameters are lifted to placeholders that carry their param: names
+    assert prof["graph_source"] == "fx_meta"
+    assert prof["graph_error"].startswith("symbolic_trace: TypeError: ")
     assert [n.get("tensor") for n in nodes_by_op(prof["graph"], "placeholder")] == [
-        "param:i2h.weight", "param:i2h.bias", "param:h2o.weight", "param:h2o.bias",
         "input:0", "input:1"]
+    mods = nodes_by_op(prof["graph"], "call_module")
+    # per time step: i2h, tanh, h2o; 256 steps
+    assert [n["module"] for n in mods[:3]] == ["i2h", "tanh", "h2o"]
+    assert len(mods) == 3 * 256
+    assert mods[0]["params"] == ["param:i2h.weight", "param:i2h.bias"]
+    assert (mods[0]["shape"], mods[2]["shape"]) == ([8, 256], [8, 128])
     calls = nodes_by_op(prof["graph"], "call_function")
-    # two linears per time step, 256 steps
-    assert sum(n["target"] == "aten.linear.default" for n in calls) == 512
-    first = next(n for n in calls if n["target"] == "aten.linear.default")
-    assert first["args"] == [{"node": "cat"}, {"node": "p_i2h_weight"}, {"node": "p_i2h_bias"}]
-    assert (calls[-1]["target"], calls[-1]["shape"]) == ("aten.stack.default", [256, 8, 128])
+    assert sum(n["target"] == "torch.cat" for n in calls) == 256
+    assert (calls[-1]["target"], calls[-1]["shape"]) == ("torch.stack", [256, 8, 128])

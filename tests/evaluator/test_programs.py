@@ -63,7 +63,8 @@ def get_init_inputs():
 """
 
 # symbolic_trace fails on the shape test; torch.export specializes it away.
-EXPORT_TASK = """
+# A branch on a size: symbolic_trace fails, the meta tracer specializes it.
+META_TASK = """
 import torch
 import torch.nn as nn
 
@@ -73,6 +74,30 @@ class Model(nn.Module):
         self.fc = nn.Linear(64, 32)
 
     def forward(self, x):
+        if x.shape[0] > 2:
+            return torch.relu(self.fc(x))
+        return x
+
+def get_inputs():
+    return [torch.rand(16, 64)]
+
+def get_init_inputs():
+    return []
+"""
+
+# The same behind *args: the meta tracer needs one named tensor per input, so only
+# torch.export traces it.
+EXPORT_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+
+    def forward(self, *xs):
+        x = xs[0]
         if x.shape[0] > 2:
             return torch.relu(self.fc(x))
         return x
@@ -204,6 +229,18 @@ def test_task_without_a_graph_runs_only_the_model(make_ev):
     assert r["failure"] == {"stage": "load", "class": "load/bad_program", "message":
                             "the task has no traced graph: only {\"library\": \"model\"} can "
                             "run it"}
+
+
+def test_meta_traced_graph_program(make_ev):
+    ev, _ = make_ev(META_TASK)
+    prof = ev.task.profile
+    assert prof["graph_source"] == "fx_meta"
+    assert prof["graph_error"].startswith("symbolic_trace: TraceError: ")
+    assert ev.task.traced.kind == "fx"
+    assert [n["name"] for n in call_nodes(ev)] == ["fc", "relu"]
+    r = evaluate(ev, library_program(ev))
+    assert r["correct"] is True, r["failure"]
+    assert len(r["steps_ms"]) == 2
 
 
 def test_export_graph_program(make_ev):

@@ -610,6 +610,18 @@ static void test_program_graphs(void **state) {
   assert_passes_static_check(text);
   emit_with_reference("program_export", text, PROGRAM_REFERENCE);
   free(text);
+  /* A graph of the evaluator's meta tracer: the runtime traces Model the same way. */
+  const char *fx = PROGRAM_PROFILE_FX;
+  char meta[sizeof PROGRAM_PROFILE_FX + 8];
+  const char *source = strstr(fx, "\"graph_source\":\"fx\"");
+  snprintf(meta, sizeof meta, "%.*s\"graph_source\":\"fx_meta\"%s", (int)(source - fx), fx,
+           source + strlen("\"graph_source\":\"fx\""));
+  text = export_program_text(meta, PROGRAM_FX, NULL);
+  expect_text(text, "_OFG_GRAPH_SOURCE = \"fx_meta\"\n_OFG_TRACE = True\n");
+  expect_text(text, "    return outputs[0]\n");
+  assert_passes_static_check(text);
+  emit_with_reference("program_fx_meta", text, PROGRAM_REFERENCE);
+  free(text);
   /* The whole model: no trace, no region. */
   text = export_program_text(PROGRAM_PROFILE_FX, PROGRAM_MODEL, NULL);
   expect_text(text, "_OFG_TRACE = False\n_OFG_CAPTURE = False\n");
