@@ -20,11 +20,6 @@ struct att {
   double scale;
 };
 
-/* The integer at key k of o (0 when absent); o stays the caller's. */
-static long long jint(json_t *o, const char *k) {
-  return json_integer_value(json_object_get(o, k));
-}
-
 /* Reads match m into *a, which borrows m's strings and mask_strides. */
 static void att_read(json_t *m, struct att *a) {
   a->op = json_string_value(json_object_get(m, "op"));

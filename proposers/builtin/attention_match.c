@@ -1,7 +1,6 @@
 /* The attention family's matcher (see attention.h): one scaled_dot_product_attention call,
  * or one MultiheadAttention module call whose attention weights nobody reads. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,17 +10,6 @@
 /* The largest head sizes the kernel keeps in registers and shared memory. */
 #define ATT_MAX_HEAD 128
 
-static int refuse(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Writes the reason and returns -1 (the graph is attention, but not one this family does). */
-static int refuse(char *why, size_t whylen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, whylen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 /* True for the targets of the attention calls the family generates. */
 static bool is_attention_target(const char *t) {
@@ -77,9 +65,9 @@ static int find_attention(json_t *profile, json_t **ret, char *why, size_t whyle
   }
   int rc = 0;
   if (count > 0 && other)
-    rc = refuse(why, whylen, "%s is not attention", expr_target(other));
+    rc = builtin_refuse(why, whylen, "%s is not attention", expr_target(other));
   else if (count > 1)
-    rc = refuse(why, whylen, "%zu attention calls in one graph are unsupported", count);
+    rc = builtin_refuse(why, whylen, "%zu attention calls in one graph are unsupported", count);
   json_decref(calls);
   *ret = rc == 0 ? found : NULL;
   return rc;
@@ -103,7 +91,7 @@ static json_t *match_common(const char *op, const char *summary, json_t *profile
  * or -1 with why. */
 static int check_grid(long long pairs, long long proj_rows, char *why, size_t whylen) {
   if (pairs > 65535 || (proj_rows + 63) / 64 > 65535)
-    return refuse(why, whylen, "attention over %lld (batch, head) pairs and %lld projected "
+    return builtin_refuse(why, whylen, "attention over %lld (batch, head) pairs and %lld projected "
                                "rows exceeds the grid (65535 blocks in y)", pairs, proj_rows);
   return 0;
 }
@@ -112,7 +100,7 @@ static int check_grid(long long pairs, long long proj_rows, char *why, size_t wh
  * threads split the output columns). */
 static int check_heads(long long d, long long dv, char *why, size_t whylen) {
   if (d < 1 || d > ATT_MAX_HEAD || dv < 2 || dv > ATT_MAX_HEAD || dv % 2 != 0)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "attention with head sizes %lld and %lld: the generated kernel needs both "
                   "at most %d and an even value size",
                   d, dv, ATT_MAX_HEAD);
@@ -132,9 +120,9 @@ static int add_mask(json_t *profile, json_t *arg, int r, const long long *qs, lo
   long long ms[8], target[4], stride[4] = {0, 0, 0, 0};
   int mr = ref ? graph_shape(ref, ms) : -1;
   if (!name || !dt || (strcmp(dt, "bool") != 0 && strcmp(dt, "float32") != 0))
-    return refuse(why, whylen, "attn_mask must be a bool or float32 input of the region");
+    return builtin_refuse(why, whylen, "attn_mask must be a bool or float32 input of the region");
   if (r > 4 || mr < 1 || mr > r)
-    return refuse(why, whylen, "attn_mask with q of rank %d and a mask of rank %d is "
+    return builtin_refuse(why, whylen, "attn_mask with q of rank %d and a mask of rank %d is "
                                "unsupported", r, mr);
   /* target dims as (n, h, row, key); a missing batch or head dim is size 1 */
   target[0] = r >= 3 ? qs[0] : 1;
@@ -149,7 +137,7 @@ static int add_mask(json_t *profile, json_t *arg, int r, const long long *qs, lo
     if (r == 2 && t <= 1)
       t = -1;
     if (t < 0 || (ms[i] != 1 && ms[i] != target[t]))
-      return refuse(why, whylen, "attn_mask does not broadcast to the attention's scores");
+      return builtin_refuse(why, whylen, "attn_mask does not broadcast to the attention's scores");
     stride[t] = ms[i] == 1 ? 0 : contiguous;
     contiguous *= ms[i];
   }
@@ -167,42 +155,40 @@ static int match_sdpa(json_t *profile, json_t *node, json_t **ret_match, char *w
                       size_t whylen) {
   json_t *mask = expr_arg(node, 3, "attn_mask");
   if (!arg_off(expr_arg(node, 4, "dropout_p")))
-    return refuse(why, whylen, "scaled_dot_product_attention with dropout is a random op");
+    return builtin_refuse(why, whylen, "scaled_dot_product_attention with dropout is a random op");
   if (!arg_off(expr_arg(node, 7, "enable_gqa")))
-    return refuse(why, whylen, "scaled_dot_product_attention with enable_gqa is unsupported");
+    return builtin_refuse(why, whylen, "scaled_dot_product_attention with enable_gqa is unsupported");
   json_t *causal_arg = expr_arg(node, 5, "is_causal");
   if (causal_arg && !json_is_boolean(causal_arg))
-    return refuse(why, whylen, "is_causal must be a constant boolean");
+    return builtin_refuse(why, whylen, "is_causal must be a constant boolean");
   long long qs[8], ks[8], vs[8];
   const char *names[3];
   int r = arg_shape(profile, expr_arg(node, 0, "query"), qs);
   if (r < 2 || arg_shape(profile, expr_arg(node, 1, "key"), ks) != r ||
       arg_shape(profile, expr_arg(node, 2, "value"), vs) != r)
-    return refuse(why, whylen, "scaled_dot_product_attention needs float32 q, k and v of one "
+    return builtin_refuse(why, whylen, "scaled_dot_product_attention needs float32 q, k and v of one "
                                "rank (at least 2)");
   for (int i = 0; i < 3; i++) {
     names[i] = arg_tensor(profile, expr_arg(node, (size_t)i, i == 0 ? "query"
                                                              : i == 1 ? "key" : "value"));
     if (!names[i])
-      return refuse(why, whylen, "scaled_dot_product_attention of a computed value");
+      return builtin_refuse(why, whylen, "scaled_dot_product_attention of a computed value");
   }
   long long batch = graph_dims_prod(qs, 0, r - 2);
   for (int i = 0; i < r - 2; i++)
     if (qs[i] != ks[i] || qs[i] != vs[i])
-      return refuse(why, whylen, "scaled_dot_product_attention with broadcast batch dims is "
+      return builtin_refuse(why, whylen, "scaled_dot_product_attention with broadcast batch dims is "
                                  "unsupported");
   long long lq = qs[r - 2], d = qs[r - 1], lk = ks[r - 2], dv = vs[r - 1];
   if (ks[r - 1] != d || vs[r - 2] != lk || lq < 1 || lk < 1 || batch < 1)
-    return refuse(why, whylen, "scaled_dot_product_attention with mismatched q, k, v shapes");
+    return builtin_refuse(why, whylen, "scaled_dot_product_attention with mismatched q, k, v shapes");
   if (check_heads(d, dv, why, whylen) != 0 || check_grid(batch, 0, why, whylen) != 0)
     return -1;
   double scale = 1.0 / sqrt((double)d);
   json_t *sc = expr_arg(node, 6, "scale");
   if (sc && expr_number(sc, &scale) != 0)
-    return refuse(why, whylen, "scaled_dot_product_attention scale must be a constant");
+    return builtin_refuse(why, whylen, "scaled_dot_product_attention scale must be a constant");
   bool causal = json_is_true(causal_arg);
-  if (causal && mask)
-    return refuse(why, whylen, "scaled_dot_product_attention with both attn_mask and is_causal");
   char summary[200];
   snprintf(summary, sizeof summary, "attention %lldx%lldx%lld d%lld dv%lld%s%s", batch, lq, lk,
            d, dv, causal ? " causal" : "", mask ? " masked" : "");
@@ -240,7 +226,6 @@ static bool only_output_used(json_t *profile, json_t *node) {
   json_t *calls = graph_calls(profile), *c;
   size_t i;
   bool ok = true;
-  const char *name = json_string_value(json_object_get(node, "name"));
   json_array_foreach(calls, i, c) {
     if (c == node || !is_getitem(c))
       continue;
@@ -252,7 +237,7 @@ static bool only_output_used(json_t *profile, json_t *node) {
       ok = false;
   }
   json_decref(calls);
-  return ok && name;
+  return ok;
 }
 
 /* mha(query, key, value, key_padding_mask=None, need_weights, attn_mask=None,
@@ -263,13 +248,13 @@ static int match_mha(json_t *profile, json_t *node, json_t **ret_match, char *wh
   json_t *attrs = json_object_get(node, "attrs");
   const char *no = mha_refusal(attrs);
   if (no)
-    return refuse(why, whylen, "%s", no);
+    return builtin_refuse(why, whylen, "%s", no);
   if (!arg_off(expr_arg(node, 3, "key_padding_mask")) || !arg_off(expr_arg(node, 5, "attn_mask")))
-    return refuse(why, whylen, "MultiheadAttention with a mask is unsupported");
+    return builtin_refuse(why, whylen, "MultiheadAttention with a mask is unsupported");
   if (!arg_off(expr_arg(node, 7, "is_causal")))
-    return refuse(why, whylen, "MultiheadAttention with is_causal is unsupported");
+    return builtin_refuse(why, whylen, "MultiheadAttention with is_causal is unsupported");
   if (!only_output_used(profile, node))
-    return refuse(why, whylen, "the attention weights of MultiheadAttention are used");
+    return builtin_refuse(why, whylen, "the attention weights of MultiheadAttention are used");
   long long e = json_integer_value(json_object_get(attrs, "embed_dim"));
   long long heads = json_integer_value(json_object_get(attrs, "num_heads"));
   bool bf = json_is_true(json_object_get(attrs, "batch_first"));
@@ -277,25 +262,25 @@ static int match_mha(json_t *profile, json_t *node, json_t **ret_match, char *wh
   if (arg_shape(profile, expr_arg(node, 0, "query"), qs) != 3 ||
       arg_shape(profile, expr_arg(node, 1, "key"), ks) != 3 ||
       arg_shape(profile, expr_arg(node, 2, "value"), vs) != 3)
-    return refuse(why, whylen, "MultiheadAttention needs batched float32 inputs (rank 3)");
+    return builtin_refuse(why, whylen, "MultiheadAttention needs batched float32 inputs (rank 3)");
   const char *names[3];
   for (int i = 0; i < 3; i++) {
     names[i] = arg_tensor(profile, expr_arg(node, (size_t)i, i == 0 ? "query"
                                                              : i == 1 ? "key" : "value"));
     if (!names[i])
-      return refuse(why, whylen, "MultiheadAttention of a computed value");
+      return builtin_refuse(why, whylen, "MultiheadAttention of a computed value");
   }
   int lax = bf ? 1 : 0, nax = bf ? 0 : 1;
   long long n = qs[nax], lq = qs[lax], lk = ks[lax];
   if (heads < 1 || e < 1 || e % heads != 0 || qs[2] != e || ks[2] != e || vs[2] != e ||
       ks[nax] != n || vs[nax] != n || vs[lax] != lk)
-    return refuse(why, whylen, "MultiheadAttention with mismatched input shapes");
+    return builtin_refuse(why, whylen, "MultiheadAttention with mismatched input shapes");
   const char *w_in = graph_module_param(node, "in_proj_weight");
   const char *w_out = graph_module_param(node, "out_proj.weight");
   const char *b_in = graph_module_param(node, "in_proj_bias");
   const char *b_out = graph_module_param(node, "out_proj.bias");
   if (!w_in || !w_out)
-    return refuse(why, whylen, "MultiheadAttention's projection weights are not in the profile");
+    return builtin_refuse(why, whylen, "MultiheadAttention's projection weights are not in the profile");
   long long dh = e / heads;
   if (check_heads(dh, dh, why, whylen) != 0 ||
       check_grid(n * heads, n * (lq > lk ? lq : lk), why, whylen) != 0)
@@ -444,24 +429,24 @@ static int match_spelled(json_t *profile, json_t *root, json_t **ret_match, char
   if (r < 2 || walk_spelled(profile, root, r, &sp) != 0 || !only_chain(profile, &sp))
     return 0;
   if (!odt || strcmp(odt, "float32") != 0)
-    return refuse(why, whylen, "attention must make one float32 output");
+    return builtin_refuse(why, whylen, "attention must make one float32 output");
   json_t *q_arg = expr_arg(sp.qk, 0, "input"), *v_arg = expr_arg(sp.pv, 1, "other");
   json_t *k_arg = sp.kt ? expr_arg(sp.kt, 0, "input") : expr_arg(sp.qk, 1, "other");
   const char *names[3] = {arg_tensor(profile, q_arg), arg_tensor(profile, k_arg),
                           arg_tensor(profile, v_arg)};
   if (!names[0] || !names[1] || !names[2])
-    return refuse(why, whylen, "attention of a computed value");
+    return builtin_refuse(why, whylen, "attention of a computed value");
   if (arg_shape(profile, q_arg, qs) != r || arg_shape(profile, k_arg, ks) != r ||
       arg_shape(profile, v_arg, vs) != r)
-    return refuse(why, whylen, "attention needs float32 q, k and v of one rank");
+    return builtin_refuse(why, whylen, "attention needs float32 q, k and v of one rank");
   bool k_t = sp.kt == NULL; /* k read as the [..., D, Lk] input itself */
   long long lq = qs[r - 2], d = qs[r - 1], lk = k_t ? ks[r - 1] : ks[r - 2];
   long long kd = k_t ? ks[r - 2] : ks[r - 1], dv = vs[r - 1];
   for (int i = 0; i < r - 2; i++)
     if (qs[i] != ks[i] || qs[i] != vs[i])
-      return refuse(why, whylen, "attention with broadcast batch dims is unsupported");
+      return builtin_refuse(why, whylen, "attention with broadcast batch dims is unsupported");
   if (kd != d || vs[r - 2] != lk || os[r - 2] != lq || os[r - 1] != dv)
-    return refuse(why, whylen, "attention with mismatched q, k, v shapes");
+    return builtin_refuse(why, whylen, "attention with mismatched q, k, v shapes");
   long long batch = graph_dims_prod(qs, 0, r - 2);
   if (check_heads(d, dv, why, whylen) != 0 || check_grid(batch, 0, why, whylen) != 0)
     return -1;
@@ -491,15 +476,15 @@ int attention_match(json_t *profile, json_t **ret_match, char *why, size_t whyle
   const char *odt = json_string_value(json_object_get(out, "dtype"));
   if (json_array_size(json_object_get(profile, "outputs")) != 1 || !odt ||
       strcmp(odt, "float32") != 0)
-    return refuse(why, whylen, "attention must make one float32 output");
+    return builtin_refuse(why, whylen, "attention must make one float32 output");
   if (strcmp(expr_target(node), "MultiheadAttention") == 0) {
     bool item0 = root && is_getitem(root) && expr_ref(profile, expr_arg(root, 0, NULL)) == node &&
                  json_integer_value(expr_arg(root, 1, NULL)) == 0;
     if (!item0)
-      return refuse(why, whylen, "MultiheadAttention must end the graph with its output [0]");
+      return builtin_refuse(why, whylen, "MultiheadAttention must end the graph with its output [0]");
     return match_mha(profile, node, ret_match, why, whylen);
   }
   if (root != node)
-    return refuse(why, whylen, "scaled_dot_product_attention must end the graph");
+    return builtin_refuse(why, whylen, "scaled_dot_product_attention must end the graph");
   return match_sdpa(profile, node, ret_match, why, whylen);
 }

@@ -134,4 +134,15 @@ int builtin_sm_count(const json_t *obj);
  * ran out building it) returns -1 with "out of memory" in why. */
 int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whylen);
 
+/* Writes the printf-formatted reason into why (whylen bytes, the caller's) and returns -1:
+ * how matchers and knob checks refuse. */
+int builtin_refuse(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The integer at key k of a match or profile object o (0 when absent); o stays the
+ * caller's. */
+static inline long long jint(json_t *o, const char *k) {
+  return json_integer_value(json_object_get(o, k));
+}
+
 #endif

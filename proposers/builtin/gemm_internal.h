@@ -174,10 +174,6 @@ struct gm {
 /* Reads match (borrowed; *g borrows from it). 0, or -1 with why when malformed. */
 int gm_read(json_t *match, struct gm *g, char *why, size_t whylen);
 
-static inline long long jint(json_t *o, const char *k) {
-  return json_integer_value(json_object_get(o, k));
-}
-
 static inline bool op_is(const struct gm *g, const char *op) {
   return strcmp(g->op, op) == 0;
 }

@@ -1,6 +1,5 @@
 /* The GEMM family's knobs: the defaults for a match (SIMT tiles, split-K, and the 3xTF32
  * kernel when it fits) and the checks that refuse a knob set a shape cannot take. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -94,15 +93,6 @@ void gemm_defaults(json_t *match, struct knob_set *ret_knobs) {
   *ret_knobs = k;
 }
 
-static int refuse(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int refuse(char *why, size_t whylen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, whylen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 /* Knobs an op does not read must stay 0 (a move on them would change nothing). */
 static int check_unused(const char *op, const struct knob_set *k, const char *used, char *why,
@@ -120,10 +110,10 @@ static int check_unused(const char *op, const struct knob_set *k, const char *us
     bool ok = strstr(used, pat) != NULL || (strcmp(f[i].name, "SPLIT") == 0 && f[i].v == 1);
     if (f[i].v != 0 && !ok) {
       if (strcmp(f[i].name, "BLOCK") == 0 && strcmp(op, "gemm") == 0)
-        return refuse(why, whylen,
+        return builtin_refuse(why, whylen,
                       "BLOCK: gemm derives its threads from the tiles, "
                       "(BM/TM)*(BN/TN); move BM, BN, TM or TN instead");
-      return refuse(why, whylen, "%s is not used by %s", f[i].name, op);
+      return builtin_refuse(why, whylen, "%s is not used by %s", f[i].name, op);
     }
   }
   return 0;
@@ -132,11 +122,11 @@ static int check_unused(const char *op, const struct knob_set *k, const char *us
 static int check_mode_common(const struct gm *g, const struct knob_set *k, char *why,
                              size_t whylen) {
   if (mode_is(k, "fused_epilogue"))
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "fused_epilogue: the epilogue is always fused into the GEMM's "
                   "store (or the split-K reduction)");
   if (mode_is(k, "epilogue_partials"))
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "epilogue_partials: the row tail reads the GEMM output in a "
                   "second launch (under 1%% of the GEMM's time here)");
   if (mode_is(k, "ldg")) {
@@ -145,7 +135,7 @@ static int check_mode_common(const struct gm *g, const struct knob_set *k, char 
                json_array_size(json_object_get(g->expand, "operands"));
     bool direct = !op_is(g, "gemm") || k->stages == 1;
     if (!direct && n == 0)
-      return refuse(why, whylen,
+      return builtin_refuse(why, whylen,
                     "ldg: with cp.async (STAGES>1) the operands do not pass "
                     "through registers and the epilogue reads no tensors");
   }
@@ -162,17 +152,17 @@ static int check_regs_fit(const struct knob_set *k, const struct layout *L, int 
   if (cap > 255)
     cap = 255;
   if (regs > cap && tf32)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "registers: TM*TN=%d outputs per thread need about %d "
                   "registers with 3xTF32, above the cap of %d (MINB=%d)",
                   k->tm * k->tn, regs, cap, k->minb);
   if (regs > cap)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "registers: TM*TN=%d accumulators need about %d registers, "
                   "above the cap of %d (MINB=%d)",
                   k->tm * k->tn, regs, cap, k->minb);
   if (k->minb > 0 && (L->nt * k->minb > 2048 || L->smem * k->minb > 228LL * 1024))
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "MINB=%d blocks of %d threads and %lld bytes of shared memory "
                   "do not fit one SM",
                   k->minb, L->nt, L->smem);
@@ -185,46 +175,46 @@ static int check_simt_budget(const struct gm *g, const struct knob_set *k, const
                              char *why, size_t whylen) {
   const struct layout L = *lp;
   if (k->minb > 0 && k->minb == L.minb_default)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "MINB=%d is already the SIMT kernel's default for %d threads of %dx%d outputs",
                   k->minb, L.nt, k->tm, k->tn);
   int cap;
   if (check_regs_fit(k, &L, gemm_est_regs(k), false, &cap, why, whylen) != 0)
     return -1;
   if (k->unroll && (k->unroll >= k->bk || k->bk % k->unroll != 0))
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "UNROLL=%d: must divide BK=%d and be smaller (the default "
                   "unrolls BK fully)",
                   k->unroll, k->bk);
   int split = k->split ? k->split : 1;
   if (split > 1 && (split - 1) * L.kchunk >= g->k)
-    return refuse(why, whylen, "SPLIT=%d leaves empty K slices (K=%lld, BK=%d)", split, g->k,
+    return builtin_refuse(why, whylen, "SPLIT=%d leaves empty K slices (K=%lld, BK=%d)", split, g->k,
                   k->bk);
   if (k->stages > 1 && k->stages > L.nk)
-    return refuse(why, whylen, "STAGES=%d exceeds the %lld K steps of BK=%d", k->stages, L.nk,
+    return builtin_refuse(why, whylen, "STAGES=%d exceeds the %lld K steps of BK=%d", k->stages, L.nk,
                   k->bk);
   if (g->batch * split > 65535)
-    return refuse(why, whylen, "batch %lld x SPLIT %d exceeds the grid's z limit", g->batch, split);
+    return builtin_refuse(why, whylen, "batch %lld x SPLIT %d exceeds the grid's z limit", g->batch, split);
   if (split > 1 && split * g->rows * g->n * 4 > (4LL << 30))
-    return refuse(why, whylen, "SPLIT=%d: the partials buffer would exceed 4 GiB", split);
+    return builtin_refuse(why, whylen, "SPLIT=%d: the partials buffer would exceed 4 GiB", split);
   if (mode_is(k, "persistent") && L.grid_x >= L.tiles)
-    return refuse(why, whylen, "persistent: the %lld tiles already fit one wave", L.tiles);
+    return builtin_refuse(why, whylen, "persistent: the %lld tiles already fit one wave", L.tiles);
   if (mode_is(k, "pad_smem") && !g->ta && g->tb)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "pad_smem: both tiles are already padded (k-contiguous operands "
                   "are transposed into shared memory with a 4-float pad)");
   if (mode_is(k, "predicated_tail") && !L.even)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "predicated_tail: the shape already uses the predicated path "
                   "(M, N or K not divisible by the tile)");
   if (mode_is(k, "idx64") && L.idx64)
-    return refuse(why, whylen, "idx64: the operands already need 64-bit indexing");
+    return builtin_refuse(why, whylen, "idx64: the operands already need 64-bit indexing");
   /* gemm_derive() keeps two blocks per SM off for these: under the resulting register cap
    * NVRTC spills (deeper K steps, more stages, 64-bit or batched addressing). */
   bool spills = k->bk > 8 || k->stages > 2 || L.idx64 || mode_is(k, "idx64") || g->batch > 1 ||
                 (k->split ? k->split : 1) > 1;
   if (k->minb >= 2 && cap <= 128 && spills)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "MINB=%d caps the SIMT kernel at %d registers, and with BK=%d, STAGES=%d, "
                   "batched, split or 64-bit addressing it spills under that cap",
                   k->minb, cap, k->bk, k->stages);
@@ -237,39 +227,39 @@ static int check_simt(const struct gm *g, const struct knob_set *k, char *why, s
   if (mode_is(k, "fused_epilogue") || mode_is(k, "epilogue_partials"))
     return check_mode_common(g, k, why, whylen);
   if (!gemm_name_in(k->mode, modes))
-    return refuse(why, whylen, "MODE %s does not apply to gemm", k->mode);
+    return builtin_refuse(why, whylen, "MODE %s does not apply to gemm", k->mode);
   if (!pow2(k->bm) || !pow2(k->bn) || k->bm < 16 || k->bn < 16)
-    return refuse(why, whylen, "BM=%d, BN=%d: tile sides must be powers of two >= 16", k->bm,
+    return builtin_refuse(why, whylen, "BM=%d, BN=%d: tile sides must be powers of two >= 16", k->bm,
                   k->bn);
   if (!pow2(k->tm) || !pow2(k->tn) || k->tm > 16 || k->tn > 16 || k->bm % k->tm || k->bn % k->tn)
-    return refuse(why, whylen, "TM=%d, TN=%d: powers of two <= 16 that divide BM=%d, BN=%d", k->tm,
+    return builtin_refuse(why, whylen, "TM=%d, TN=%d: powers of two <= 16 that divide BM=%d, BN=%d", k->tm,
                   k->tn, k->bm, k->bn);
   if (k->bk < 4 || k->bk % 4 != 0 || (k->bk > 8 && k->bk % 8 != 0))
-    return refuse(why, whylen, "BK=%d: must be 4 or a multiple of 8", k->bk);
+    return builtin_refuse(why, whylen, "BK=%d: must be 4 or a multiple of 8", k->bk);
   struct layout L;
   gemm_derive(g, k, &L);
   if (L.nt < 32 || L.nt > 1024 || L.nt % 32 != 0)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "(BM/TM)*(BN/TN) = %d threads: must be a multiple of 32 in "
                   "[32, 1024]",
                   L.nt);
   if (k->stages < 1 || k->stages > 6)
-    return refuse(why, whylen, "STAGES=%d outside [1, 6]", k->stages);
+    return builtin_refuse(why, whylen, "STAGES=%d outside [1, 6]", k->stages);
   if (L.smem > SMEM_LIMIT)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "shared memory %lld bytes (STAGES x BK x (BM+BN+pads) x 4) "
                   "exceeds 227 KiB",
                   L.smem);
   if (k->vec && k->vec != 1 && k->vec != 2 && k->vec != 4)
-    return refuse(why, whylen, "VEC=%d: gemm loads 1, 2 or 4 floats", k->vec);
+    return builtin_refuse(why, whylen, "VEC=%d: gemm loads 1, 2 or 4 floats", k->vec);
   if (k->vec > 1 && L.va == 1 && L.vb == 1)
-    return refuse(why, whylen, "VEC=%d applies to no operand: %s", k->vec,
+    return builtin_refuse(why, whylen, "VEC=%d applies to no operand: %s", k->vec,
                   k->stages > 1 ? "k-contiguous operands are copied one float at a time by "
                                   "cp.async (STAGES>1), and no M/N-contiguous operand has an "
                                   "extent divisible by it"
                                 : "the contiguous extents are not divisible by it");
   if (k->vec == 1 && k->stages > 1 && g->tb && !g->ta)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "VEC=1 changes nothing: both operands are k-contiguous and "
                   "cp.async copies them one float at a time");
   return check_simt_budget(g, k, &L, why, whylen);
@@ -294,16 +284,16 @@ int gemm_check(json_t *match, const struct knob_set *k, char *why, size_t whylen
   if (check_unused(op, k, gemv ? ",BLOCK,VEC,UNROLL," : ",BLOCK,VEC,", why, whylen) != 0)
     return -1;
   if (k->mode[0] && !mode_is(k, "ldg"))
-    return refuse(why, whylen, "MODE %s does not apply to %s", k->mode, op);
+    return builtin_refuse(why, whylen, "MODE %s does not apply to %s", k->mode, op);
   if (k->block < 32 || k->block > 1024 || k->block % 32 != 0)
-    return refuse(why, whylen, "BLOCK=%d: a multiple of 32 in [32, 1024]", k->block);
+    return builtin_refuse(why, whylen, "BLOCK=%d: a multiple of 32 in [32, 1024]", k->block);
   long long ext = gemv ? g.k : g.n;
   if (k->vec != 1 && k->vec != 2 && k->vec != 4)
-    return refuse(why, whylen, "VEC=%d: 1, 2 or 4", k->vec);
+    return builtin_refuse(why, whylen, "VEC=%d: 1, 2 or 4", k->vec);
   if (ext % k->vec != 0)
-    return refuse(why, whylen, "VEC=%d does not divide the contiguous length %lld", k->vec, ext);
+    return builtin_refuse(why, whylen, "VEC=%d does not divide the contiguous length %lld", k->vec, ext);
   if (gemv && (k->unroll < 1 || k->unroll > 16))
-    return refuse(why, whylen, "UNROLL=%d outside [1, 16]", k->unroll);
+    return builtin_refuse(why, whylen, "UNROLL=%d outside [1, 16]", k->unroll);
   return check_mode_common(&g, k, why, whylen);
 }
 
@@ -316,26 +306,26 @@ static int est_regs_tf32(const struct knob_set *k) {
 
 static int check_tf32x3(const struct gm *g, const struct knob_set *k, char *why, size_t whylen) {
   if (!pow2(k->bm) || !pow2(k->bn) || k->bm < 16 || k->bn < 16)
-    return refuse(why, whylen, "BM=%d, BN=%d: tile sides must be powers of two >= 16", k->bm,
+    return builtin_refuse(why, whylen, "BM=%d, BN=%d: tile sides must be powers of two >= 16", k->bm,
                   k->bn);
   if (!pow2(k->tm) || !pow2(k->tn) || k->tm < 2 || k->tn < 2 || k->bm % (8 * k->tm) != 0 ||
       k->bn % (4 * k->tn) != 0)
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "tf32x3: TM=%d, TN=%d must be powers of two >= 2 with BM %% "
                   "(8*TM) == 0 and BN %% (4*TN) == 0 (warp tile 8*TM x 4*TN)",
                   k->tm, k->tn);
   if (k->bk < 8 || k->bk % 8 != 0)
-    return refuse(why, whylen, "tf32x3: BK=%d must be a multiple of 8 (the mma k)", k->bk);
+    return builtin_refuse(why, whylen, "tf32x3: BK=%d must be a multiple of 8 (the mma k)", k->bk);
   if (k->stages < 2)
-    return refuse(why, whylen, "tf32x3 pipelines with cp.async: STAGES must be >= 2");
+    return builtin_refuse(why, whylen, "tf32x3 pipelines with cp.async: STAGES must be >= 2");
   struct layout L;
   gemm_derive_tf32(g, k, &L);
   if (L.nt < 32 || L.nt > 1024)
-    return refuse(why, whylen, "(BM/TM)*(BN/TN) = %d threads: must be in [32, 1024]", L.nt);
+    return builtin_refuse(why, whylen, "(BM/TM)*(BN/TN) = %d threads: must be in [32, 1024]", L.nt);
   if (L.smem > SMEM_LIMIT)
-    return refuse(why, whylen, "shared memory %lld bytes exceeds 227 KiB", L.smem);
+    return builtin_refuse(why, whylen, "shared memory %lld bytes exceeds 227 KiB", L.smem);
   if (k->stages > L.nk)
-    return refuse(why, whylen, "STAGES=%d exceeds the %lld K steps of BK=%d", k->stages, L.nk,
+    return builtin_refuse(why, whylen, "STAGES=%d exceeds the %lld K steps of BK=%d", k->stages, L.nk,
                   k->bk);
   int cap;
   if (check_regs_fit(k, &L, est_regs_tf32(k), true, &cap, why, whylen) != 0)
@@ -345,18 +335,18 @@ static int check_tf32x3(const struct gm *g, const struct knob_set *k, char *why,
    * blocks per SM: NVRTC spills them to local memory. */
   bool even = g->m % k->bm == 0 && g->n % k->bn == 0 && g->k % k->bk == 0;
   if ((!even || split > 1) && (cap <= 128 || k->bk > 16))
-    return refuse(why, whylen,
+    return builtin_refuse(why, whylen,
                   "the 3xTF32 kernel spills with %d-register threads (MINB=%d, %d threads) "
                   "or BK=%d > 16 when tiles do not divide the problem (%lldx%lldx%lld by "
                   "%dx%dx%d) or K is split (SPLIT=%d)",
                   cap, k->minb, L.nt, k->bk, g->m, g->n, g->k, k->bm, k->bn, k->bk, split);
   if (split > 1 && (split - 1) * L.kchunk >= g->k)
-    return refuse(why, whylen, "SPLIT=%d leaves empty K slices (K=%lld, BK=%d)", split, g->k,
+    return builtin_refuse(why, whylen, "SPLIT=%d leaves empty K slices (K=%lld, BK=%d)", split, g->k,
                   k->bk);
   if (g->batch * split > 65535)
-    return refuse(why, whylen, "batch %lld x SPLIT %d exceeds the grid's z limit", g->batch, split);
+    return builtin_refuse(why, whylen, "batch %lld x SPLIT %d exceeds the grid's z limit", g->batch, split);
   if (split > 1 && split * g->rows * g->n * 4 > (4LL << 30))
-    return refuse(why, whylen, "SPLIT=%d: the partials buffer would exceed 4 GiB", split);
+    return builtin_refuse(why, whylen, "SPLIT=%d: the partials buffer would exceed 4 GiB", split);
   return 0;
 }
 

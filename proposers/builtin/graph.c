@@ -1,5 +1,6 @@
 /* Helpers over the profile for the builtin families: its FX graph, and the SM count of the
  * device it was taken on. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -143,6 +144,14 @@ long long graph_dims_prod(const long long *dims, int from, int to) {
   for (int i = from; i < to; i++)
     p *= dims[i];
   return p;
+}
+
+int builtin_refuse(char *why, size_t whylen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+  return -1;
 }
 
 int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whylen) {

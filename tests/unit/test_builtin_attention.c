@@ -170,7 +170,8 @@ static void test_knob_checks(void **state) {
   const struct builtin_family *f = &builtin_family_attention;
   struct knob_set k0;
   f->defaults(m, &k0);
-  /* 6 blocks of 16 heads... 2 x 4 heads x 1 query tile is below 2 x 132: 64 queries. */
+  /* 2 batches x 4 heads x 1 tile of 128 queries is fewer than 2 blocks per SM (2 x 132):
+   * 64-query tiles, 4 rows per thread. */
   assert_int_equal(k0.bm, 64);
   assert_int_equal(k0.tm, 4);
   assert_int_equal(k0.bn, 32); /* Dv = 8: 8 threads per row, 4 keys each */
