@@ -47,7 +47,8 @@ void loop_default_choices(struct task_run *run, json_t **ret_choices) {
   if (!run->defaults) {  /* the proposer's starting points are asked for once per run */
     run->defaults = json_array();
     for (size_t k = 0; run->defaults && k < run->partition.n; k++) {
-      json_t *c = run->partition.regions[k].generated ? region_default(run, k) : NULL;
+      const struct region *r = &run->partition.regions[k];
+      json_t *c = r->generated && !r->library_first ? region_default(run, k) : NULL;
       loop_outside_note(run, k, c);
       json_array_append_new(run->defaults, c ? c : json_null());
     }

@@ -269,6 +269,36 @@ bool partition_is_conv_2d_3d(const json_t *node) {
   return false;
 }
 
+bool partition_is_conv(const json_t *node) {
+  static const char *const modules[] = {"Conv1d", "ConvTranspose1d", NULL};
+  static const char *const functions[] = {"torch.conv1d", "torch.conv_transpose1d",
+                                          "torch.nn.functional.conv1d",
+                                          "torch.nn.functional.conv_transpose1d",
+                                          "aten.conv1d.default", "aten.conv_transpose1d.input",
+                                          NULL};
+  if (partition_is_conv_2d_3d(node))
+    return true;
+  const char *op = json_string_value(json_object_get(node, "op"));
+  const char *target = json_string_value(json_object_get(node, "target"));
+  const char *const *names = !op || !target                    ? NULL
+                             : strcmp(op, "call_module") == 0   ? modules
+                             : strcmp(op, "call_function") == 0 ? functions
+                                                                : NULL;
+  for (size_t i = 0; names && names[i]; i++)
+    if (strcmp(names[i], target) == 0)
+      return true;
+  return false;
+}
+
+/* Whether generated region reg (len call nodes from calls[i]) starts as its library step:
+ * one dense convolution, which the convolution family writes (learned as "gemm"; the
+ * depthwise ones the pooling family writes start generated). */
+static bool starts_library(const struct graph_index *g, size_t i, size_t len,
+                           const struct region *reg) {
+  return reg->generated && len == 1 && strcmp(reg->family, "gemm") == 0 &&
+         partition_is_conv(json_array_get(g->calls, i));
+}
+
 /* Adds a read value to the sub-profile: a parameter keeps its node and name; any other
  * tensor becomes placeholder input:k. A value made by a convolution that stays a library
  * step is marked "from_library_conv": cuDNN can make it channels-last at no cost, which
@@ -531,8 +561,11 @@ int partition_build_limited(json_t *profile, struct proposer *p, size_t max_gene
       library_region(&g, i, why, &reg);
       len = 1;
     }
+    reg.library_first = starts_library(&g, i, len, &reg);
     generated += reg.generated;
-    for (size_t k = 0; reg.generated && k < len; k++)
+    /* A library-first convolution's value reads as a library convolution's to the regions
+     * after it (from_library_conv): that is what programs run until the search changes it. */
+    for (size_t k = 0; reg.generated && !reg.library_first && k < len; k++)
       json_object_set_new(g.generated, json_string_value(json_array_get(reg.nodes, k)),
                           json_true());
     rc = push_region(ret, &reg);
@@ -573,10 +606,17 @@ json_t *partition_describe(const struct partition *pt) {
                                          "as one library step"));
   for (size_t i = 0; i < pt->n; i++) {
     const struct region *r = &pt->regions[i];
-    json_array_append_new(out, json_pack("{s:i, s:s, s:s?, s:O, s:s?}", "index", (int)i, "kind",
-                                         r->generated ? "generated" : "library", "family",
-                                         r->generated ? r->family : NULL, "nodes", r->nodes,
-                                         "reason", r->generated ? NULL : r->reason));
+    const char *reason = !r->generated ? r->reason
+                         : r->library_first
+                             ? "a convolution starts as its library step (cuDNN); the search "
+                               "tries generated code when that runs above the region's floor"
+                             : NULL;
+    json_t *d = json_pack("{s:i, s:s, s:s?, s:O, s:s?}", "index", (int)i, "kind",
+                          r->generated ? "generated" : "library", "family",
+                          r->generated ? r->family : NULL, "nodes", r->nodes, "reason", reason);
+    if (d && r->library_first)
+      json_object_set_new(d, "starts", json_string("library"));
+    json_array_append_new(out, d);
   }
   return out;
 }

@@ -27,6 +27,8 @@ struct region {
   json_t *reads;         /* owned: global names of the values it reads from outside */
   json_t *writes;        /* owned: global names of the values it makes for later steps */
   bool whole;            /* it is the whole graph: local names are the task's own */
+  bool library_first;    /* generated, but programs start with its library step: a dense
+                            convolution, which cuDNN usually runs faster (docs: "Convolutions") */
   char reason[256];      /* library: why no proposer writes it */
   double bytes;          /* minimal traffic: what it reads and writes, once */
   double flops;          /* sum of its nodes' "flops" where the profile has them */
@@ -57,11 +59,16 @@ int partition_build_limited(json_t *profile, struct proposer *p, size_t max_gene
  * (docs/architecture.md, "Channels-last convolutions"). */
 bool partition_is_conv_2d_3d(const json_t *node);
 
+/* True when call node is a convolution of any rank, transposed or not (modules, torch and
+ * functional calls): partition_is_conv_2d_3d's ops and the 1-D ones. */
+bool partition_is_conv(const json_t *node);
+
 /* Frees what pt owns and zeroes it. Accepts a zeroed partition. */
 void partition_clear(struct partition *pt);
 
 /* How the partition reads for a user (caller owns): [{"index", "kind":
- * "generated"|"library", "family", "nodes", "reason"}]. */
+ * "generated"|"library", "family", "nodes", "reason"}]; a library-first region is
+ * generated with "starts": "library" and a reason saying so. */
 json_t *partition_describe(const struct partition *pt);
 
 /* The number of generated regions. */

@@ -1930,6 +1930,53 @@ static void test_outside_move_before_the_floor_stop(void **state) {
   es_stop(s);
 }
 
+/* A dense convolution that the builtin convolution family writes starts as its library
+ * step (engine/partition.c, library_first): the first program runs cuDNN's convolution and
+ * the generated tail (2.0 ms, the convolution 1.6 ms of it, above its region's floor of
+ * 2560 B / 2.2e6 B/s = 1.16 ms). After the tail's pending outside move (channels-last,
+ * 1.5 ms), the search works on the convolution, the region furthest above its floor, and
+ * its generated kernel (ofg_conv, 1.2 ms) becomes the best. */
+static void test_convolution_starts_as_library(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:f}, s:i}", "name", "convgen",
+                          "reference", REFERENCE, "proposer", "builtin", "policy", "htam+tree",
+                          "budget", "steps", 6, "stop_at_floor", 0.0, "seed", 7);
+  char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  json_t *task = es_json(s, "POST", "/v1/tasks", text, 202);
+  free(text);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  json_decref(task);
+  task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *r0 = json_array_get(json_object_get(json_object_get(task, "baselines"), "regions"), 0);
+  assert_string_equal(json_string_value(json_object_get(r0, "kind")), "generated");
+  assert_string_equal(json_string_value(json_object_get(r0, "family")), "gemm");
+  assert_string_equal(json_string_value(json_object_get(r0, "starts")), "library");
+  json_t *cands = get_all_candidates(s, id), *c;
+  size_t i;
+  const char *generated_conv = NULL;
+  json_array_foreach(cands, i, c) {
+    json_t *steps = json_object_get(json_object_get(c, "program"), "steps");
+    const char *src = json_string_value(json_object_get(json_array_get(steps, 0), "source"));
+    if (json_integer_value(json_object_get(c, "step")) == 1) {
+      assert_string_equal(json_string_value(json_object_get(json_array_get(steps, 0),
+                                                            "library")), "Conv2d");
+      assert_non_null(json_object_get(json_array_get(steps, 1), "source"));
+    }
+    if (src && strstr(src, "ofg_conv") && !generated_conv)
+      generated_conv = json_string_value(json_object_get(c, "id"));
+  }
+  assert_non_null(generated_conv);
+  json_t *progress = json_object_get(task, "progress");
+  assert_float_equal(json_number_value(json_object_get(progress, "best_ms")), 1.2, 1e-9);
+  json_decref(cands);
+  json_decref(task);
+  free(id);
+  es_stop(s);
+}
+
 /* ------------------------------------------------------------------ settings */
 
 /* The total weighted n of the default namespace's edges. */
@@ -2153,6 +2200,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_repeat_costs_no_step, teardown),
     cmocka_unit_test_teardown(test_stop_at_floor, teardown),
     cmocka_unit_test_teardown(test_outside_move_before_the_floor_stop, teardown),
+    cmocka_unit_test_teardown(test_convolution_starts_as_library, teardown),
     cmocka_unit_test_teardown(test_budget_seconds, teardown),
     cmocka_unit_test_teardown(test_cancel_running_task, teardown),
     cmocka_unit_test_teardown(test_resume_after_kill9, teardown),

@@ -208,6 +208,8 @@ static void test_conv_output_read_channels_last(void **state) {
   struct partition pt;
   assert_int_equal(partition_build(profile, &p, &pt), 0);
   assert_int_equal(pt.n, 2);
+  /* The hand-made Conv2d node has no attributes: the convolution family refuses it and it
+   * is a plain library step (library-first regions: test_every_shared_task). */
   assert_false(pt.regions[0].generated);
   assert_true(pt.regions[1].generated);
   json_t *in = json_array_get(json_object_get(pt.regions[1].profile, "inputs"), 0);
@@ -337,7 +339,8 @@ static size_t check_partition(const char *task, json_t *profile, struct proposer
 }
 
 /* What some tasks must partition into: the families of their regions in order, "lib"
- * for a library step, "*" for any number of further regions. */
+ * for a library step, "gemm~lib" for a convolution region that starts as its library step,
+ * "*" for any number of further regions. */
 static const struct {
   const char *task;
   const char *regions;
@@ -345,14 +348,35 @@ static const struct {
   {"level1/19_ReLU", "pointwise"},
   {"level1/23_Softmax", "softmax"},
   {"level1/1_Square_matrix_multiplication_", "gemm"},
-  {"level1/63_conv_standard_2D__square_input__square_kernel", "lib"},
+  {"level1/63_conv_standard_2D__square_input__square_kernel", "gemm~lib"},
+  {"level1/58_conv_transposed_3D__asymmetric_input__asymmetric_kernel", "gemm~lib"},
+  {"level1/82_conv_depthwise_2D_square_input_square_kernel", "pooling"},
   {"level2/12_Gemm_Multiply_LeakyReLU", "gemm"},
-  {"level2/1_Conv2D_ReLU_BiasAdd", "lib pointwise"},
-  {"level2/71_Conv2d_Divide_LeakyReLU", "lib pointwise"},
-  {"level2/47_Conv3d_Mish_Tanh", "lib pointwise"},
+  {"level2/1_Conv2D_ReLU_BiasAdd", "gemm~lib pointwise"},
+  {"level2/71_Conv2d_Divide_LeakyReLU", "gemm~lib pointwise"},
+  {"level2/47_Conv3d_Mish_Tanh", "gemm~lib pointwise"},
   {"level3/1_MLP", "gemm gemm gemm"},
   {"level3/2_ShallowWideMLP", "gemm gemm gemm"},
 };
+
+/* level2/1 (conv, relu, add): the convolution region is generated but starts as its library
+ * step, says so when described, and the chain after it reads a library convolution's
+ * value (from_library_conv), which channels-last outside moves need. */
+static void check_library_first_conv(const struct partition *pt) {
+  assert_int_equal(pt->n, 2);
+  assert_true(pt->regions[0].generated && pt->regions[0].library_first);
+  json_t *in = json_array_get(json_object_get(pt->regions[1].profile, "inputs"), 0);
+  assert_true(json_is_true(json_object_get(in, "from_library_conv")));
+  json_t *described = partition_describe(pt);
+  json_t *d0 = json_array_get(described, 0);
+  assert_string_equal(json_string_value(json_object_get(d0, "kind")), "generated");
+  assert_string_equal(json_string_value(json_object_get(d0, "starts")), "library");
+  assert_string_equal(json_string_value(json_object_get(d0, "reason")),
+                      "a convolution starts as its library step (cuDNN); the search tries "
+                      "generated code when that runs above the region's floor");
+  assert_null(json_object_get(json_array_get(described, 1), "starts"));
+  json_decref(described);
+}
 
 /* Checks pt against an expected[] row when task has one. */
 static void check_expected_regions(const char *task, const struct partition *pt) {
@@ -362,8 +386,9 @@ static void check_expected_regions(const char *task, const struct partition *pt)
     char got[512] = "";
     size_t used = 0;
     for (size_t k = 0; k < pt->n && used < sizeof got; k++)
-      used += (size_t)snprintf(got + used, sizeof got - used, "%s%s", k ? " " : "",
-                               pt->regions[k].generated ? pt->regions[k].family : "lib");
+      used += (size_t)snprintf(got + used, sizeof got - used, "%s%s%s", k ? " " : "",
+                               pt->regions[k].generated ? pt->regions[k].family : "lib",
+                               pt->regions[k].library_first ? "~lib" : "");
     if (strcmp(got, expected[e].regions) != 0)
       fail_msg("%s: regions '%s', expected '%s'", task, got, expected[e].regions);
   }
@@ -423,6 +448,8 @@ static void test_every_shared_task(void **state) {
       assert_int_equal(partition_build(profile, &p, &pt), 0);
       size_t g = check_partition(task, profile, &p, &pt);
       check_expected_regions(task, &pt);
+      if (strcmp(task, "level2/1_Conv2D_ReLU_BiasAdd") == 0)
+        check_library_first_conv(&pt);
       print_message("%-64s %4zu regions, %3zu generated%s\n", task, pt.n, g,
                     pt.whole_model ? " (whole model)" : "");
       tasks++;
