@@ -71,7 +71,14 @@ FAMILY_TASKS = [
     # A GEMM with a fused pointwise epilogue, and one with a row-reduction tail.
     ("builtin.12_Gemm_Multiply_LeakyReLU", "level2/12_Gemm_Multiply_LeakyReLU.py", "gemm", True),
     ("builtin.14_Gemm_Divide_Sum_Scaling", "level2/14_Gemm_Divide_Sum_Scaling.py", "gemm", False),
+    # The convolution family (learned as gemm): a transposed 3D convolution that cuDNN runs
+    # far above its floor, so the search tries the generated kernel after the reference.
+    ("builtin.58_conv_transposed_3D",
+     "level1/58_conv_transposed_3D__asymmetric_input__asymmetric_kernel.py", "gemm", True),
 ]
+# Builtin tasks that must have a correct candidate running the named generated kernel
+# (their best may still be the library's).
+GENERATED_KERNELS = {"builtin.58_conv_transposed_3D": "ofg_conv"}
 FAMILY_POLICY = "htam+tree"
 FAMILY_STEPS = 3
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -409,6 +416,19 @@ def run_export_check(args, pairs):
                 else "%s (%s)" % (detail, why[-300:])) for f, (ok, detail) in parsed.items()}
 
 
+def check_generated_kernel(url, name, task_id, kernel):
+    """A correct candidate of the task runs kernel (a region step's source names it)."""
+    st, doc = http(url + "/v1/tasks/%s/candidates?limit=100" % task_id)
+    found, seen = False, 0
+    for cand in (doc.get("items") or []) if st == 200 else []:
+        steps = (cand.get("program") or {}).get("steps") or [cand]
+        runs = any(kernel in (step.get("source") or "") for step in steps)
+        seen += runs
+        found = found or (runs and (cand.get("result") or {}).get("correct") is True)
+    check("%s has a correct candidate running %s" % (name, kernel), found,
+          "HTTP %s, %d candidates run it" % (st, seen))
+
+
 def run_families(url, args, ids, finals):
     """Waits for the builtin tasks (submitted by the caller), checks them, prints the table
     and fetches the exports; returns [(name, export path, reference path)] of those
@@ -422,6 +442,8 @@ def run_families(url, args, ids, finals):
         if not in_time:
             check("%s ended within %d s" % (name, args.task_limit), False)
         rows.append(check_family_task(url, name, family, finals[name]))
+        if name in GENERATED_KERNELS:
+            check_generated_kernel(url, name, ids[name], GENERATED_KERNELS[name])
         if export:
             path = os.path.abspath(os.path.join(
                 args.out, "export_%s.py" % os.path.splitext(os.path.basename(rel))[0]))
