@@ -458,6 +458,7 @@ enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) 
   json_decref(run.baselines);
   json_decref(run.evaluated);
   json_decref(run.exhausted);
+  json_decref(run.library_first);
   json_decref(run.outside);
   json_decref(run.defaults);
   json_decref(run.proposer_error);

@@ -51,6 +51,8 @@ struct task_run {
   double *best_region_ms;       /* owned, partition.n: the best program's region times */
   json_t *exhausted;            /* owned: {"<node>/<region>": true} where no new move is
                                    left in this run */
+  json_t *library_first;        /* owned: {"<region>": generated tries of a library-first
+                                   region, -1 once one beat its library step} */
   json_t *outside;              /* owned: {"<region>/<strategy>": taken} of the outside
                                    moves region candidates named (loop_outside.c) */
   json_t *defaults;             /* owned: the proposer's starting point of each region
@@ -122,6 +124,14 @@ bool loop_outside_choice(struct task_run *run, size_t k, const struct memory_vie
 
 /* Marks region k at tree node as having no new move in this run. */
 void loop_mark_exhausted(struct task_run *run, size_t node, size_t k);
+
+/* Notes a step on a library-first region (a no-op for other steps): one more try, or,
+ * when candidate's program (its result borrowed, correct or not) ran the region faster
+ * than the reference's library step, that it won. After LIBRARY_FIRST_TRIES tries
+ * without a win the region is left as its library step (docs/architecture.md,
+ * "Convolutions"). */
+void loop_note_library_first(struct task_run *run, const struct step_context *c,
+                             json_t *candidate, json_t *result, bool correct);
 
 /* The node a step falls back to when the policy's node has nothing left in any generated
  * region (the policy's descent is deterministic, so it would pick that node again): the

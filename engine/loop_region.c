@@ -91,10 +91,51 @@ void loop_mark_exhausted(struct task_run *run, size_t node, size_t k) {
   json_object_set_new(run->exhausted, key, json_true());
 }
 
+/* Generated tries a library-first region gets while none beats its library step: cuDNN
+ * usually wins, and each try is a whole-program evaluation the other regions could use. */
+#define LIBRARY_FIRST_TRIES 3
+
+void loop_note_library_first(struct task_run *run, const struct step_context *c,
+                             json_t *candidate, json_t *result, bool correct) {
+  if (c->first || !run->partition.regions[c->region].library_first)
+    return;
+  char key[24];
+  snprintf(key, sizeof key, "%zu", c->region);
+  if (!run->library_first)
+    run->library_first = json_object();
+  json_int_t tries = json_integer_value(json_object_get(run->library_first, key));
+  double *ms = calloc(run->partition.n, sizeof *ms);
+  if (!run->library_first || !ms || tries < 0) {
+    free(ms);
+    return;
+  }
+  program_region_times(&run->partition, candidate, result, ms);
+  double t = ms[c->region], lib = run->ref_region_ms[c->region];
+  bool won = correct && t > 0 && lib > 0 && t < lib;
+  json_object_set_new(run->library_first, key, json_integer(won ? -1 : tries + 1));
+  free(ms);
+}
+
+/* True when region k is library-first and spent its tries without beating its library
+ * step: it stays a library step, and the floor rule no longer waits for it. */
+static bool library_first_spent(const struct task_run *run, size_t k) {
+  char key[24];
+  snprintf(key, sizeof key, "%zu", k);
+  return run->partition.regions[k].library_first && run->library_first &&
+         json_integer_value(json_object_get(run->library_first, key)) >= LIBRARY_FIRST_TRIES;
+}
+
+/* True when region k may still be worked on at node: generated, with moves left, and
+ * not a library-first region that spent its tries. */
+static bool region_open(const struct task_run *run, size_t node, size_t k) {
+  return run->partition.regions[k].generated && !exhausted(run, node, k) &&
+         !library_first_spent(run, k);
+}
+
 /* True when some generated region at node still has moves. */
 static bool node_open(const struct task_run *run, size_t node) {
   for (size_t k = 0; k < run->partition.n; k++)
-    if (run->partition.regions[k].generated && !exhausted(run, node, k))
+    if (region_open(run, node, k))
       return true;
   return false;
 }
@@ -118,7 +159,7 @@ static long pick_region(struct task_run *run, size_t node, const double *ms) {
   long best = -1;
   double best_gap = -INFINITY;
   for (size_t k = 0; k < run->partition.n; k++) {
-    if (!run->partition.regions[k].generated || exhausted(run, node, k))
+    if (!region_open(run, node, k))
       continue;
     double gap = ms[k] < 0 || loop_outside_pending(run, (long)k)
                      ? INFINITY
@@ -193,7 +234,7 @@ bool loop_at_floor(const struct task_run *run) {
     return false;
   size_t checked = 0;
   for (size_t k = 0; k < run->partition.n; k++) {
-    if (!run->partition.regions[k].generated)
+    if (!run->partition.regions[k].generated || library_first_spent(run, k))
       continue;
     double floor = program_region_floor(&run->partition, run->profile, k);
     double t = run->best_region_ms[k];

@@ -302,6 +302,7 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
                : STORE_ERROR;
   if (rc == STORE_OK) {
     count(run, &o, candidate, result, id);
+    loop_note_library_first(run, ctx, candidate, result, o.correct);
     run->elapsed_s += now_s() - started;
     rc = commit_step(run, choice, ctx, &o, candidate, child, r, &skill.update);
   }
