@@ -127,9 +127,9 @@ void loop_mark_exhausted(struct task_run *run, size_t node, size_t k);
 
 /* Notes a step on a library-first region (a no-op for other steps): one more try, or,
  * when candidate's program (its result borrowed, correct or not) ran the region faster
- * than the reference's library step, that it won. After LIBRARY_FIRST_TRIES tries
- * without a win the region is left as its library step (docs/architecture.md,
- * "Convolutions"). */
+ * than the reference's library step, that it won. After LIBRARY_FIRST_TRIES tries (3 when
+ * the region is the whole task, else 1) without a win the region is left as its library
+ * step (docs/architecture.md, "Convolutions"). */
 void loop_note_library_first(struct task_run *run, const struct step_context *c,
                              json_t *candidate, json_t *result, bool correct);
 

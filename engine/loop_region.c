@@ -92,8 +92,10 @@ void loop_mark_exhausted(struct task_run *run, size_t node, size_t k) {
 }
 
 /* Generated tries a library-first region gets while none beats its library step: cuDNN
- * usually wins, and each try is a whole-program evaluation the other regions could use. */
-#define LIBRARY_FIRST_TRIES 3
+ * usually wins, and each try is a whole-program evaluation the other regions could use.
+ * A region that is the whole task has nothing else to spend its steps on. */
+#define LIBRARY_FIRST_TRIES 1
+#define LIBRARY_FIRST_TRIES_WHOLE 3
 
 void loop_note_library_first(struct task_run *run, const struct step_context *c,
                              json_t *candidate, json_t *result, bool correct) {
@@ -121,8 +123,10 @@ void loop_note_library_first(struct task_run *run, const struct step_context *c,
 static bool library_first_spent(const struct task_run *run, size_t k) {
   char key[24];
   snprintf(key, sizeof key, "%zu", k);
-  return run->partition.regions[k].library_first && run->library_first &&
-         json_integer_value(json_object_get(run->library_first, key)) >= LIBRARY_FIRST_TRIES;
+  const struct region *r = &run->partition.regions[k];
+  return r->library_first && run->library_first &&
+         json_integer_value(json_object_get(run->library_first, key)) >=
+             (r->whole ? LIBRARY_FIRST_TRIES_WHOLE : LIBRARY_FIRST_TRIES);
 }
 
 /* True when region k may still be worked on at node: generated, with moves left, and
