@@ -190,6 +190,12 @@ int loop_context_init(struct task_run *run, size_t node, struct step_context *re
      * are written one step at a time. */
     if (run->proposer.starts_every_region)
       loop_default_choices(run, ret->choices);
+    /* Every region starts as its library step (one library-first convolution): the first
+     * program would be the reference again, so the step is an ordinary one. */
+    bool any = false;
+    for (size_t k = 0; k < n; k++)
+      any = any || ret->choices[k];
+    ret->first = ret->first && any;
     base = program_compose(&run->partition, ret->choices, "auto");
     result = json_incref(loop_cached_result(run, base));
   } else {
