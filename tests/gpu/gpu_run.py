@@ -73,8 +73,11 @@ FAMILY_TASKS = [
     ("builtin.14_Gemm_Divide_Sum_Scaling", "level2/14_Gemm_Divide_Sum_Scaling.py", "gemm", False),
     # The convolution family (learned as gemm): a transposed 3D convolution that cuDNN runs
     # far above its floor, so the search tries the generated kernel after the reference.
+    # Not exported: the kernel is strict fp32 and eager's cuDNN TF32, so its candidates
+    # pass the float64 budget, not the element-wise check, and an --elementwise export
+    # is the reference, which KernelBench's static checker refuses (no kernel).
     ("builtin.58_conv_transposed_3D",
-     "level1/58_conv_transposed_3D__asymmetric_input__asymmetric_kernel.py", "gemm", True),
+     "level1/58_conv_transposed_3D__asymmetric_input__asymmetric_kernel.py", "gemm", False),
 ]
 # Builtin tasks that must have a correct candidate running the named generated kernel
 # (their best may still be the library's).
