@@ -248,15 +248,10 @@ static void run_clear(struct run *r) {
 static const char *const kept_keys[] = {"device", "precision", "tolerance", "sm_count",
                                         "graph_source", "floor_basis", NULL};
 
-bool partition_is_conv_2d_3d(const json_t *node) {
-  static const char *const modules[] = {"Conv2d", "Conv3d", "ConvTranspose2d",
-                                        "ConvTranspose3d", NULL};
-  static const char *const functions[] = {
-      "torch.conv2d", "torch.conv3d", "torch.conv_transpose2d", "torch.conv_transpose3d",
-      "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
-      "torch.nn.functional.conv_transpose2d", "torch.nn.functional.conv_transpose3d",
-      "aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
-      "aten.conv_transpose3d.input", "aten.convolution.default", NULL};
+/* True when call node's target is one of modules (a call_module) or functions (a
+ * call_function), each list ended by NULL. */
+static bool target_in(const json_t *node, const char *const *modules,
+                      const char *const *functions) {
   const char *op = json_string_value(json_object_get(node, "op"));
   const char *target = json_string_value(json_object_get(node, "target"));
   const char *const *names = !op || !target                    ? NULL
@@ -269,6 +264,18 @@ bool partition_is_conv_2d_3d(const json_t *node) {
   return false;
 }
 
+bool partition_is_conv_2d_3d(const json_t *node) {
+  static const char *const modules[] = {"Conv2d", "Conv3d", "ConvTranspose2d",
+                                        "ConvTranspose3d", NULL};
+  static const char *const functions[] = {
+      "torch.conv2d", "torch.conv3d", "torch.conv_transpose2d", "torch.conv_transpose3d",
+      "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
+      "torch.nn.functional.conv_transpose2d", "torch.nn.functional.conv_transpose3d",
+      "aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
+      "aten.conv_transpose3d.input", "aten.convolution.default", NULL};
+  return target_in(node, modules, functions);
+}
+
 bool partition_is_conv(const json_t *node) {
   static const char *const modules[] = {"Conv1d", "ConvTranspose1d", NULL};
   static const char *const functions[] = {"torch.conv1d", "torch.conv_transpose1d",
@@ -276,18 +283,7 @@ bool partition_is_conv(const json_t *node) {
                                           "torch.nn.functional.conv_transpose1d",
                                           "aten.conv1d.default", "aten.conv_transpose1d.input",
                                           NULL};
-  if (partition_is_conv_2d_3d(node))
-    return true;
-  const char *op = json_string_value(json_object_get(node, "op"));
-  const char *target = json_string_value(json_object_get(node, "target"));
-  const char *const *names = !op || !target                    ? NULL
-                             : strcmp(op, "call_module") == 0   ? modules
-                             : strcmp(op, "call_function") == 0 ? functions
-                                                                : NULL;
-  for (size_t i = 0; names && names[i]; i++)
-    if (strcmp(names[i], target) == 0)
-      return true;
-  return false;
+  return partition_is_conv_2d_3d(node) || target_in(node, modules, functions);
 }
 
 /* Whether generated region reg (len call nodes from calls[i]) starts as its library step:

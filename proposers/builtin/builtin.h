@@ -134,6 +134,11 @@ int builtin_sm_count(const json_t *obj);
  * ran out building it) returns -1 with "out of memory" in why. */
 int graph_match_result(json_t *match, json_t **ret_match, char *why, size_t whylen);
 
+/* An int or a list of 1 or n ints (a window's kernel_size, stride, padding, dilation)
+ * into the last n of out[3]; absent, null or an empty list keeps out (the default).
+ * Returns 0, or -1 when malformed or outside [lo, hi]. v stays the caller's. */
+int builtin_read_tuple(json_t *v, int n, int lo, int hi, int out[3]);
+
 /* Writes the printf-formatted reason into why (whylen bytes, the caller's) and returns -1:
  * how matchers and knob checks refuse. */
 int builtin_refuse(char *why, size_t whylen, const char *fmt, ...)

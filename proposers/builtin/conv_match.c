@@ -42,23 +42,6 @@ static const struct conv_op *conv_op_of(json_t *node) {
   return NULL;
 }
 
-/* An int or a list of 1 or n ints into the last n of out[3] (absent or null keeps out).
- * 0, or -1 when malformed or outside [lo, hi]. */
-static int read_tuple(json_t *v, int n, int lo, int hi, int out[3]) {
-  if (!v || json_is_null(v))
-    return 0;
-  size_t len = json_is_array(v) ? json_array_size(v) : 1;
-  if (len != 1 && len != (size_t)n)
-    return -1;
-  for (int i = 0; i < n; i++) {
-    json_t *e = json_is_array(v) ? json_array_get(v, len == 1 ? 0 : (size_t)i) : v;
-    if (!json_is_integer(e) || json_integer_value(e) < lo || json_integer_value(e) > hi)
-      return -1;
-    out[3 - n + i] = (int)json_integer_value(e);
-  }
-  return 0;
-}
-
 /* The tensor a call argument names: a float32 placeholder's "input:i" or a parameter's
  * "param:<key>" (borrowed from profile), or NULL; its shape into dims and rank into *rank. */
 static const char *arg_tensor(json_t *profile, json_t *arg, long long dims[8], int *rank) {
@@ -76,7 +59,7 @@ static const char *arg_tensor(json_t *profile, json_t *arg, long long dims[8], i
 static int read_padding(json_t *v, struct conv_spec *s) {
   const char *text = json_string_value(v);
   if (!text)
-    return read_tuple(v, s->op->dims, 0, 1 << 20, s->p);
+    return builtin_read_tuple(v, s->op->dims, 0, 1 << 20, s->p);
   if (strcmp(text, "valid") == 0)
     return 0;
   s->same = strcmp(text, "same") == 0;
@@ -89,10 +72,10 @@ static int read_module(json_t *node, struct conv_spec *s, char *why, size_t whyl
   json_t *mode = graph_attr(node, "padding_mode"), *g = graph_attr(node, "groups");
   if (mode && (!json_is_string(mode) || strcmp(json_string_value(mode), "zeros") != 0))
     return builtin_refuse(why, whylen, "%s: padding_mode other than 'zeros'", s->op->module);
-  if (read_tuple(graph_attr(node, "kernel_size"), n, 1, 1 << 20, s->k) != 0 ||
-      read_tuple(graph_attr(node, "stride"), n, 1, 1 << 20, s->s) != 0 ||
-      read_tuple(graph_attr(node, "dilation"), n, 1, 1 << 20, s->d) != 0 ||
-      read_tuple(graph_attr(node, "output_padding"), n, 0, 1 << 20, s->op_pad) != 0 ||
+  if (builtin_read_tuple(graph_attr(node, "kernel_size"), n, 1, 1 << 20, s->k) != 0 ||
+      builtin_read_tuple(graph_attr(node, "stride"), n, 1, 1 << 20, s->s) != 0 ||
+      builtin_read_tuple(graph_attr(node, "dilation"), n, 1, 1 << 20, s->d) != 0 ||
+      builtin_read_tuple(graph_attr(node, "output_padding"), n, 0, 1 << 20, s->op_pad) != 0 ||
       read_padding(graph_attr(node, "padding"), s) != 0 || !json_is_integer(g))
     return builtin_refuse(why, whylen, "%s: kernel_size, stride, padding, dilation, "
                           "output_padding or groups malformed", s->op->module);
@@ -122,10 +105,11 @@ static int read_function(json_t *profile, json_t *node, struct conv_spec *s, cha
   bool t = s->op->transposed;
   json_t *g = graph_arg(node, 6, "groups");
   s->groups = !g || json_is_null(g) ? 1 : json_is_integer(g) ? json_integer_value(g) : 0;
-  if (read_tuple(graph_arg(node, 3, "stride"), n, 1, 1 << 20, s->s) != 0 ||
+  if (builtin_read_tuple(graph_arg(node, 3, "stride"), n, 1, 1 << 20, s->s) != 0 ||
       read_padding(graph_arg(node, 4, "padding"), s) != 0 ||
-      read_tuple(graph_arg(node, t ? 7 : 5, "dilation"), n, 1, 1 << 20, s->d) != 0 ||
-      (t && read_tuple(graph_arg(node, 5, "output_padding"), n, 0, 1 << 20, s->op_pad) != 0) ||
+      builtin_read_tuple(graph_arg(node, t ? 7 : 5, "dilation"), n, 1, 1 << 20, s->d) != 0 ||
+      (t && builtin_read_tuple(graph_arg(node, 5, "output_padding"), n, 0, 1 << 20,
+                               s->op_pad) != 0) ||
       s->groups < 1)
     return builtin_refuse(why, whylen, "%s: stride, padding, dilation, output_padding or "
                           "groups malformed", s->op->fn);

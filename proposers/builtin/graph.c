@@ -168,3 +168,19 @@ int builtin_sm_count(const json_t *obj) {
   json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
   return n >= 1 && n <= BUILTIN_MAX_SM_COUNT ? (int)n : BUILTIN_DEFAULT_SM_COUNT;
 }
+
+/* See builtin.h. */
+int builtin_read_tuple(json_t *v, int n, int lo, int hi, int out[3]) {
+  if (!v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
+    return 0;
+  size_t len = json_is_array(v) ? json_array_size(v) : 1;
+  if (len != 1 && len != (size_t)n)
+    return -1;
+  for (int i = 0; i < n; i++) {
+    json_t *e = json_is_array(v) ? json_array_get(v, len == 1 ? 0 : (size_t)i) : v;
+    if (!json_is_integer(e) || json_integer_value(e) < lo || json_integer_value(e) > hi)
+      return -1;
+    out[3 - n + i] = (int)json_integer_value(e);
+  }
+  return 0;
+}

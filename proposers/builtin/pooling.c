@@ -57,23 +57,6 @@ static const char *const fn_names[] = {"max_pool1d",       "max_pool2d",       "
 
 /* ---- matching ----------------------------------------------------------------------- */
 
-/* An int or a list of 1 or n ints into the last n of out[3]. null/absent or an empty list
- * keeps out (the default). Returns 0, or -1 when malformed or out of [lo, hi]. */
-static int read_tuple(json_t *v, int n, int lo, int hi, int out[3]) {
-  if (!v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
-    return 0;
-  size_t len = json_is_array(v) ? json_array_size(v) : 1;
-  if (len != 1 && len != (size_t)n)
-    return -1;
-  for (int i = 0; i < n; i++) {
-    json_t *e = json_is_array(v) ? json_array_get(v, len == 1 ? 0 : (size_t)i) : v;
-    if (!json_is_integer(e) || json_integer_value(e) < lo || json_integer_value(e) > hi)
-      return -1;
-    out[3 - n + i] = (int)json_integer_value(e);
-  }
-  return 0;
-}
-
 static bool flag(json_t *v, bool dflt) {
   return json_is_boolean(v) ? json_is_true(v) : dflt;
 }
@@ -140,7 +123,7 @@ static int read_conv_params(json_t *profile, json_t *node, struct pool_spec *s, 
   const char *w, *b;
   bool has_bias;
   if (module) {
-    bad = read_tuple(graph_attr(node, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
+    bad = builtin_read_tuple(graph_attr(node, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
     w = graph_module_param(node, "weight");
     has_bias = json_is_true(graph_attr(node, "bias"));
     b = has_bias ? graph_module_param(node, "bias") : NULL;
@@ -156,9 +139,9 @@ static int read_conv_params(json_t *profile, json_t *node, struct pool_spec *s, 
     b = has_bias ? graph_arg_param(profile, node, 2, "bias") : NULL;
     s->channels = wd[0];
   }
-  bad = bad || read_tuple(graph_param(node, 3, "stride"), n, 1, 1 << 20, s->s) != 0 ||
-        read_tuple(graph_param(node, 4, "padding"), n, 0, 1 << 20, s->p) != 0 ||
-        read_tuple(graph_param(node, 5, "dilation"), n, 1, 1 << 20, s->d) != 0;
+  bad = bad || builtin_read_tuple(graph_param(node, 3, "stride"), n, 1, 1 << 20, s->s) != 0 ||
+        builtin_read_tuple(graph_param(node, 4, "padding"), n, 0, 1 << 20, s->p) != 0 ||
+        builtin_read_tuple(graph_param(node, 5, "dilation"), n, 1, 1 << 20, s->d) != 0;
   long long taps = (long long)s->k[0] * s->k[1] * s->k[2];
   if (bad || taps > MAX_TAPS || !w || (has_bias && !b)) {
     snprintf(why, whylen, "depthwise convolution: kernel_size, stride, padding, dilation or "
@@ -182,12 +165,12 @@ static int read_params(json_t *profile, json_t *node, struct pool_spec *s, char 
   }
   if (s->conv)
     return read_conv_params(profile, node, s, why, whylen);
-  bool bad = read_tuple(graph_param(node, 1, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
+  bool bad = builtin_read_tuple(graph_param(node, 1, "kernel_size"), n, 1, 1 << 20, s->k) != 0;
   memcpy(s->s, s->k, sizeof s->s);
-  bad = bad || read_tuple(graph_param(node, 2, "stride"), n, 1, 1 << 20, s->s) != 0 ||
-        read_tuple(graph_param(node, 3, "padding"), n, 0, 1 << 20, s->p) != 0;
+  bad = bad || builtin_read_tuple(graph_param(node, 2, "stride"), n, 1, 1 << 20, s->s) != 0 ||
+        builtin_read_tuple(graph_param(node, 3, "padding"), n, 0, 1 << 20, s->p) != 0;
   if (s->max) {
-    bad = bad || read_tuple(graph_param(node, 4, "dilation"), n, 1, 1 << 20, s->d) != 0;
+    bad = bad || builtin_read_tuple(graph_param(node, 4, "dilation"), n, 1, 1 << 20, s->d) != 0;
     s->ceil_mode = flag(graph_param(node, 5, "ceil_mode"), false);
     if (flag(graph_param(node, 6, "return_indices"), false)) {
       snprintf(why, whylen, "%s with return_indices=True (two outputs) is not supported",

@@ -36,9 +36,9 @@
  * plan with "channels_last"), 2.0 ms otherwise. One whose name starts with "convgen" is the
  * same with the Conv2d's attributes and parameters (conv.weight [4,3,3,3], conv.bias [4])
  * recorded, so the builtin convolution family writes it; a program running its generated
- * kernel (ofg_conv) takes 1.2 ms, and its convolution step (library or generated) 90%
- * of a program's time. When the name also holds "slowconv", the generated convolution takes 3.0 ms and
- * the copy bandwidth is 2.2e7 B/s (every region far above its floor).
+ * kernel (ofg_conv) takes 1.2 ms, and its convolution step (library or generated) 90% of
+ * a program's time. When the name also holds "slowconv", the generated convolution takes
+ * 3.0 ms and the copy bandwidth is 2.2e7 B/s (every region far above its floor).
  *
  * The ready line reports a device named "scripted" with the index of --device N, capability
  * 9.0 and 150 GB, like an H200. The profile is fixed: eager 2.0 ms, compile 1.6 ms, floor
@@ -217,8 +217,8 @@ static json_t *convtail_profile(void) {
 }
 
 /* The time of a "convtail" program: 2.4 ms of library steps only, 1.2 ms (slowconv: 3.0)
- * when it runs the generated convolution, 1.5 ms when a region's plan lists channels-last tensors, 2.0 ms
- * otherwise. */
+ * when it runs the generated convolution, 1.5 ms when a region's plan lists channels-last
+ * tensors, 2.0 ms otherwise. */
 static double convtail_ms(json_t *program) {
   json_t *step;
   size_t i;

@@ -1877,6 +1877,22 @@ static void test_stop_at_floor(void **state) {
   es_stop(s);
 }
 
+/* Submits a builtin-proposer task (htam+tree, seed 7) of the scripted evaluator named
+ * name with a budget of steps and stop_at_floor; its id (caller frees). */
+static char *submit_builtin(struct engine_server *s, const char *name, int steps,
+                            double stop_at_floor) {
+  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:f}, s:i}", "name", name, "reference",
+                          REFERENCE, "proposer", "builtin", "policy", "htam+tree", "budget",
+                          "steps", steps, "stop_at_floor", stop_at_floor, "seed", 7);
+  char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  json_t *task = es_json(s, "POST", "/v1/tasks", text, 202);
+  free(text);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  json_decref(task);
+  return id;
+}
+
 /* Outside moves (engine/loop_outside.c): the builtin pointwise region after a library
  * convolution is at its floor after step 1 (2.0 ms over 2 steps: 1.0 ms against a floor
  * of 1.0545 ms), which alone would end the task there. Its default candidate names
@@ -1886,16 +1902,8 @@ static void test_stop_at_floor(void **state) {
 static void test_outside_move_before_the_floor_stop(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
-  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:f}, s:i}", "name", "convtail",
-                          "reference", REFERENCE, "proposer", "builtin", "policy", "htam+tree",
-                          "budget", "steps", 6, "stop_at_floor", 0.97, "seed", 7);
-  char *text = json_dumps(req, JSON_COMPACT);
-  json_decref(req);
-  json_t *task = es_json(s, "POST", "/v1/tasks", text, 202);
-  free(text);
-  char *id = strdup(json_string_value(json_object_get(task, "id")));
-  json_decref(task);
-  task = wait_final(s, id);
+  char *id = submit_builtin(s, "convtail", 6, 0.97);
+  json_t *task = wait_final(s, id);
   assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
   assert_int_equal(json_integer_value(json_object_get(json_object_get(task, "progress"),
                                                       "step")), 2);
@@ -1939,16 +1947,8 @@ static void test_outside_move_before_the_floor_stop(void **state) {
 static void test_convolution_starts_as_library(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
-  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:f}, s:i}", "name", "convgen",
-                          "reference", REFERENCE, "proposer", "builtin", "policy", "htam+tree",
-                          "budget", "steps", 6, "stop_at_floor", 0.0, "seed", 7);
-  char *text = json_dumps(req, JSON_COMPACT);
-  json_decref(req);
-  json_t *task = es_json(s, "POST", "/v1/tasks", text, 202);
-  free(text);
-  char *id = strdup(json_string_value(json_object_get(task, "id")));
-  json_decref(task);
-  task = wait_final(s, id);
+  char *id = submit_builtin(s, "convgen", 6, 0.0);
+  json_t *task = wait_final(s, id);
   assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
   json_t *r0 = json_array_get(json_object_get(json_object_get(task, "baselines"), "regions"), 0);
   assert_string_equal(json_string_value(json_object_get(r0, "kind")), "generated");
@@ -1985,16 +1985,8 @@ static void test_convolution_starts_as_library(void **state) {
 static void test_library_first_tries_are_capped(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
-  json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:f}, s:i}", "name", "convgen_slowconv",
-                          "reference", REFERENCE, "proposer", "builtin", "policy", "htam+tree",
-                          "budget", "steps", 12, "stop_at_floor", 0.97, "seed", 7);
-  char *text = json_dumps(req, JSON_COMPACT);
-  json_decref(req);
-  json_t *task = es_json(s, "POST", "/v1/tasks", text, 202);
-  free(text);
-  char *id = strdup(json_string_value(json_object_get(task, "id")));
-  json_decref(task);
-  task = wait_final(s, id);
+  char *id = submit_builtin(s, "convgen_slowconv", 12, 0.97);
+  json_t *task = wait_final(s, id);
   assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
   json_t *cands = get_all_candidates(s, id), *c;
   size_t i;

@@ -32,8 +32,9 @@ static const struct conv_case {
   int rc;
   const char *text;
 } cases[] = {
-    {"conv2d", TASK("        self.c = nn.Conv2d(3, 8, 3, padding=1)\n", "        return self.c(x)\n",
-                    "[torch.randn(2, 3, 10, 12)]"),
+    {"conv2d",
+     TASK("        self.c = nn.Conv2d(3, 8, 3, padding=1)\n", "        return self.c(x)\n",
+          "[torch.randn(2, 3, 10, 12)]"),
      1, "conv2d 3->8 kernel 3x3 stride 1x1 padding 1x1 dilation 1x1 groups 1, bias, batch 2"},
     {"conv1d_dilated",
      TASK("        self.c = nn.Conv1d(4, 6, 3, stride=3, dilation=4, bias=False)\n",
