@@ -20,6 +20,7 @@
 
 #define BUILTIN_TESTLIB_EMULATOR
 #include "builtin_testlib.h"
+#include "proposers/builtin/builtin.h"
 #include "gpu/nvrtc_compile.h"
 
 /* ---- environment: source tree, KernelBench, the venv's python ---- */
@@ -733,4 +734,21 @@ size_t compile_all(json_t *cands) {
     pthread_join(t[i], NULL);
   pthread_mutex_destroy(&q.lock);
   return q.failed;
+}
+
+void expect_knob_refusals(const struct builtin_family *f, json_t *m, const struct knob_set *k0,
+                          const struct knob_refusal *refused, size_t n) {
+  char why[256];
+  for (size_t i = 0; i < n; i++) {
+    struct knob_set k = *k0;
+    json_t *move = json_pack("{s:s, s:s, s:i}", "knob", refused[i].knob, "op", "set", "value",
+                             refused[i].value);
+    assert_int_equal(knob_apply_move(&k, move, why, sizeof why), 0);
+    json_decref(move);
+    if (f->check(m, &k, why, sizeof why) != -1)
+      fail_msg("%s=%d was accepted", refused[i].knob, refused[i].value);
+    if (strcmp(why, refused[i].why) != 0)
+      fail_msg("%s=%d: \"%s\", want \"%s\"", refused[i].knob, refused[i].value, why,
+               refused[i].why);
+  }
 }

@@ -58,6 +58,23 @@ extern bool g_have_ev;
 int builtin_group_setup(void **state);
 int builtin_group_teardown(void **state);
 
+/* ---- knob checks ---- */
+
+struct builtin_family;
+struct knob_set;
+
+/* One knob move a family's check must refuse: KNOB set to value, and the exact reason. */
+struct knob_refusal {
+  const char *knob;
+  int value;
+  const char *why;
+};
+
+/* Applies each of the n moves of refused to a copy of k0 and fails the running test
+ * unless f's check refuses it on match m with exactly its reason. Takes nothing over. */
+void expect_knob_refusals(const struct builtin_family *f, json_t *m, const struct knob_set *k0,
+                          const struct knob_refusal *refused, size_t n);
+
 /* The CPU-emulation harness is shared by the pointwise and reduce tests only; the others
  * have their own helpers of the same names, so they leave BUILTIN_TESTLIB_EMULATOR unset. */
 #ifdef BUILTIN_TESTLIB_EMULATOR

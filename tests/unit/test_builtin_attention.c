@@ -160,6 +160,9 @@ static json_t *case_match(const char *name) {
   return NULL;
 }
 
+#define ATT_KNOBS \
+  "attention's knobs are BM, BN, TM, TN, UNROLL and MINB (threads are BM/TM x BN/TN)"
+
 static void test_knob_checks(void **state) {
   (void)state;
   if (!need_evaluator()) {
@@ -178,29 +181,14 @@ static void test_knob_checks(void **state) {
   assert_int_equal(k0.tn, 4);
   char why[256];
   assert_int_equal(f->check(m, &k0, why, sizeof why), 0);
-  static const struct {
-    const char *knob;
-    int value;
-    const char *why;
-  } refused[] = {
-      {"BLOCK", 256, "attention's knobs are BM, BN, TM, TN, UNROLL and MINB"},
+  static const struct knob_refusal refused[] = {
+      {"BLOCK", 256, ATT_KNOBS},
       {"TM", 2, "TM (score rows per thread) must be 4 or 8"},
       {"TN", 1, "the value head size must be a multiple of BN/TN"},
-      {"STAGES", 2, "attention's knobs are BM, BN, TM, TN, UNROLL and MINB"},
+      {"STAGES", 2, ATT_KNOBS},
       {"MINB", 32, "MINB blocks of this size do not fit an SM (2048 threads)"},
   };
-  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-    struct knob_set k = k0;
-    json_t *move = json_pack("{s:s, s:s, s:i}", "knob", refused[i].knob, "op", "set", "value",
-                             refused[i].value);
-    assert_int_equal(knob_apply_move(&k, move, why, sizeof why), 0);
-    json_decref(move);
-    if (f->check(m, &k, why, sizeof why) != -1)
-      fail_msg("%s=%d was accepted", refused[i].knob, refused[i].value);
-    if (!strstr(why, refused[i].why))
-      fail_msg("%s=%d: \"%s\", want \"%s\"", refused[i].knob, refused[i].value, why,
-               refused[i].why);
-  }
+  expect_knob_refusals(f, m, &k0, refused, sizeof refused / sizeof refused[0]);
   struct knob_set k = k0;
   snprintf(k.mode, sizeof k.mode, "3xtf32");
   assert_int_equal(f->check(m, &k, why, sizeof why), -1);

@@ -149,11 +149,7 @@ static void test_knob_checks(void **state) {
   assert_int_equal(k0.tn, 4);
   char why[256];
   assert_int_equal(f->check(m, &k0, why, sizeof why), 0);
-  static const struct {
-    const char *knob;
-    int value;
-    const char *why;
-  } refused[] = {
+  static const struct knob_refusal refused[] = {
       {"BLOCK", 256, "the convolution's knobs are BM, BN, BK, TM, TN, UNROLL and MINB"},
       {"TM", 2, "TM and TN (outputs per thread) must be 4 or 8"},
       {"TN", 8, "BM must be a multiple of TM x TN (every thread loads one position column) "
@@ -163,18 +159,8 @@ static void test_knob_checks(void **state) {
       {"STAGES", 2, "the convolution's knobs are BM, BN, BK, TM, TN, UNROLL and MINB"},
       {"MINB", 16, "MINB blocks of this size do not fit an SM (2048 threads)"},
   };
-  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-    struct knob_set k = k0;
-    json_t *move = json_pack("{s:s, s:s, s:i}", "knob", refused[i].knob, "op", "set", "value",
-                             refused[i].value);
-    assert_int_equal(knob_apply_move(&k, move, why, sizeof why), 0);
-    json_decref(move);
-    if (f->check(m, &k, why, sizeof why) != -1)
-      fail_msg("%s=%d was accepted", refused[i].knob, refused[i].value);
-    if (strcmp(why, refused[i].why) != 0)
-      fail_msg("%s=%d: \"%s\", want \"%s\"", refused[i].knob, refused[i].value, why,
-               refused[i].why);
-  }
+  expect_knob_refusals(f, m, &k0, refused, sizeof refused / sizeof refused[0]);
+
   /* BK 32 with a 16 x 256 tile: 4 x 32 x (16 + 4 + 256) bytes = 35328, within 48 KiB;
    * BK 48 makes 52992, beyond it. */
   struct knob_set k = k0;
