@@ -38,7 +38,9 @@
  * recorded, so the builtin convolution family writes it; a program running its generated
  * kernel (ofg_conv) takes 1.2 ms, and its convolution step (library or generated) 90% of
  * a program's time. When the name also holds "slowconv", the generated convolution takes
- * 3.0 ms and the copy bandwidth is 2.2e7 B/s (every region far above its floor).
+ * 3.0 ms and the copy bandwidth is 2.2e7 B/s (every region far above its floor). When it
+ * holds "only", the graph is the convolution alone (x -> conv -> output): one region, the
+ * whole task, whose candidates are plain kernels.
  *
  * The ready line reports a device named "scripted" with the index of --device N, capability
  * 9.0 and 150 GB, like an H200. The profile is fixed: eager 2.0 ms, compile 1.6 ms, floor
@@ -67,6 +69,7 @@ static bool plain;    /* it starts with "plain": the real evaluator's softmax gr
 static bool convtail; /* it starts with "convtail": a convolution, then a pointwise tail */
 static bool convgen;  /* it starts with "convgen": convtail with the conv's attributes */
 static bool slowconv; /* its name holds "slowconv": the generated convolution is slower */
+static bool convonly; /* its name holds "only": the convolution is the whole graph */
 static bool allfail;  /* it starts with "allfail": its programs are wrong too */
 static bool inturn;   /* its name holds "inturn": library-only programs report eager in turn */
 static bool slowref;  /* its name holds "slowref": programs node by node take 2.6 ms, the
@@ -205,6 +208,12 @@ static json_t *convtail_profile(void) {
                           json_pack("{s:s, s:s, s:[i], s:i, s:i}", "name", "param:conv.bias",
                                     "dtype", "float32", "shape", 4, "numel", 4, "bytes", 16));
   }
+  if (convgen && convonly) { /* drop relu, b and add; the output is the convolution's */
+    for (size_t i = 4; i >= 2; i--)
+      json_array_remove(g, i);
+    json_object_set_new(json_array_get(g, 2), "args", json_pack("[{s:s}]", "node", "conv"));
+    json_array_remove(json_object_get(p, "params"), 0);
+  }
   json_object_set_new(p, "outputs", json_pack("[{s:s, s:s, s:[i,i,i,i], s:i, s:i}]", "name",
                                               "output:0", "dtype", "float32", "shape", 2, 4, 6,
                                               6, "numel", 288, "bytes", 1152));
@@ -340,6 +349,8 @@ static json_t *evaluate(json_t *req, json_int_t id) {
                convtail_ms(program));
       d = convtail_directive;
     }
+  } else if (!d && convtail && source && strstr(source, "ofg_conv")) {
+    d = slowconv ? "correct 3.0" : "correct 1.2";  /* convonly: the generated kernel alone */
   } else if (!d && timed) {
     snprintf(timed_directive, sizeof timed_directive, "correct %.2f", source_ms(cand));
     d = timed_directive;
@@ -426,6 +437,7 @@ static json_t *answer(json_t *req, bool *ret_bye) {
     plain = name && strncmp(name, "plain", 5) == 0;
     convgen = name && strncmp(name, "convgen", 7) == 0;
     slowconv = name && strstr(name, "slowconv") != NULL;
+    convonly = name && strstr(name, "only") != NULL;
     convtail = convgen || (name && strncmp(name, "convtail", 8) == 0);
     allfail = name && strncmp(name, "allfail", 7) == 0;
     slowref = name && strstr(name, "slowref") != NULL;

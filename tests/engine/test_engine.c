@@ -1938,10 +1938,12 @@ static void test_outside_move_before_the_floor_stop(void **state) {
   es_stop(s);
 }
 
-/* True when candidate c's program runs the generated convolution as its first step. */
+/* True when candidate c runs the generated convolution: as its program's first step, or
+ * as a plain kernel (a task that is the convolution alone). */
 static bool runs_generated_conv(json_t *c) {
   json_t *steps = json_object_get(json_object_get(c, "program"), "steps");
-  const char *src = json_string_value(json_object_get(json_array_get(steps, 0), "source"));
+  const char *src = json_string_value(steps ? json_object_get(json_array_get(steps, 0), "source")
+                                            : json_object_get(c, "source"));
   return src && strstr(src, "ofg_conv");
 }
 
@@ -2011,6 +2013,49 @@ static void test_library_first_tries_are_capped(void **state) {
   json_decref(task);
   free(id);
   es_stop(s);
+}
+
+/* A task that is one library-first convolution: its first step is an ordinary step that
+ * runs the generated kernel (composing the reference again would repeat it and close the
+ * region), and a generated kernel that never beats cuDNN gets LIBRARY_FIRST_TRIES_WHOLE
+ * (3) tries, after which nothing is left: space_exhausted, the reference the best. */
+static void test_whole_task_convolution(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    int tries;
+    double best_ms;
+    const char *stop;
+  } runs[] = {{"convgen_only", 0, 1.2, NULL}, {"convgen_only_slowconv", 3, 2.4, "space_exhausted"}};
+  for (size_t r = 0; r < 2; r++) {
+    struct engine_server *s = es_start("0", 0);
+    char *id = submit_builtin(s, runs[r].name, 8, 0.97);
+    json_t *task = wait_final(s, id);
+    assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+    json_t *cands = get_all_candidates(s, id), *c;
+    size_t i;
+    int tries = 0;
+    json_array_foreach(cands, i, c) {
+      if (json_integer_value(json_object_get(c, "step")) == 1)
+        assert_true(runs_generated_conv(c));
+      tries += runs_generated_conv(c);
+    }
+    if (runs[r].tries)
+      assert_int_equal(tries, runs[r].tries);
+    assert_float_equal(json_number_value(json_object_get(json_object_get(task, "progress"),
+                                                         "best_ms")),
+                       runs[r].best_ms, 1e-9);
+    if (runs[r].stop) {
+      json_t *events = get_events(s, id);
+      json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+      assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")), runs[r].stop);
+      json_decref(events);
+    }
+    json_decref(cands);
+    json_decref(task);
+    free(id);
+    es_stop(s);
+  }
 }
 
 /* ------------------------------------------------------------------ settings */
@@ -2238,6 +2283,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_outside_move_before_the_floor_stop, teardown),
     cmocka_unit_test_teardown(test_convolution_starts_as_library, teardown),
     cmocka_unit_test_teardown(test_library_first_tries_are_capped, teardown),
+    cmocka_unit_test_teardown(test_whole_task_convolution, teardown),
     cmocka_unit_test_teardown(test_budget_seconds, teardown),
     cmocka_unit_test_teardown(test_cancel_running_task, teardown),
     cmocka_unit_test_teardown(test_resume_after_kill9, teardown),
