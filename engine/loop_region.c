@@ -157,17 +157,22 @@ long loop_open_node(const struct task_run *run) {
 }
 
 /* The generated region with the most time above its floor that still has moves at node;
- * regions never timed, and regions with an outside move pending, come first. -1 when
- * none is left. */
+ * regions never timed, and regions with an outside move pending, come first. A
+ * library-first region whose time is below its floor is skipped unless it is the whole
+ * task: the floor bounds fp32 SIMT code, so the generated kernel cannot beat that library
+ * step. -1 when none is left. */
 static long pick_region(struct task_run *run, size_t node, const double *ms) {
   long best = -1;
   double best_gap = -INFINITY;
   for (size_t k = 0; k < run->partition.n; k++) {
     if (!region_open(run, node, k))
       continue;
+    const struct region *r = &run->partition.regions[k];
     double gap = ms[k] < 0 || loop_outside_pending(run, (long)k)
                      ? INFINITY
                      : ms[k] - program_region_floor(&run->partition, run->profile, k);
+    if (r->library_first && !r->whole && gap < 0)
+      continue;
     if (gap > best_gap) {
       best_gap = gap;
       best = (long)k;
