@@ -752,3 +752,51 @@ void expect_knob_refusals(const struct builtin_family *f, json_t *m, const struc
                refused[i].why);
   }
 }
+
+bool need_evaluator(void) {
+  if (g_have_ev)
+    return true;
+  printf("needs KernelBench and the python venv\n");
+  return false;
+}
+
+int match_case_run(family_match_fn match, const struct match_case *c, json_t **ret_match,
+                   char *why, size_t whylen) {
+  json_t *p = evaluator_profile(&g_ev, c->name, c->src);
+  assert_non_null(p);
+  *ret_match = NULL;
+  why[0] = 0;
+  int rc = match(p, ret_match, why, whylen);
+  json_decref(p);
+  return rc;
+}
+
+void expect_match_cases(family_match_fn match, const struct match_case *cases, size_t n,
+                        bool exact) {
+  for (size_t i = 0; i < n; i++) {
+    json_t *m;
+    char why[512];
+    int rc = match_case_run(match, &cases[i], &m, why, sizeof why);
+    const char *text = rc == 1 ? json_string_value(json_object_get(m, "summary")) : why;
+    printf("  %-18s %2d  %s\n", cases[i].name, rc, text);
+    bool same = exact ? strcmp(text, cases[i].text) == 0 : strstr(text, cases[i].text) != NULL;
+    if (rc != cases[i].rc || !same)
+      fail_msg("%s: got %d \"%s\", want %d \"%s\"", cases[i].name, rc, text, cases[i].rc,
+               cases[i].text);
+    json_decref(m);
+  }
+}
+
+json_t *match_case_named(family_match_fn match, const struct match_case *cases, size_t n,
+                         const char *name) {
+  for (size_t i = 0; i < n; i++) {
+    json_t *m;
+    char why[512];
+    if (strcmp(cases[i].name, name) != 0)
+      continue;
+    assert_int_equal(match_case_run(match, &cases[i], &m, why, sizeof why), 1);
+    return m;
+  }
+  fail_msg("no case %s", name);
+  return NULL;
+}

@@ -58,6 +58,38 @@ extern bool g_have_ev;
 int builtin_group_setup(void **state);
 int builtin_group_teardown(void **state);
 
+/* ---- a family's matcher on small task sources ---- */
+
+/* True when the shared evaluator runs; else prints why the test skips. */
+bool need_evaluator(void);
+
+/* A graph a family matches (rc 1, text its summary), refuses (-1, text the reason) or
+ * leaves to others (0, text the reason). */
+struct match_case {
+  const char *name, *src;
+  int rc;
+  const char *text;
+};
+
+/* A family's match function (struct builtin_family's match). */
+typedef int (*family_match_fn)(json_t *profile, json_t **ret_match, char *why, size_t whylen);
+
+/* match on the profile of c's source (from the shared evaluator): its return code, the
+ * match (caller owns, NULL unless 1) and the reason in why. */
+int match_case_run(family_match_fn match, const struct match_case *c, json_t **ret_match,
+                   char *why, size_t whylen);
+
+/* Runs match on each of the n cases, printing a line each, and fails the running test
+ * unless every return code is the case's and its summary or reason equals the case's text
+ * (contains it, when exact is false). Takes nothing over. */
+void expect_match_cases(family_match_fn match, const struct match_case *cases, size_t n,
+                        bool exact);
+
+/* The match of the case named name among the n cases (caller owns); fails the running
+ * test unless there is one and it matches. */
+json_t *match_case_named(family_match_fn match, const struct match_case *cases, size_t n,
+                         const char *name);
+
 /* ---- knob checks ---- */
 
 struct builtin_family;

@@ -28,33 +28,8 @@
 #define QKV(b, l, d) "[torch.randn(" b ", " l ", " d "), torch.randn(" b ", " l ", " d "), " \
                      "torch.randn(" b ", " l ", " d ")]"
 
-/* The attention family's answer on the profile of src: its return code, the match
- * (caller owns, NULL unless 1) and the reason. */
-static int attention_on(const char *name, const char *src, json_t **ret_match, char *why,
-                        size_t whylen) {
-  json_t *p = evaluator_profile(&g_ev, name, src);
-  assert_non_null(p);
-  *ret_match = NULL;
-  why[0] = 0;
-  int rc = attention_match(p, ret_match, why, whylen);
-  json_decref(p);
-  return rc;
-}
-
-/* True when the shared evaluator runs; else prints why the test skips. */
-static bool need_evaluator(void) {
-  if (g_have_ev)
-    return true;
-  printf("needs KernelBench and the python venv\n");
-  return false;
-}
-
 /* Graphs the family matches (rc 1, its summary) or refuses (the reason). */
-static const struct attention_case {
-  const char *name, *src;
-  int rc;
-  const char *text; /* the summary on a match, else the reason */
-} cases[] = {
+static const struct match_case cases[] = {
     {"sdpa", TASK("        pass\n",
                   "        return F.scaled_dot_product_attention(q, k, v)\n",
                   QKV("2, 3", "50", "32")),
@@ -126,6 +101,7 @@ static const struct attention_case {
                        "[torch.randn(2, 7, 32), torch.randn(2, 9, 32), torch.randn(2, 9, 32)]"),
      1, "multihead attention 2x7x9 heads 4 d8"},
 };
+#define N_CASES (sizeof cases / sizeof cases[0])
 
 static void test_matches_and_refusals(void **state) {
   (void)state;
@@ -133,31 +109,13 @@ static void test_matches_and_refusals(void **state) {
     skip();
     return;
   }
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    json_t *m;
-    char why[512];
-    int rc = attention_on(cases[i].name, cases[i].src, &m, why, sizeof why);
-    const char *text = rc == 1 ? json_string_value(json_object_get(m, "summary")) : why;
-    printf("  %-18s %2d  %s\n", cases[i].name, rc, text);
-    if (rc != cases[i].rc || !strstr(text, cases[i].text))
-      fail_msg("%s: got %d \"%s\", want %d \"%s\"", cases[i].name, rc, text, cases[i].rc,
-               cases[i].text);
-    json_decref(m);
-  }
+  expect_match_cases(attention_match, cases, N_CASES, false);
+
 }
 
 /* The match of the case named name (caller owns); fails the test unless it matches. */
 static json_t *case_match(const char *name) {
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    json_t *m;
-    char why[512];
-    if (strcmp(cases[i].name, name) != 0)
-      continue;
-    assert_int_equal(attention_on(name, cases[i].src, &m, why, sizeof why), 1);
-    return m;
-  }
-  fail_msg("no case %s", name);
-  return NULL;
+  return match_case_named(attention_match, cases, N_CASES, name);
 }
 
 #define ATT_KNOBS \

@@ -27,11 +27,7 @@
 
 /* Graphs the family matches (rc 1, its summary), refuses (-1, the reason) or leaves to
  * others (0). */
-static const struct conv_case {
-  const char *name, *src;
-  int rc;
-  const char *text;
-} cases[] = {
+static const struct match_case cases[] = {
     {"conv2d",
      TASK("        self.c = nn.Conv2d(3, 8, 3, padding=1)\n", "        return self.c(x)\n",
           "[torch.randn(2, 3, 10, 12)]"),
@@ -75,26 +71,7 @@ static const struct conv_case {
           "[torch.randn(2, 3, 8, 8)]"),
      0, "not a single convolution"},
 };
-
-/* The family's answer on the profile of case c: its return code, the match (caller owns,
- * NULL unless 1) and the reason. */
-static int conv_on(const struct conv_case *c, json_t **ret_match, char *why, size_t whylen) {
-  json_t *p = evaluator_profile(&g_ev, c->name, c->src);
-  assert_non_null(p);
-  *ret_match = NULL;
-  why[0] = 0;
-  int rc = conv_match(p, ret_match, why, whylen);
-  json_decref(p);
-  return rc;
-}
-
-/* True when the shared evaluator runs; else prints why the test skips. */
-static bool need_evaluator(void) {
-  if (g_have_ev)
-    return true;
-  printf("needs KernelBench and the python venv\n");
-  return false;
-}
+#define N_CASES (sizeof cases / sizeof cases[0])
 
 static void test_matches_and_refusals(void **state) {
   (void)state;
@@ -102,31 +79,13 @@ static void test_matches_and_refusals(void **state) {
     skip();
     return;
   }
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    json_t *m;
-    char why[512];
-    int rc = conv_on(&cases[i], &m, why, sizeof why);
-    const char *text = rc == 1 ? json_string_value(json_object_get(m, "summary")) : why;
-    printf("  %-16s %2d  %s\n", cases[i].name, rc, text);
-    if (rc != cases[i].rc || strcmp(text, cases[i].text) != 0)
-      fail_msg("%s: got %d \"%s\", want %d \"%s\"", cases[i].name, rc, text, cases[i].rc,
-               cases[i].text);
-    json_decref(m);
-  }
+  expect_match_cases(conv_match, cases, N_CASES, true);
+
 }
 
 /* The match of the case named name (caller owns); fails the test unless it matches. */
 static json_t *case_match(const char *name) {
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    json_t *m;
-    char why[512];
-    if (strcmp(cases[i].name, name) != 0)
-      continue;
-    assert_int_equal(conv_on(&cases[i], &m, why, sizeof why), 1);
-    return m;
-  }
-  fail_msg("no case %s", name);
-  return NULL;
+  return match_case_named(conv_match, cases, N_CASES, name);
 }
 
 static void test_knob_checks(void **state) {
