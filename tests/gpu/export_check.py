@@ -24,6 +24,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import static_check  # noqa: E402  (KernelBench's strict static checks)
 
 
+def device_lock():
+    """The evaluator's host-wide lock of the current GPU (gpu/evaluator/device_lock.py),
+    held while an export runs and is timed, so that a server beside this check (a bench,
+    tests/gpu/run) never times its candidates over it, nor it over them. A no-op lock
+    off CUDA. The caller owns the returned object and uses it as a context manager."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu",
+                        "evaluator", "device_lock.py")
+    spec = importlib.util.spec_from_file_location("opforge_device_lock", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not torch.cuda.is_available():
+        return module.DeviceLock(None)
+    index = torch.cuda.current_device()
+    return module.DeviceLock(module.DeviceLock.path_for(
+        torch.cuda.get_device_properties(index), index))
+
+
 def load(reference, path):
     """The reference and then the export executed in one namespace, as a module."""
     mod = types.ModuleType("opforge_export")
@@ -141,10 +159,11 @@ def main():
         return 0
     if args.jobs > 1 and len(pairs) > 1:
         prebuild(pairs, args.jobs)
-    passed, report = 0, []
+    passed, report, lock = 0, [], device_lock()
     for reference, path in pairs:
         try:
-            ok, detail = check(reference, path, args.atol, args.rtol)
+            with lock:
+                ok, detail = check(reference, path, args.atol, args.rtol)
         except Exception as e:  # a broken export is a failed check, with its reason
             ok, detail = False, "%s: %s" % (type(e).__name__, str(e)[:500])
         with open(path) as f:
