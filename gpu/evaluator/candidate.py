@@ -171,11 +171,11 @@ class CandidateRun:
 
     def _clone_budget(self):
         """Bytes the input guard may spend on copies: a quarter of what is left under the
-        memory share (all of a CPU test's)."""
+        memory cap in force (all of a CPU test's)."""
         if not self.ev.is_cuda:
             return 1 << 62
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-        left = self.ev.mem_fraction * total - torch.cuda.memory_reserved()
+        left = self.ev.memory_cap * total - torch.cuda.memory_reserved()
         return max(0, int(left / 4))
 
     def _stage(self, inputs, refs):

@@ -2,6 +2,7 @@
 """Ownership: the Evaluator owns the loaded task and the library session; results it
 returns are new dicts the caller owns."""
 
+import contextlib
 import gc
 import os
 import statistics
@@ -29,6 +30,9 @@ from .tensors import (flatten_outputs, json_safe, named_inputs, named_state, nby
 IDLE_CACHE_KEEP_BYTES = 1 << 30
 # Waits before the reruns of an evaluate that ran out of device memory (Evaluator.handle).
 OOM_RETRY_WAITS_S = (1.0, 5.0)
+# The memory cap of the last of those reruns, a fraction of the device: the whole device
+# rather than the slot's share (Evaluator._whole_device).
+WHOLE_DEVICE_FRACTION = 0.9
 
 
 def ran_out_of_memory(reply):
@@ -87,6 +91,7 @@ class Evaluator:
         self.lib = lib
         self.lib_error = lib_error
         self.mem_fraction = mem_fraction
+        self.memory_cap = mem_fraction  # the cap in force: mem_fraction but in _whole_device
         phys = physical_memory_bytes()
         self.host_mem_bytes = host_mem_bytes if host_mem_bytes is not None else phys // 4
         self.allow_cpu_evaluate = allow_cpu_evaluate
@@ -103,7 +108,7 @@ class Evaluator:
         device_info."""
         idx = torch.device(self.device).index
         torch.cuda.set_device(idx)
-        torch.cuda.set_per_process_memory_fraction(self.mem_fraction, idx)
+        self._set_memory_cap(self.mem_fraction)
         torch.zeros(1, device=self.device)
         # PyTorch's own defaults: matmuls in full fp32, convolutions through cuDNN with
         # TF32 allowed, as a user's eager code runs them (docs/architecture.md,
@@ -153,13 +158,15 @@ class Evaluator:
         memory is shared with the other worker slots on the GPU, whose peaks pass. Every
         request ends by returning this process's idle cache (_return_idle_cache)."""
         reply, action = self._handle_once(req_id, op, args)
-        for wait_s in OOM_RETRY_WAITS_S:
+        for attempt, wait_s in enumerate(OOM_RETRY_WAITS_S):
             if op != "evaluate" or action is not None or not ran_out_of_memory(reply):
                 break
             self._release_memory()
             time.sleep(wait_s)
             lean = in_stream_order(args)
-            reply, action = self._handle_once(req_id, op, lean)
+            last = attempt == len(OOM_RETRY_WAITS_S) - 1
+            with self._whole_device() if last else contextlib.nullcontext():
+                reply, action = self._handle_once(req_id, op, lean)
             note_stream_rerun(reply, args, lean)
         if action is None:
             self._return_idle_cache()
@@ -207,6 +214,32 @@ class Evaluator:
         self._release_memory()
         reply = {"id": req_id, "ok": False, "error": err.to_error(), "fatal": err.fatal}
         return reply, ("fatal" if err.fatal else None)
+
+    @contextlib.contextmanager
+    def _whole_device(self):
+        """The last rerun of an evaluate that ran out of memory runs inside this: the
+        device lock held for the whole request, so that no other slot runs kernels (and
+        grows its working set) meanwhile, and this process's cap lifted from its slot's
+        share (mem_fraction) to WHOLE_DEVICE_FRACTION, so that a task larger than one
+        slot's share borrows what the other slots hold idle. On the H200 with 3 slots,
+        a 42 GB share each, every candidate of level-1 Softsign (6.4 GB tensors and
+        their float64 copies) ran out of memory with 55-106 GB of the device free. The
+        cap and the cache go back on the way out; the caller owns nothing here."""
+        with self.gpu:
+            self._set_memory_cap(max(self.mem_fraction, WHOLE_DEVICE_FRACTION))
+            try:
+                yield
+            finally:
+                self._release_memory()
+                self._set_memory_cap(self.mem_fraction)
+
+    def _set_memory_cap(self, fraction):
+        """Caps this process's device memory at fraction of the device (a no-op off
+        CUDA, where memory_cap is only recorded)."""
+        self.memory_cap = fraction
+        if self.is_cuda:
+            torch.cuda.set_per_process_memory_fraction(fraction,
+                                                       torch.device(self.device).index)
 
     def _return_idle_cache(self):
         """Gives the device memory this process caches but does not use back to the

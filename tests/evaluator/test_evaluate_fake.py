@@ -329,6 +329,36 @@ def test_evaluate_out_of_memory_once_runs_again(make_ev, ev_module, monkeypatch)
     assert len(runs) == 2
 
 
+def test_last_out_of_memory_rerun_takes_the_whole_device(make_ev, ev_module, monkeypatch,
+                                                         tmp_path):
+    """A slot whose share (mem_fraction 0.3, as with 3 slots) is too small for the task:
+    the first run and the first rerun run out of memory under that cap; the last rerun
+    holds the device lock from its start and runs under WHOLE_DEVICE_FRACTION (0.9),
+    passes, and the cap is the slot's share again afterwards."""
+    monkeypatch.setattr(ev_module.evaluator, "OOM_RETRY_WAITS_S", (0.0, 0.0))
+    ev, _ = make_ev(ROWSUM_TASK)
+    ev.gpu = ev_module.DeviceLock(str(tmp_path / "gpu.lock"))
+    ev.mem_fraction = ev.memory_cap = 0.3
+    real_double, caps = torch.nn.Module.double, []
+
+    def fits_only_the_whole_device(self):
+        caps.append(ev.memory_cap)
+        if ev.memory_cap < 0.9:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+        return real_double(self)
+    monkeypatch.setattr(torch.nn.Module, "double", fits_only_the_whole_device)
+    lock_depths, handle_once = [], ev._handle_once
+    monkeypatch.setattr(ev, "_handle_once",
+                        lambda *a: lock_depths.append(ev.gpu.depth) or handle_once(*a))
+    r = result_of(ev, "rowsum_other_order")
+    assert r["correct"] is True and r["failure"] is None
+    # the first two runs stop at their first float64 reference; the last one runs
+    # every float64 check it needs (a trial's and the re-check's) under the lifted cap
+    assert caps[:2] == [0.3, 0.3] and len(caps) > 2 and set(caps[2:]) == {0.9}
+    assert lock_depths == [0, 0, 1]
+    assert ev.memory_cap == 0.3 and ev.gpu.depth == 0
+
+
 def test_ran_out_of_memory_reads_the_error_and_the_failure_class(ev_module):
     ran = ev_module.evaluator.ran_out_of_memory
     assert ran({"ok": False, "error": {"class": "evaluate/out_of_memory"}}) is True
