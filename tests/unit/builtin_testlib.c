@@ -201,12 +201,56 @@ int builtin_group_setup(void **state) {
   return 0;
 }
 
+static json_t *g_public_profiles; /* file -> profile at full size, owned here */
+
 int builtin_group_teardown(void **state) {
   (void)state;
   if (g_have_ev)
     evaluator_stop(&g_ev);
   g_have_ev = false;
+  json_decref(g_public_profiles);
+  g_public_profiles = NULL;
   return 0;
+}
+
+json_t *public_profile(const char *file) {
+  if (!g_have_ev)
+    return NULL;
+  if (!g_public_profiles)
+    g_public_profiles = json_object();
+  json_t *p = json_object_get(g_public_profiles, file);
+  if (p)
+    return p;
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), file);
+  char *src = read_file(path);
+  assert_non_null(src);
+  p = evaluator_profile(&g_ev, file, src);
+  free(src);
+  if (!p)
+    fail_msg("%s: no profile", file);
+  json_object_set_new(g_public_profiles, file, p);
+  return p;
+}
+
+size_t for_each_public_task(const char *level, public_task_fn fn, void *ctx) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "ls %s/%s", kernelbench_dir(), level);
+  FILE *ls = popen(cmd, "r");
+  assert_non_null(ls);
+  size_t seen = 0;
+  char name[512];
+  while (fgets(name, sizeof name, ls)) {
+    name[strcspn(name, "\n")] = 0;
+    if (!strstr(name, ".py"))
+      continue;
+    char file[700];
+    snprintf(file, sizeof file, "%s/%s", level, name);
+    fn(file, ctx);
+    seen++;
+  }
+  pclose(ls);
+  return seen;
 }
 
 /* ---- CPU emulation of generated candidates: shared by the pointwise and reduce tests ---- */

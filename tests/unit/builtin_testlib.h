@@ -58,6 +58,16 @@ extern bool g_have_ev;
 int builtin_group_setup(void **state);
 int builtin_group_teardown(void **state);
 
+/* The profile of a public KernelBench file ("level1/NAME.py") at its real size, made by
+ * g_ev once and cached until builtin_group_teardown (the cache owns it: the caller must
+ * not free it), or NULL without the evaluator. Fails the test when no profile comes. */
+json_t *public_profile(const char *file);
+
+/* Calls fn(file, ctx) for every .py file of a KernelBench level ("level1"), file being
+ * "level1/NAME.py"; returns how many. The caller owns ctx. */
+typedef void (*public_task_fn)(const char *file, void *ctx);
+size_t for_each_public_task(const char *level, public_task_fn fn, void *ctx);
+
 /* ---- a family's matcher on small task sources ---- */
 
 /* True when the shared evaluator runs; else prints why the test skips. */

@@ -87,30 +87,9 @@ static const struct expected {
     {"level1/12_Matmul_with_diagonal_matrices_.py", "mul", "mul", 16777216},
 };
 
-static json_t *g_profiles; /* file -> profile at full size */
-
-/* The profile of a public file (cached), or NULL without the evaluator. */
-static json_t *public_profile(const char *file) {
-  if (!g_have_ev)
-    return NULL;
-  if (!g_profiles)
-    g_profiles = json_object();
-  json_t *p = json_object_get(g_profiles, file);
-  if (p)
-    return p;
-  char path[1200];
-  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), file);
-  char *src = read_file(path);
-  assert_non_null(src);
-  p = evaluator_profile(&g_ev, file, src);
-  free(src);
-  assert_non_null(p);
-  json_object_set_new(g_profiles, file, p);
-  return p;
-}
-
 /* Checks one public task: the expected match, or no match at all. */
-static void check_public_task(json_t *profile, const char *file, int *ret_matched) {
+static void check_public_task(const char *file, void *ret_matched) {
+  json_t *profile = public_profile(file);
   json_t *m = NULL;
   char why[512] = "";
   int rc = pw->match(profile, &m, why, sizeof why);
@@ -138,7 +117,7 @@ static void check_public_task(json_t *profile, const char *file, int *ret_matche
   assert_string_equal(json_string_value(json_object_get(m, "op")), e->op);
   assert_string_equal(ops, e->ops);
   assert_int_equal(json_integer_value(json_object_get(m, "numel")), e->numel);
-  (*ret_matched)++;
+  (*(int *)ret_matched)++;
   json_decref(m);
 }
 
@@ -151,27 +130,10 @@ static void test_public_tasks(void **state) {
     skip();
     return;
   }
-  int matched = 0, seen = 0;
+  int matched = 0;
   /* Level 2 holds only GEMM and convolution tasks: none is in these families, and the
    * matchers refuse any graph with a Linear or Conv first thing. */
-  static const char *const levels[] = {"level1"};
-  for (size_t l = 0; l < 1; l++) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "ls %s/%s", kb, levels[l]);
-    FILE *ls = popen(cmd, "r");
-    assert_non_null(ls);
-    char name[512];
-    while (fgets(name, sizeof name, ls)) {
-      name[strcspn(name, "\n")] = 0;
-      if (!strstr(name, ".py"))
-        continue;
-      char file[700];
-      snprintf(file, sizeof file, "%s/%s", levels[l], name);
-      check_public_task(public_profile(file), file, &matched);
-      seen++;
-    }
-    pclose(ls);
-  }
+  int seen = (int)for_each_public_task("level1", check_public_task, &matched);
   printf("  %d of %d public tasks matched by pointwise\n", matched, seen);
   assert_int_equal(matched, (int)(sizeof expected / sizeof expected[0]));
 }
@@ -980,6 +942,5 @@ int main(void) {
       cmocka_unit_test(test_emulated_tasks),
   };
   int rc = cmocka_run_group_tests(tests, builtin_group_setup, builtin_group_teardown);
-  json_decref(g_profiles);
   return rc;
 }

@@ -111,7 +111,8 @@ static const struct expected *expected_for(const char *file) {
 }
 
 /* Checks one public task against the table: the expected match, or no match at all. */
-static void check_public_task(json_t *profile, const char *file, int *ret_matched) {
+static void check_public_task(const char *file, void *ret_matched) {
+  json_t *profile = public_profile(file);
   json_t *m = NULL;
   const struct builtin_family *fam = first_match(profile, &m);
   const struct expected *e = expected_for(file);
@@ -131,7 +132,7 @@ static void check_public_task(json_t *profile, const char *file, int *ret_matche
   json_t *c = json_object_get(m, "canonical");
   for (size_t i = 0; i < 3; i++)
     assert_int_equal(json_integer_value(json_array_get(c, i)), e->c[i]);
-  (*ret_matched)++;
+  (*(int *)ret_matched)++;
   json_decref(m);
 }
 
@@ -145,63 +146,15 @@ static void test_public_tasks(void **state) {
     skip();
     return;
   }
-  int matched = 0, seen = 0;
+  int matched = 0;
   /* Level 2 holds only GEMM and convolution tasks: none is in these families, and the
    * matchers refuse any graph with a Linear or Conv first thing. */
-  static const char *const levels[] = {"level1"};
-  for (size_t l = 0; l < 1; l++) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "ls %s/%s", kb, levels[l]);
-    FILE *ls = popen(cmd, "r");
-    assert_non_null(ls);
-    char name[512];
-    while (fgets(name, sizeof name, ls)) {
-      name[strcspn(name, "\n")] = 0;
-      if (!strstr(name, ".py"))
-        continue;
-      char path[1800], file[700];
-      snprintf(file, sizeof file, "%s/%s", levels[l], name);
-      snprintf(path, sizeof path, "%s/%s", kb, file);
-      char *src = read_file(path);
-      assert_non_null(src);
-      json_t *profile = evaluator_profile(&g_ev, name, src);
-      free(src);
-      if (!profile)
-        fail_msg("%s: no profile", file);
-      check_public_task(profile, file, &matched);
-      json_decref(profile);
-      seen++;
-    }
-    pclose(ls);
-  }
+  int seen = (int)for_each_public_task("level1", check_public_task, &matched);
   printf("  %d of %d public tasks matched by reduction/softmax/norm\n", matched, seen);
   assert_int_equal(matched, (int)(sizeof expected / sizeof expected[0]));
 }
 
 /* ---- profiles of public tasks (full size) and of small tasks (emulation) ---- */
-
-static json_t *g_profiles; /* name -> profile */
-
-/* The profile of a public file at its real size (cached), or NULL when the evaluator is
- * missing. */
-static json_t *public_profile(const char *file) {
-  if (!g_have_ev)
-    return NULL;
-  if (!g_profiles)
-    g_profiles = json_object();
-  json_t *p = json_object_get(g_profiles, file);
-  if (p)
-    return p;
-  char path[1200];
-  snprintf(path, sizeof path, "%s/%s", kernelbench_dir(), file);
-  char *src = read_file(path);
-  assert_non_null(src);
-  p = evaluator_profile(&g_ev, file, src);
-  free(src);
-  assert_non_null(p);
-  json_object_set_new(g_profiles, file, p);
-  return p;
-}
 
 /* The match of a profile by the named family (caller owns). */
 static json_t *match_of(const struct builtin_family *fam, json_t *profile) {
@@ -823,6 +776,5 @@ int main(void) {
       cmocka_unit_test(test_emulated_tasks),
   };
   int rc = cmocka_run_group_tests(tests, builtin_group_setup, builtin_group_teardown);
-  json_decref(g_profiles);
   return rc;
 }
