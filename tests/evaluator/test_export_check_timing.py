@@ -40,3 +40,21 @@ def test_timed_in_turn_alternates_and_takes_medians(export_check):
     assert calls == ["ref", "new"] * 8
     # medians of the timed reps: ref (1, 5, 3, 2, 4) -> 3; new (10, 30, 20, 50, 40) -> 30
     assert got == [3.0, 30.0]
+
+
+def test_export_check_takes_the_evaluators_device_lock(export_check, ev_module, monkeypatch):
+    """On a GPU, the check's lock is the evaluator's own lock file for that device (the
+    same flock, so a server's slots and the check never run kernels at once); off CUDA it
+    is a no-op lock."""
+    torch = export_check.torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert export_check.device_lock().path is None
+
+    class Props:
+        uuid = "GPU-1234abcd-0000"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: Props())
+    lock = export_check.device_lock()
+    assert lock.path == ev_module.DeviceLock.path_for(Props(), 3)
+    assert lock.path.endswith("opforge-gpu-GPU-1234abcd-0000.lock")
