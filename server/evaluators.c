@@ -36,7 +36,9 @@ static void start_slot(struct supervisor_pool *pool, const struct opforge_config
    * kernel that never ends is still killed, later; a request that only waited is not. */
   sc.compile_eval_deadline_s = (double)cfg->evaluate_deadline_s * cfg->workers_per_gpu;
   sc.profile_deadline_s = (double)cfg->profile_deadline_s * cfg->workers_per_gpu;
-  /* They also share its memory: each may use its part of 90%. */
+  /* They also share its memory: each may use its part of 90%, and an evaluate that runs
+   * out of it reruns last holding the GPU alone with 90% (docs/architecture.md, section 4,
+   * "Evaluator protocol"). */
   sc.mem_fraction = 0.9 / cfg->workers_per_gpu;
   struct supervisor *sv = NULL;
   if (!evaluator) {
