@@ -72,3 +72,29 @@ def test_parse_log_splits_ours_from_library(sanitize, tmp_path):
 def test_no_logs_runs(sanitize, tmp_path):
     args = types.SimpleNamespace(dir=str(tmp_path), resume=True)
     assert sanitize.finished_run(args, "memcheck", "softmax", ["k"], 1) is None
+
+
+@pytest.mark.parametrize("task", ["conv2d", "conv_transpose3d", "gemm_row_tail", "pooling"])
+def test_sanitize_programs_run_on_cpu(sanitize, task):
+    """A sanitizer program is a KernelBench program that PyTorch runs: built and run on
+    the CPU, its output has the shape worked out by hand (a bad stride or
+    output_padding would raise here, not minutes into a GPU run)."""
+    import torch
+    family, body = sanitize.TASKS[task]
+    ns = {}
+    exec(sanitize.HEADER + body, ns)
+    torch.manual_seed(0)
+    out = ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())
+    want = {
+        # (13 + 2 - 3) // 2 + 1 = 7 rows, (11 + 2 - 3) // 2 + 1 = 6 columns
+        "conv2d": (2, 7, 7, 6),
+        # (in - 1) * stride - 2 * padding + kernel + output_padding per axis:
+        # (5-1)*2-2+3+1 = 10, (7-1)*1-0+2+0 = 8, (6-1)*2-2+3+0 = 11
+        "conv_transpose3d": (2, 4, 10, 8, 11),
+        "gemm_row_tail": (37, 1),
+    }
+    if task in want:
+        assert family == "gemm"
+        assert tuple(out.shape) == want[task]
+    else:
+        assert family == task and out.numel() > 0

@@ -199,6 +199,39 @@ def get_inputs():
 def get_init_inputs():
     return []
 """),
+    # The convolution family (learned as "gemm"): a strided 2D convolution with bias and
+    # a grouped transposed 3D one, sizes that leave partial tiles on every axis.
+    "conv2d": ("gemm", """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(5, 7, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+def get_inputs():
+    return [torch.randn(2, 5, 13, 11)]
+
+def get_init_inputs():
+    return []
+"""),
+    "conv_transpose3d": ("gemm", """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose3d(6, 4, (3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1),
+                                       output_padding=(1, 0, 0), groups=2, bias=False)
+
+    def forward(self, x):
+        return self.conv(x)
+
+def get_inputs():
+    return [torch.randn(2, 6, 5, 7, 6)]
+
+def get_init_inputs():
+    return []
+"""),
     "gemm_row_tail": ("gemm", """
 class Model(nn.Module):
     def __init__(self):
