@@ -155,8 +155,9 @@ class Evaluator:
         """Runs one request; returns (reply dict, action) where action is None,
         "exit" or "fatal". An evaluate that ran out of device memory runs again after
         this process returned its cached memory and waited (OOM_RETRY_WAITS_S): the
-        memory is shared with the other worker slots on the GPU, whose peaks pass. Every
-        request ends by returning this process's idle cache (_return_idle_cache)."""
+        memory is shared with the other worker slots on the GPU, whose peaks pass; the
+        last rerun takes the whole device (_whole_device). Every request ends by
+        returning this process's idle cache (_return_idle_cache)."""
         reply, action = self._handle_once(req_id, op, args)
         for attempt, wait_s in enumerate(OOM_RETRY_WAITS_S):
             if op != "evaluate" or action is not None or not ran_out_of_memory(reply):
