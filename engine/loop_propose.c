@@ -1,6 +1,7 @@
 /* Asking the proposer for a step's region candidate, trying the direction's other
  * strategies, then the other directions' strategies, when a move does not fit or repeats
  * an evaluated program, and telling the proposer how its candidate did. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +9,18 @@
 #include "engine/loop_internal.h"
 #include "store/candidates.h"
 
-/* At most this many other strategies are tried in one step under the chosen direction,
- * and at most as many again under the other directions. */
+/* For a proposer whose proposals are paid calls (an LLM), at most this many other
+ * strategies are tried in one step under the chosen direction, and at most as many again
+ * under the other directions. A template proposer's tries cost microseconds and nothing
+ * else, so it tries every applicable strategy: with a limit, a region whose shapes refuse
+ * most moves (a column reduction over an odd inner length refuses VEC, ITEMS, ROWS and
+ * the row MODEs) spent its tries on refusals and was given up with valid moves left. */
 #define MOVE_RETRIES 8
+
+/* How many other strategies one retry pass may try for run's proposer. */
+static size_t retry_limit(const struct task_run *run) {
+  return run->proposer.starts_every_region ? SIZE_MAX : MOVE_RETRIES;
+}
 
 /* Loads the stored candidates of tree nodes ids[0..n) into an array (caller owns). */
 static json_t *load_candidates(struct task_run *run, const size_t *ids, size_t n) {
@@ -176,7 +186,7 @@ static bool nothing_new(const struct attempt *a) {
   return a->repeat || (!a->program && invalid_move(a->failure));
 }
 
-/* While attempt *a leaves nothing new, tries up to MOVE_RETRIES other strategies that
+/* While attempt *a leaves nothing new, tries up to retry_limit() other strategies that
  * apply to the region's family: those of choice's direction (same_direction), else those
  * of the other directions. The first that makes something new replaces *a (which the
  * caller owns) and becomes choice's strategy; one of another direction also becomes its
@@ -186,9 +196,8 @@ static bool nothing_new(const struct attempt *a) {
 static void retry_strategies(struct task_run *run, struct policy_choice *choice,
                              const struct memory_view *memory, const struct step_context *c,
                              struct attempt *a, bool same_direction) {
-  int tries = 0;
-  for (size_t i = 0; !c->first && nothing_new(a) && i < memory->n_locals && tries < MOVE_RETRIES;
-       i++) {
+  size_t tries = 0, limit = retry_limit(run);
+  for (size_t i = 0; !c->first && nothing_new(a) && i < memory->n_locals && tries < limit; i++) {
     const struct htam_local *l = &memory->locals[i];
     bool same = l->global_id && strcmp(l->global_id, choice->direction) == 0;
     if (same != same_direction || strcmp(l->id, choice->strategy) == 0 ||

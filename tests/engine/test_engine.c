@@ -1598,16 +1598,14 @@ static void test_builtin_steps_avoid_repeats(void **state) {
   es_stop(s);
 }
 
-/* The tree's descent is deterministic: when the node it picks has no move left, trying it
- * again finds nothing new again. Such a step expands the best node that still has moves
- * instead, so a task ends space_exhausted only when no node has any. Here every builtin
- * softmax candidate is correct, in a time fixed by its text (the scripted evaluator's
- * "timed" tasks), and the softmax family has more distinct candidates reachable than the
- * 32-step budget: the task spends its whole budget, and the server log shows the
- * fallback (by then some node has no move left in any direction). Without the fallback
- * it ended space_exhausted after 8 steps (with a 16-step budget, before patches tried
- * other directions). */
-static void test_exhausted_node_falls_back_to_an_open_one(void **state) {
+/* A task whose search space is larger than its budget spends the whole budget: here every
+ * builtin softmax candidate is correct, in a time fixed by its text (the scripted
+ * evaluator's "timed" tasks), and the seed memory's softmax moves reach more distinct
+ * candidates than 32 steps evaluate. Before nodes without moves fell back to open ones it
+ * ended space_exhausted after 8 steps (with a 16-step budget, before patches tried other
+ * directions); the fallback itself is shown by
+ * test_refused_moves_do_not_use_up_the_retries, whose nodes run out of moves. */
+static void test_open_space_spends_the_budget(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
   char *id = submit(s, "plain_timed_softmax", "htam+tree", "builtin", 32, 600);
@@ -1618,7 +1616,6 @@ static void test_exhausted_node_falls_back_to_an_open_one(void **state) {
   assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")), "budget");
   json_t *progress = json_object_get(task, "progress");
   assert_int_equal(json_integer_value(json_object_get(progress, "step")), 32);
-  assert_true(server_log_has(s, "has no move left: expanding node"));
   json_decref(events);
   json_decref(task);
   free(id);
@@ -1665,6 +1662,66 @@ static void test_patch_tries_other_directions_before_giving_up(void **state) {
   }
   assert_true(switched >= 1);
   json_decref(cands);
+  free(id);
+  es_stop(s);
+}
+
+/* A memory local for the test below: MODE set to mode (refused by the softmax family
+ * unless it is one of its modes) or, with mode NULL, knob set to value. Caller owns. */
+static json_t *softmax_local(const char *id, const char *knob, const char *mode, int value) {
+  json_t *move = mode ? json_pack("{s:s, s:s, s:s}", "knob", "MODE", "op", "set", "value", mode)
+                      : json_pack("{s:s, s:s, s:i}", "knob", knob, "op", "set", "value", value);
+  return json_pack("{s:s, s:s, s:s, s:s, s:o, s:[s], s:[s]}", "id", id, "global",
+                   "parallel_mapping", "name", id, "edit_pattern", "a test move", "knob_move",
+                   move, "checks", "none", "families", "softmax");
+}
+
+/* A memory direction for the test below (caller owns). */
+static json_t *test_global(const char *id) {
+  return json_pack("{s:s, s:s, s:s, s:[s], s:[s], s:[s], s:f}", "id", id, "name", id, "intent",
+                   "a test direction", "objectives", "none", "triggers", "family:softmax",
+                   "risks", "none", "prior", 0.5);
+}
+
+/* Moves that do not fit the region's shapes (parse/invalid_move, refused before any
+ * compile) cost nothing, so they do not count against the retry limit: here the memory's
+ * only softmax moves are ten refused MODEs, then MINB=2 and BLOCK=128. The reachable
+ * programs are the defaults, each valid move alone and both together: 4, so the task ends
+ * space_exhausted after exactly 4 steps. With the limit at 8 tries whatever the outcome,
+ * a step whose retries met the ten refusals first gave the region up (on the H200,
+ * 49_Max, 51_Argmax and 52_Argmin, whose column kernel refuses most moves, ended after one
+ * step at 1.09x where 1.26x had been reached). */
+static void test_refused_moves_do_not_use_up_the_retries(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  json_t *locals = json_array();
+  for (int i = 0; i < 10; i++) {
+    char id[32], mode[32];
+    snprintf(id, sizeof id, "a_refused_%d", i);
+    snprintf(mode, sizeof mode, "no_such_mode_%d", i);
+    json_array_append_new(locals, softmax_local(id, NULL, mode, 0));
+  }
+  json_array_append_new(locals, softmax_local("z_minb", "MINB", NULL, 2));
+  json_array_append_new(locals, softmax_local("z_block", "BLOCK", NULL, 128));
+  json_t *doc = json_pack("{s:i, s:[o,o], s:o, s:[]}", "version", 1, "globals",
+                          test_global("memory_access"), test_global("parallel_mapping"),
+                          "locals", locals, "edges");
+  char *text = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
+  json_decref(es_json(s, "POST", "/v1/memory/import", text, 200));
+  free(text);
+  char *id = submit(s, "plain_timed_softmax", "htam+tree", "builtin", 8, 600);
+  json_t *task = wait_final(s, id);
+  assert_string_equal(json_string_value(json_object_get(task, "status")), "succeeded");
+  json_t *progress = json_object_get(task, "progress");
+  assert_int_equal(json_integer_value(json_object_get(progress, "step")), 4);
+  json_t *events = get_events(s, id);
+  json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+  assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")), "space_exhausted");
+  /* Nodes run out of moves before the space does: the descent falls back to open ones. */
+  assert_true(server_log_has(s, "has no move left: expanding node"));
+  json_decref(events);
+  json_decref(task);
   free(id);
   es_stop(s);
 }
@@ -2321,8 +2378,9 @@ int main(void) {
     cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
     cmocka_unit_test_teardown(test_slow_reference_gives_way_to_whole_model, teardown),
-    cmocka_unit_test_teardown(test_exhausted_node_falls_back_to_an_open_one, teardown),
+    cmocka_unit_test_teardown(test_open_space_spends_the_budget, teardown),
     cmocka_unit_test_teardown(test_patch_tries_other_directions_before_giving_up, teardown),
+    cmocka_unit_test_teardown(test_refused_moves_do_not_use_up_the_retries, teardown),
     cmocka_unit_test_teardown(test_best_generated_takes_the_fastest_kernel, teardown),
     cmocka_unit_test_teardown(test_best_elementwise_skips_budget_judged_candidates, teardown),
     cmocka_unit_test_teardown(test_reference_timed_in_turn_with_eager, teardown),
