@@ -68,6 +68,16 @@ def note_stream_rerun(reply, args, lean):
         graph["reason"] = "out of device memory with the graph captured: rerun in stream order"
 
 
+def log_out_of_memory_rerun(n, total, whole_device, reply):
+    """Writes one line to the evaluator's log (stderr) for rerun n of total of an
+    evaluate that ran out of device memory: whether it ran with the whole device and
+    whether it ran out again. The reply is only read."""
+    sys.stderr.write("evaluator: evaluate ran out of device memory: rerun %d of %d%s %s\n"
+                     % (n, total, " (whole device)" if whole_device else "",
+                        "ran out again" if ran_out_of_memory(reply) else "fit"))
+    sys.stderr.flush()
+
+
 def physical_memory_bytes():
     """Physical RAM of the host in bytes (0 when unknown)."""
     try:
@@ -169,6 +179,7 @@ class Evaluator:
             with self._whole_device() if last else contextlib.nullcontext():
                 reply, action = self._handle_once(req_id, op, lean)
             note_stream_rerun(reply, args, lean)
+            log_out_of_memory_rerun(attempt + 1, len(OOM_RETRY_WAITS_S), last, reply)
         if action is None:
             self._return_idle_cache()
         return reply, action

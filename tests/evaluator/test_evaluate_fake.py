@@ -330,7 +330,7 @@ def test_evaluate_out_of_memory_once_runs_again(make_ev, ev_module, monkeypatch)
 
 
 def test_last_out_of_memory_rerun_takes_the_whole_device(make_ev, ev_module, monkeypatch,
-                                                         tmp_path):
+                                                         tmp_path, capsys):
     """A slot whose share (mem_fraction 0.3, as with 3 slots) is too small for the task:
     the first run and the first rerun run out of memory under that cap; the last rerun
     holds the device lock from its start and runs under WHOLE_DEVICE_FRACTION (0.9),
@@ -357,6 +357,10 @@ def test_last_out_of_memory_rerun_takes_the_whole_device(make_ev, ev_module, mon
     assert caps[:2] == [0.3, 0.3] and len(caps) > 2 and set(caps[2:]) == {0.9}
     assert lock_depths == [0, 0, 1]
     assert ev.memory_cap == 0.3 and ev.gpu.depth == 0
+    # the evaluator's log says which rerun fit, so a GPU run shows the whole-device one
+    assert capsys.readouterr().err.splitlines()[-2:] == [
+        "evaluator: evaluate ran out of device memory: rerun 1 of 2 ran out again",
+        "evaluator: evaluate ran out of device memory: rerun 2 of 2 (whole device) fit"]
 
 
 def test_ran_out_of_memory_reads_the_error_and_the_failure_class(ev_module):
