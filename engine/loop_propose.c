@@ -17,7 +17,8 @@
  * the row MODEs) spent its tries on refusals and was given up with valid moves left. */
 #define MOVE_RETRIES 8
 
-/* How many other strategies one retry pass may try for run's proposer. */
+/* How many other strategies one retry pass may try for run's proposer: no limit for one
+ * whose proposals are cheap templates (starts_every_region, proposers/proposer.h). */
 static size_t retry_limit(const struct task_run *run) {
   return run->proposer.starts_every_region ? SIZE_MAX : MOVE_RETRIES;
 }
