@@ -111,7 +111,8 @@ def extract_graph(model, inputs, state):
     TracedGraph or None): the FX graph of model with output shapes from ShapeProp,
     falling back to the meta tracer (meta_trace.py), then to torch.export, and to graph
     null with the reasons when all fail; graph_error lists the failed tracers.
-    state is named_state(model); every node gets its own "flops" (node_flops)."""
+    state is named_state(model); every node gets its own "flops", and each convolution of a CUDA run
+    its "conv_math" (add_node_facts)."""
     errors = []
     by_id = dict((id(t), n) for n, t in state)
     tracers = (("fx", "symbolic_trace", lambda: torch.fx.symbolic_trace(model)),
@@ -134,20 +135,24 @@ def extract_graph(model, inputs, state):
             errors.append("torch.export: %s: %s" % (type(exc2).__name__, str(exc2)[:500]))
             return ({"graph": None, "graph_source": None, "graph_error": "; ".join(errors)},
                     None)
-    add_node_flops(info, traced, inputs, state)
+    add_node_facts(info, traced, inputs, state)
     return info, traced
 
 
-def add_node_flops(info, traced, inputs, state):
-    """Sets "flops" of every node of info["graph"] (0 where none is counted); when the
-    interpretation fails, every node gets 0 and info["flops_error"] says why."""
-    flops = {}
+def add_node_facts(info, traced, inputs, state):
+    """Sets "flops" of every node of info["graph"] (0 where none is counted) and
+    "conv_math" of every convolution a CUDA run classified (traced.node_facts); when the
+    interpretation fails, every node gets 0 FLOPs and info["flops_error"] says why."""
+    flops, maths = {}, {}
     try:
-        flops = traced.node_flops(list(inputs), {n[len("param:"):]: t for n, t in state})
+        flops, maths = traced.node_facts(list(inputs),
+                                         {n[len("param:"):]: t for n, t in state})
     except Exception as exc:
         info["flops_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:300])
     for entry in info["graph"]:
         entry["flops"] = flops.get(entry["name"], 0)
+        if entry["name"] in maths:
+            entry["conv_math"] = maths[entry["name"]]
 
 
 def _meta_shape(meta):

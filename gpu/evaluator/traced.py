@@ -5,6 +5,7 @@ environments it fills are the caller's dicts."""
 
 import torch
 
+from .conv_math import classify, is_convolution
 from .layout import channels_last_input
 from .tensors import flatten_outputs
 
@@ -160,20 +161,27 @@ class TracedGraph:
                 if 0 <= idx < len(inputs) and isinstance(inputs[idx], torch.Tensor):
                     inputs[idx].copy_(env[name])
 
-    # -- FLOPs
+    # -- FLOPs and convolution arithmetic
 
-    def node_flops(self, inputs, state):
-        """{call node name: FLOPs} from one interpretation of the graph on inputs, each
-        node under its own FlopCounterMode (0 for nodes without counted ops)."""
+    def node_facts(self, inputs, state):
+        """({call node name: FLOPs}, {convolution node name: "tf32" | "fp32"}) from one
+        interpretation of the graph on inputs: each node runs under its own
+        FlopCounterMode (0 for nodes without counted ops); each convolution with a
+        float32 CUDA output runs once more with cuDNN's TF32 off (conv_math.classify;
+        none on a CPU profile)."""
         from torch.utils.flop_counter import FlopCounterMode
         env = self.seed_env(inputs, state)
-        flops = {}
+        flops, maths = {}, {}
         with torch.no_grad():
             for name in self.call_nodes():
                 with FlopCounterMode(display=False) as counter:
-                    self.run_node(name, env)
+                    value = self.run_node(name, env)
                 flops[name] = int(counter.get_total_flops())
+                if is_convolution(self.nodes[name], self.submodules):
+                    math = classify(value, lambda: self.run_node(name, dict(env)))
+                    if math:
+                        maths[name] = math
                 for dead in self.dead_after.get(name, ()):
                     env.pop(dead, None)
         self.apply_mutations(env, state, inputs)
-        return flops
+        return flops, maths

@@ -15,7 +15,10 @@ struct conv {
   int k[3], s[3], p[3], d[3];
   bool transposed;
   const char *x, *w, *b, *y;
+  const char *math; /* "tf32", "fp32" or NULL: how eager ran it (conv.h) */
 };
+
+#define MODE_TF32_RNA "tf32_rna" /* operands rounded as cuDNN's TF32 algorithms round them */
 
 /* Reads the 3 ints of array key of m into out. */
 static void read3(json_t *m, const char *key, int out[3]) {
@@ -42,6 +45,12 @@ static void conv_read(json_t *m, struct conv *c) {
   c->w = json_string_value(json_object_get(m, "w"));
   c->b = json_string_value(json_object_get(m, "b"));
   c->y = json_string_value(json_object_get(m, "output"));
+  c->math = json_string_value(json_object_get(m, "math"));
+}
+
+/* True when *c says eager ran it in TF32 on the profiling GPU. */
+static bool eager_tf32(const struct conv *c) {
+  return c->math && strcmp(c->math, "tf32") == 0;
 }
 
 /* Output positions over the batch: the columns of the implicit GEMM. */
@@ -56,7 +65,8 @@ static int conv_threads(const struct knob_set *k) {
 
 /* Defaults into *ret: 4x4 outputs per thread and 256 threads, the channel tile the
  * smallest of 16, 32 and 64 that holds a group's output channels, the position tile
- * the rest (256, 128 or 64), 8 reduction rows per step. match stays the caller's. */
+ * the rest (256, 128 or 64), 8 reduction rows per step; MODE tf32_rna where eager ran
+ * the convolution in TF32, strict fp32 otherwise. match stays the caller's. */
 static void conv_defaults(json_t *match, struct knob_set *ret) {
   struct conv c;
   conv_read(match, &c);
@@ -67,6 +77,8 @@ static void conv_defaults(json_t *match, struct knob_set *ret) {
   ret->bn = 256 * 16 / ret->bm;
   ret->bk = 8;
   ret->unroll = 1;
+  if (eager_tf32(&c))
+    snprintf(ret->mode, sizeof ret->mode, "%s", MODE_TF32_RNA);
 }
 
 /* True when x is a positive power of two. */
@@ -76,8 +88,12 @@ static bool pow2(int x) {
 
 /* The reason knob set k does not fit c, or NULL. */
 static const char *conv_refusal(const struct conv *c, const struct knob_set *k) {
-  if (k->mode[0])
-    return "the convolution has no MODE: it is one fp32 SIMT implicit-GEMM kernel";
+  if (k->mode[0] && strcmp(k->mode, MODE_TF32_RNA) != 0)
+    return "the convolution's MODEs are tf32_rna (operands rounded to TF32 as cuDNN rounds "
+           "them) and none (strict fp32)";
+  if (k->mode[0] && c->math && strcmp(c->math, "fp32") == 0)
+    return "MODE tf32_rna: eager runs this convolution in strict fp32 on this GPU, so "
+           "operands rounded to TF32 would fail its accuracy budget";
   if (k->block || k->vec > 1 || k->items || k->rows || k->stages > 1 || k->split > 1)
     return "the convolution's knobs are BM, BN, BK, TM, TN, UNROLL and MINB";
   if ((k->tm != 4 && k->tm != 8) || (k->tn != 4 && k->tn != 8))

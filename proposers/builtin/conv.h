@@ -16,7 +16,14 @@
  *    "dims": 1 | 2 | 3, "transposed": bool,
  *    "n": N, "c": C, "oc": OC, "groups": G,
  *    "in": [ID, IH, IW], "out": [OD, OH, OW],     unit leading dims below 3D
- *    "kernel": [kd, kh, kw], "stride": [..], "padding": [..] (before), "dilation": [..]}
+ *    "kernel": [kd, kh, kw], "stride": [..], "padding": [..] (before), "dilation": [..],
+ *    "math": "tf32" | "fp32" | null}     how eager ran it on the profiling GPU (conv_math)
+ *
+ * MODE: "" computes in strict fp32; "tf32_rna" rounds both operands to nearest TF32 (ties
+ * away from zero) before the exact products and fp32 sums, as cuDNN's TF32 algorithms do,
+ * so the result equals eager's element-wise where eager ran in TF32. The default is
+ * "tf32_rna" when the match's math is "tf32"; a match whose math is "fp32" refuses it
+ * (rounded operands would fail the accuracy budget of a strict fp32 reference).
  *
  * Template: proposers/builtin/templates/conv.cu (ofg_conv). */
 #ifndef OPFORGE_BUILTIN_CONV_H

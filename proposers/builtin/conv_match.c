@@ -30,8 +30,16 @@ struct conv_spec {
   int k[3], s[3], p[3], d[3], op_pad[3];
   long long c, oc, groups, n, in[3], out[3];
   const char *x, *w, *b;
-  bool same; /* padding='same': p is derived from the window */
+  const char *math; /* the profile's "conv_math" ("tf32", "fp32") or NULL; borrowed */
+  bool same;        /* padding='same': p is derived from the window */
 };
+
+/* How eager ran node on the profiling device: its "conv_math", "tf32" or "fp32" (a string
+ * node owns), or NULL when the profile does not say (a CPU profile) or says another thing. */
+static const char *conv_math_of(json_t *node) {
+  const char *math = json_string_value(json_object_get(node, "conv_math"));
+  return math && (strcmp(math, "tf32") == 0 || strcmp(math, "fp32") == 0) ? math : NULL;
+}
 
 /* The convolution op node is, or NULL. */
 static const struct conv_op *conv_op_of(json_t *node) {
@@ -189,7 +197,7 @@ static json_t *conv_match_object(json_t *profile, const struct conv_spec *s) {
            "groups %lld%s, batch %lld",
            s->op->fn, s->c, s->oc, k, st, p, d, s->groups, s->b ? ", bias" : "", s->n);
   return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:i, s:b, s:I, s:I, s:I, s:I,"
-                   " s:[I,I,I], s:[I,I,I], s:[i,i,i], s:[i,i,i], s:[i,i,i], s:[i,i,i], s:i}",
+                   " s:[I,I,I], s:[I,I,I], s:[i,i,i], s:[i,i,i], s:[i,i,i], s:[i,i,i], s:i, s:s?}",
                    "family", "gemm", "op", s->op->fn, "summary", summary, "x", s->x, "w", s->w,
                    "b", s->b, "output", "output:0", "dims", n, "transposed", s->op->transposed,
                    "n", (json_int_t)s->n, "c", (json_int_t)s->c, "oc", (json_int_t)s->oc,
@@ -198,7 +206,7 @@ static json_t *conv_match_object(json_t *profile, const struct conv_spec *s) {
                    (json_int_t)s->out[1], (json_int_t)s->out[2], "kernel", s->k[0], s->k[1],
                    s->k[2], "stride", s->s[0], s->s[1], s->s[2], "padding", s->p[0], s->p[1],
                    s->p[2], "dilation", s->d[0], s->d[1], s->d[2], "sm_count",
-                   builtin_sm_count(profile));
+                   builtin_sm_count(profile), "math", s->math);
 }
 
 int conv_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
@@ -215,7 +223,7 @@ int conv_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
   if (json_array_size(json_object_get(profile, "outputs")) != 1 || !odt ||
       strcmp(odt, "float32") != 0)
     return builtin_refuse(why, whylen, "%s must make one float32 output", op->fn);
-  struct conv_spec s = {.op = op};
+  struct conv_spec s = {.op = op, .math = conv_math_of(node)};
   for (int i = 0; i < 3; i++)
     s.k[i] = s.s[i] = s.d[i] = 1;
   int rc = graph_is_module(node) ? read_module(node, &s, why, whylen)

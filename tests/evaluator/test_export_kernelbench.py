@@ -364,19 +364,25 @@ def test_nvcc_compiles_every_export(exports, tmp_path, capsys):
             assert ok, "%s: %s\n%s" % (name, source.name, log[-3000:])
 
 
-@pytest.mark.parametrize("task", ["89_cumsum.py",
-                                  "82_conv_depthwise_2D_square_input_square_kernel.py",
-                                  "85_conv_depthwise_2D_asymmetric_input_asymmetric_kernel.py"])
-def test_builtin_candidate_compiles_with_nvcc(tmp_path, kernelbench, task):
-    """A builtin candidate (a scan; depthwise convolutions of the pooling family), as the
-    export writes its kernels (its -D options as #defines at the top), compiles with nvcc
-    as it does with NVRTC."""
+@pytest.mark.parametrize("task, knobs", [
+    ("89_cumsum.py", None),
+    ("82_conv_depthwise_2D_square_input_square_kernel.py", None),
+    ("85_conv_depthwise_2D_asymmetric_input_asymmetric_kernel.py", None),
+    ("63_conv_standard_2D__square_input__square_kernel.py", None),
+    ("63_conv_standard_2D__square_input__square_kernel.py", "MODE=tf32_rna"),
+    ("57_conv_transposed_2D__square_input__square_kernel.py", "MODE=tf32_rna")])
+def test_builtin_candidate_compiles_with_nvcc(tmp_path, kernelbench, task, knobs):
+    """A builtin candidate (a scan; depthwise convolutions of the pooling family; dense
+    and transposed ones of the convolution family, strict fp32 and with operands rounded
+    to TF32), as the export writes its kernels (its -D options as #defines at the top),
+    compiles with nvcc as it does with NVRTC."""
     exe = built_binary("opforge")
     if exe is None or not NVCC.is_file():
         pytest.skip("needs the built opforge (propose) and %s" % NVCC)
     run = subprocess.run([str(exe), "propose", str(kernelbench / "level1" / task),
                           "--device", "meta", "--python", sys.executable,
-                          "--evaluator", str(REPO / "gpu" / "evaluator" / "main.py")],
+                          "--evaluator", str(REPO / "gpu" / "evaluator" / "main.py")]
+                         + (["--knobs", knobs] if knobs else []),
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     candidate = json.loads(run.stdout)["candidate"]
@@ -386,6 +392,8 @@ def test_builtin_candidate_compiles_with_nvcc(tmp_path, kernelbench, task):
     source.write_text(defines + candidate["source"])
     ok, log = nvcc(source, tmp_path / "candidate.o")
     assert ok, log[-2000:]
+    if knobs:
+        assert "-D" + knobs.replace("MODE=", "MODE_").upper() + "=1" in candidate["options"]
 
 
 def cuda_torch_or_skip():

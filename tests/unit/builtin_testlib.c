@@ -598,6 +598,8 @@ const char *const emu_cuda_prelude[] = {
     "template <class T> static inline void __stcs(T* p, T v) { *p = v; }",
     "template <class T> static inline void __stwb(T* p, T v) { *p = v; }",
     "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }",
+    "static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }",
+    "static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }",
     "#define __expf(x) expf(x)",
     "#define __logf(x) logf(x)",
     "static inline float __fdividef(float a, float b) { return a / b; }",

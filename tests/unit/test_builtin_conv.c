@@ -131,9 +131,67 @@ static void test_knob_checks(void **state) {
   k = k0;
   snprintf(k.mode, sizeof k.mode, "tf32x3");
   assert_int_equal(f->check(m, &k, why, sizeof why), -1);
-  assert_string_equal(why, "the convolution has no MODE: it is one fp32 SIMT implicit-GEMM "
-                           "kernel");
+  assert_string_equal(why, "the convolution's MODEs are tf32_rna (operands rounded to TF32 as "
+                           "cuDNN rounds them) and none (strict fp32)");
   json_decref(m);
+}
+
+/* The profile's "conv_math" (how eager ran the convolution on the GPU) picks the default
+ * MODE: tf32_rna (rounded operands, -DMODE_TF32_RNA=1) after a TF32 run, strict fp32 after
+ * a strict one, where tf32_rna is refused; a CPU profile says nothing and both are open. */
+static void test_eager_math_picks_the_mode(void **state) {
+  (void)state;
+  if (!need_evaluator()) {
+    skip();
+    return;
+  }
+  const struct builtin_family *f = &builtin_family_conv;
+  json_t *m = case_match("conv2d");
+  assert_true(json_is_null(json_object_get(m, "math")));
+  struct knob_set k;
+  char why[256];
+  f->defaults(m, &k);
+  assert_string_equal(k.mode, "");
+  snprintf(k.mode, sizeof k.mode, "tf32_rna");
+  assert_int_equal(f->check(m, &k, why, sizeof why), 0);
+  json_decref(m);
+
+  /* The same graph as a GPU profile tells it: its one convolution node gets conv_math. */
+  static const char *const maths[] = {"tf32", "fp32"};
+  for (size_t i = 0; i < 2; i++) {
+    json_t *p = evaluator_profile(&g_ev, "conv2d", cases[0].src), *node;
+    assert_non_null(p);
+    size_t n;
+    json_array_foreach(json_object_get(p, "graph"), n, node)
+        if (strcmp(json_string_value(json_object_get(node, "op")), "call_module") == 0)
+            json_object_set_new(node, "conv_math", json_string(maths[i]));
+    json_t *mm = NULL;
+    assert_int_equal(conv_match(p, &mm, why, sizeof why), 1);
+    assert_string_equal(json_string_value(json_object_get(mm, "math")), maths[i]);
+    f->defaults(mm, &k);
+    if (i == 0) {
+      assert_string_equal(k.mode, "tf32_rna");
+      assert_int_equal(f->check(mm, &k, why, sizeof why), 0);
+      json_t *cand = NULL;
+      assert_int_equal(f->generate(mm, &k, &cand, why, sizeof why), 0);
+      json_t *opts = json_object_get(cand, "options"), *o;
+      size_t j;
+      bool rna = false;
+      json_array_foreach(opts, j, o) rna =
+          rna || strcmp(json_string_value(o), "-DMODE_TF32_RNA=1") == 0;
+      assert_true(rna);
+      json_decref(cand);
+    } else {
+      assert_string_equal(k.mode, "");
+      snprintf(k.mode, sizeof k.mode, "tf32_rna");
+      assert_int_equal(f->check(mm, &k, why, sizeof why), -1);
+      assert_string_equal(why, "MODE tf32_rna: eager runs this convolution in strict fp32 on "
+                               "this GPU, so operands rounded to TF32 would fail its accuracy "
+                               "budget");
+    }
+    json_decref(mm);
+    json_decref(p);
+  }
 }
 
 /* The plan of F.conv_transpose1d(x [2, 4, 9], w [4, 3, 3], b [6], stride 2, padding 1,
@@ -182,6 +240,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_and_refusals),
       cmocka_unit_test(test_knob_checks),
+      cmocka_unit_test(test_eager_math_picks_the_mode),
       cmocka_unit_test(test_transposed_plan),
   };
   return cmocka_run_group_tests(tests, builtin_group_setup, builtin_group_teardown);

@@ -494,6 +494,10 @@ static const char *const region_script[] = {
     "        sys.path.insert(0, os.environ['OPFORGE_SOURCE_ROOT'])",
     "        from gpu.evaluator.meta_trace import meta_symbolic_trace",
     "        return meta_symbolic_trace(model, inputs)",
+    "def rna(t):  # rank >= 3 float32 operands to nearest TF32, ties away (conv.cu's ofg_conv_operand)",
+    "    if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.dim() < 3: return t",
+    "    r = ((t.contiguous().view(torch.int32) + 0x1000) & ~0x1fff).view(torch.float32)",
+    "    return torch.where(torch.isfinite(t), r, t)",
     "class Capture(torch.fx.Interpreter):",
     "    def __init__(self, gm, vals):",
     "        super().__init__(gm)",
@@ -547,6 +551,13 @@ static const char *const region_script[] = {
     "        with torch.no_grad():",
     "            rp.run(*[f64(t.clone()) if isinstance(t, torch.Tensor) else t for t in inputs])",
     "        save(phys(rp.out[out], 'output:0'), os.path.join(d, 'expected64.bin'))",
+    "        if r.get('tf32_rna'):  # eager as cuDNN's TF32: float64 sums of rounded operands",
+    "            mr = mod.Model(*mod.get_init_inputs())",
+    "            mr.load_state_dict({k: rna(v) for k, v in state.items()})",
+    "            rr = Replay(trace(mr.double(), [f64(t) for t in inputs]), {k: rna(v) for k, v in vals.items()}, set(r['nodes']))",
+    "            with torch.no_grad():",
+    "                rr.run(*[f64(rna(t.clone())) if isinstance(t, torch.Tensor) else t for t in inputs])",
+    "            save(rr.out[out].float(), os.path.join(d, 'expected.bin'))",
     NULL,
 };
 
@@ -734,6 +745,44 @@ static bool emulated_here(json_t *region) {
   return fam == &builtin_family_attention || fam == &builtin_family_conv;
 }
 
+/* True when region r is one of the convolution family's. */
+static bool emulated_conv(json_t *region) {
+  const struct builtin_family *fam = NULL;
+  json_t *m = NULL;
+  char why[512];
+  if (builtin_match(json_object_get(region, "profile"), &fam, &m, why, sizeof why) != 0)
+    return false;
+  json_decref(m);
+  return fam == &builtin_family_conv;
+}
+
+static json_t *region_candidate(json_t *region, char *summary, size_t len);
+
+/* Emulates convolution region r (the i-th of task's regions, whose directory is dir) once
+ * more in MODE tf32_rna: its run goes to runs and its spec, with "tf32_rna" (the script
+ * then expects the float64 convolution of operands rounded to TF32), to rs. Writes the
+ * candidate to f; takes nothing over. */
+static void add_tf32_run(FILE *f, json_t *r, const char *dir, size_t i, const char *task,
+                         json_t *runs, json_t *rs) {
+  char rdir[1300], result[1400], ns[64], summary[512], what[700];
+  json_t *rna_region = json_pack("{s:O, s:O, s:s}", "family", json_object_get(r, "family"),
+                                 "profile", json_object_get(r, "profile"), "mode", "tf32_rna");
+  json_t *cand = region_candidate(rna_region, summary, sizeof summary);
+  json_t *sub = json_object_get(r, "profile");
+  snprintf(rdir, sizeof rdir, "%s/r%zu_rna", dir, i);
+  snprintf(result, sizeof result, "%s/result.bin", rdir);
+  snprintf(ns, sizeof ns, "c%zu", json_array_size(runs));
+  write_candidate(f, ns, sub, cand, rdir, result);
+  snprintf(what, sizeof what, "%s: %s (tf32_rna)", task, summary);
+  json_array_append_new(runs, json_pack("{s:s, s:s, s:s, s:s, s:s}", "ns", ns, "dir", rdir,
+                                        "result", result, "what", what, "dtype", "float32"));
+  json_array_append_new(rs, json_pack("{s:s, s:O, s:O, s:b}", "dir", rdir, "nodes",
+                                      json_object_get(r, "nodes"), "io", json_object_get(r, "io"),
+                                      "tf32_rna", 1));
+  json_decref(cand);
+  json_decref(rna_region);
+}
+
 /* The candidate of a generated region with its family's default knobs, and the MODE
  * region's "mode" names if any (caller owns). */
 static json_t *region_candidate(json_t *region, char *summary, size_t len) {
@@ -830,6 +879,8 @@ static void test_region_emulation(void **state) {
       json_array_append_new(rs, json_pack("{s:s, s:O, s:O}", "dir", rdir, "nodes",
                                           json_object_get(r, "nodes"), "io",
                                           json_object_get(r, "io")));
+      if (emulated_conv(r))
+        add_tf32_run(f, r, dir, i, small_tasks[t].name, runs, rs);
       json_t *fed = conv_fed_profile(p, r);
       if (fed) {
         json_t *cl_region = json_pack("{s:O, s:O, s:s}", "family", json_object_get(r, "family"),
@@ -918,8 +969,9 @@ static void add_distinct(json_t *cands, json_t *seen, json_t *cand, json_t *matc
   json_decref(key);
 }
 
-/* The defaults of every generated region of profile, and with moves (a seed memory's
- * locals, may be NULL) every move of the region's family that its check accepts. */
+/* The defaults of every generated region of profile (a convolution's in MODE tf32_rna
+ * too), and with moves (a seed memory's locals, may be NULL) every move of the region's
+ * family that its check accepts. */
 static void region_candidates(json_t *profile, const char *name, json_t *locals, json_t *cands,
                               json_t *seen) {
   json_t *regions = regions_of(profile), *r;
@@ -959,6 +1011,13 @@ static void region_candidates(json_t *profile, const char *name, json_t *locals,
     snprintf(tag, sizeof tag, "%s r%zu defaults", name, i);
     add_distinct(cands, seen, cand, m, tag);
     json_decref(cand);
+    if (fam == &builtin_family_conv) { /* the default where eager ran it in TF32 */
+      snprintf(k0.mode, sizeof k0.mode, "tf32_rna");
+      assert_int_equal(fam->generate(m, &k0, &cand, why, sizeof why), 0);
+      snprintf(tag, sizeof tag, "%s r%zu tf32_rna", name, i);
+      add_distinct(cands, seen, cand, m, tag);
+      json_decref(cand);
+    }
     json_decref(m);
   }
   json_decref(regions);

@@ -12,7 +12,10 @@
 // OFG_SD/SH/SW (stride), OFG_PD/PH/PW (padding before), OFG_DD/DH/DW (dilation),
 // OFG_TRANSPOSED, OFG_BIAS.
 // Knobs: BM output channels and BN output positions per block, BK reduction rows per
-// step, TM x TN outputs per thread (4 or 8 each), UNROLL of the step loop, MINB.
+// step, TM x TN outputs per thread (4 or 8 each), UNROLL of the step loop, MINB; MODE
+// tf32_rna rounds both operands to nearest TF32 as they enter shared memory (the bias
+// stays fp32), as cuDNN's TF32 algorithms do: the products of two 11-bit significands
+// are exact in fp32, so the result equals eager's TF32 convolution up to fp32 sums.
 // @OFG_FRAGMENT@
 
 #define OFG_NX (BN / TN)
@@ -35,6 +38,20 @@
 #define OFG_BIAS_PARAM , const float* __restrict__ bias
 #else
 #define OFG_BIAS_PARAM
+#endif
+
+#if defined(MODE_TF32_RNA)
+// v rounded to nearest TF32, ties away from zero (PTX cvt.rna.tf32.f32): half of TF32's
+// last place (bit 12) added to the magnitude's bits, the 13 low mantissa bits dropped.
+// Infinities and NaNs pass unchanged.
+__device__ __forceinline__ float ofg_conv_operand(float v) {
+  const unsigned u = __float_as_uint(v);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return v;
+  return __uint_as_float((u + 0x1000u) & ~0x1fffu);
+}
+#else
+__device__ __forceinline__ float ofg_conv_operand(float v) { return v; }
 #endif
 
 // Where input position o (one spatial dim) reads the input for tap t: the input index, or
@@ -103,7 +120,8 @@ extern "C" __global__ void OFG_CONV_BOUNDS ofg_conv(const float* __restrict__ x,
   for (int k0 = 0; k0 < OFG_KG; k0 += BK) {
     for (int e = tid; e < BM * BK; e += OFG_NT) {
       const int kk = e % BK, mm = e / BK, k = k0 + kk, m = m0 + mm;
-      as[kk][mm] = k < OFG_KG && m < OFG_OCG ? ofg_conv_weight(w, g, m, k) : 0.0f;
+      as[kk][mm] =
+          k < OFG_KG && m < OFG_OCG ? ofg_conv_operand(ofg_conv_weight(w, g, m, k)) : 0.0f;
     }
     for (int r = lr; r < BK; r += OFG_NT / BN) {
       const int k = k0 + r, ci = k / OFG_TAPS, tap = k % OFG_TAPS;
@@ -112,7 +130,8 @@ extern "C" __global__ void OFG_CONV_BOUNDS ofg_conv(const float* __restrict__ x,
       const int ih = ofg_conv_in(oh, kh, OFG_SH, OFG_PH, OFG_DH, OFG_IH);
       const int iw = ofg_conv_in(ow, kw, OFG_SW, OFG_PW, OFG_DW, OFG_IW);
       const bool ok = col_ok && k < OFG_KG && id >= 0 && ih >= 0 && iw >= 0;
-      bs[r][lc] = ok ? OFG_LD(&xb[ci * OFG_ISP + ((i64)id * OFG_IH + ih) * OFG_IW + iw]) : 0.0f;
+      bs[r][lc] = ok ? ofg_conv_operand(OFG_LD(&xb[ci * OFG_ISP + ((i64)id * OFG_IH + ih) * OFG_IW + iw]))
+                     : 0.0f;
     }
     __syncthreads();
 #pragma unroll
