@@ -13,6 +13,7 @@
 
 #include "cli/ablate_report.h"
 #include "cli/args.h"
+#include "cli/candidate_pages.h"
 #include "cli/client.h"
 #include "cli/memory.h"
 
@@ -21,7 +22,6 @@
 #define STEPS_MAX 1000
 #define SECONDS_MAX 86400
 #define POLL_S 0.5
-#define CANDIDATE_PAGE 200
 
 /* One arm: a policy and search settings over the server's defaults, and the published
  * ablation it mirrors. */
@@ -300,29 +300,17 @@ static void submit(struct ablate_run *run, struct ablate_task *t) {
   json_decref(reply);
 }
 
+/* candidate_page_fn: appends a page's items to the array user. */
+static int append_candidate_page(const json_t *items, void *user) {
+  return json_array_extend(user, (json_t *)items) != 0;
+}
+
 /* Every candidate of t (caller owns the array), or NULL after printing. */
 static json_t *fetch_candidates(struct ablate_run *run, const struct ablate_task *t) {
   json_t *all = json_array();
-  long long after = 0;
-  while (all) {
-    char path[CLI_MAX_URL];
-    snprintf(path, sizeof path, "/v1/tasks/%s/candidates?limit=%d&cursor=%lld", t->id,
-             CANDIDATE_PAGE, after);
-    json_t *page = NULL;
-    if (cli_call(run->client, "GET", path, NULL, &page) != 0) {
-      json_decref(all);
-      return NULL;
-    }
-    json_t *items = json_object_get(page, "items");
-    json_array_extend(all, items);
-    const char *next = json_string_value(json_object_get(page, "next_cursor"));
-    long long seq = json_integer_value(json_object_get(json_array_get(items,
-                                                                      json_array_size(items) - 1),
-                                                       "seq"));
-    json_decref(page);
-    if (!next || seq <= after)
-      break;
-    after = seq;
+  if (!all || cli_each_candidate_page(run->client, t->id, append_candidate_page, all) != 0) {
+    json_decref(all);
+    return NULL;
   }
   return all;
 }

@@ -19,6 +19,7 @@
 
 #include "cli/args.h"
 #include "cli/bench_report.h"
+#include "cli/candidate_pages.h"
 #include "cli/client.h"
 #include "cli/memory.h"
 
@@ -32,7 +33,6 @@
 #define POLL_INTERVAL_S 1.0
 #define OUTAGE_MAX_S 60.0        /* how long the server may stay unreachable mid-run */
 #define OUTAGE_MAX_PAUSE_S 8.0   /* the longest pause between polls during an outage */
-#define CANDIDATE_PAGE 200       /* the server's largest candidate page */
 #define LIVE_MAX 512             /* longest live line drawn on a terminal */
 
 /* What the command line asked for. Strings point into argv. */
@@ -552,25 +552,19 @@ static void submit_task(struct bench_run *run, struct bench_task *t) {
 
 /* Reads one task's candidates, a page at a time, until the step of its best is known.
  * Returns 0, or -1 when the server did not answer (printed). */
+/* candidate_page_fn: takes a page into the task's steps_to_best; stops once it is known. */
+static int take_candidate_page(const json_t *items, void *user) {
+  struct bench_result *r = user;
+  bench_result_take_candidates(r, items);
+  return r->steps_to_best >= 0;
+}
+
+/* Sets t's steps_to_best from its candidates (the first correct one as fast as the best).
+ * Returns 0, or -1 after printing. */
 static int fetch_steps_to_best(struct bench_run *run, struct bench_task *t) {
-  long long after = 0;
-  while (bench_result_correct(&t->r) && t->r.steps_to_best < 0) {
-    char suffix[96], path[CLI_MAX_URL];
-    snprintf(suffix, sizeof suffix, "/candidates?limit=%d&cursor=%lld", CANDIDATE_PAGE, after);
-    json_t *page = NULL;
-    if (task_path(t, suffix, path) != 0 || cli_call(run->client, "GET", path, NULL, &page) != 0)
-      return -1;
-    json_t *items = json_object_get(page, "items");
-    json_t *last = json_array_get(items, json_array_size(items) - 1);
-    bench_result_take_candidates(&t->r, items);
-    const char *next = json_string_value(json_object_get(page, "next_cursor"));
-    long long seq = json_integer_value(json_object_get(last, "seq"));
-    json_decref(page);
-    if (!next || seq <= after)
-      break;
-    after = seq;
-  }
-  return 0;
+  if (!bench_result_correct(&t->r) || t->r.steps_to_best >= 0)
+    return 0;
+  return cli_each_candidate_page(run->client, t->r.id, take_candidate_page, &t->r);
 }
 
 /* The times a task's event log gives, and its finished summary. */

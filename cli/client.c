@@ -24,6 +24,8 @@ struct cli_client {
   CURL *easy;                           /* reused so requests share a connection */
   unsigned retry_attempts;
   unsigned retry_first_ms;
+  size_t max_reply;       /* CLI_MAX_REPLY_BYTES or $OPFORGE_MAX_REPLY_BYTES */
+  bool quiet_too_large;   /* cli_request returns CLI_REPLY_TOO_LARGE without a message */
 };
 
 /* A growing byte buffer, always NUL-terminated when data is not NULL. */
@@ -128,6 +130,29 @@ static int load_token(struct cli_client *client, const char *token_file) {
   return 0;
 }
 
+/* The largest reply to accept: $OPFORGE_MAX_REPLY_BYTES when set (4096 to
+ * CLI_MAX_REPLY_BYTES), else CLI_MAX_REPLY_BYTES. Prints why and returns -1 on a bad value. */
+static int max_reply_from_env(size_t *ret_max) {
+  const char *value = getenv("OPFORGE_MAX_REPLY_BYTES");
+  *ret_max = CLI_MAX_REPLY_BYTES;
+  if (!value || !*value)
+    return 0;
+  long long n = 0;
+  if (cli_parse_int("OPFORGE_MAX_REPLY_BYTES", value, &n) != 0)
+    return -1;
+  if (n < 4096 || n > (long long)CLI_MAX_REPLY_BYTES) {
+    fprintf(stderr, "error: OPFORGE_MAX_REPLY_BYTES must be 4096 to %u, got %lld\n",
+            CLI_MAX_REPLY_BYTES, n);
+    return -1;
+  }
+  *ret_max = (size_t)n;
+  return 0;
+}
+
+void cli_client_set_quiet_too_large(struct cli_client *client, bool quiet) {
+  client->quiet_too_large = quiet;
+}
+
 int cli_client_new(const char *server, const char *token_file, struct cli_client **ret_client) {
   if (!server || !*server)
     server = getenv("OPFORGE_SERVER");
@@ -149,7 +174,7 @@ int cli_client_new(const char *server, const char *token_file, struct cli_client
   client->base[len] = '\0';
   client->retry_attempts = 6;
   client->retry_first_ms = 250;
-  if (load_token(client, token_file) != 0) {
+  if (max_reply_from_env(&client->max_reply) != 0 || load_token(client, token_file) != 0) {
     free(client);
     return -1;
   }
@@ -356,7 +381,7 @@ int cli_request(struct cli_client *client, const char *method, const char *path,
     fprintf(stderr, "error: out of memory\n");
     return -1;
   }
-  struct buf reply = {.max = CLI_MAX_REPLY_BYTES};
+  struct buf reply = {.max = client->max_reply};
   CURL *easy = client->easy;
   curl_easy_reset(easy);
   set_common_opts(easy, url, errbuf);
@@ -376,9 +401,11 @@ int cli_request(struct cli_client *client, const char *method, const char *path,
   free(payload);
   int ret = -1;
   json_t *json = NULL;
-  if (rc == CURLE_WRITE_ERROR && reply.len + CURL_MAX_WRITE_SIZE > reply.max)
-    fprintf(stderr, "error: reply from %s exceeds %u bytes\n", url, CLI_MAX_REPLY_BYTES);
-  else if (rc != CURLE_OK)
+  if (rc == CURLE_WRITE_ERROR && reply.len + CURL_MAX_WRITE_SIZE > reply.max) {
+    ret = CLI_REPLY_TOO_LARGE;
+    if (!client->quiet_too_large)
+      fprintf(stderr, "error: reply from %s exceeds %zu bytes\n", url, reply.max);
+  } else if (rc != CURLE_OK)
     print_transport_error(client, rc, errbuf);
   else if (parse_reply(url, status, &reply, &json) == 0)
     ret = 0;
@@ -394,8 +421,9 @@ int cli_call(struct cli_client *client, const char *method, const char *path,
              const json_t *body, json_t **ret_json) {
   long status = 0;
   json_t *json = NULL;
-  if (cli_request(client, method, path, body, &status, &json) != 0)
-    return -1;
+  int rc = cli_request(client, method, path, body, &status, &json);
+  if (rc != 0)
+    return rc;
   if (status < 200 || status > 299) {
     cli_print_server_error(status, json);
     json_decref(json);

@@ -2,6 +2,7 @@
 #ifndef OPFORGE_CLI_CLIENT_H
 #define OPFORGE_CLI_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -9,7 +10,9 @@
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:8080"
 #define CLI_MAX_URL 2048
 #define CLI_MAX_TOKEN 256
-#define CLI_MAX_REPLY_BYTES (64u * 1024u * 1024u) /* a reply larger than this is refused */
+#define CLI_MAX_REPLY_BYTES (64u * 1024u * 1024u) /* a reply larger than this is refused;
+                                                      $OPFORGE_MAX_REPLY_BYTES lowers it */
+#define CLI_REPLY_TOO_LARGE (-2) /* cli_request, cli_call: the reply was over the limit */
 #define CLI_SSE_ID_MAX 128                         /* longest Last-Event-ID kept */
 #define CLI_SSE_MAX_EVENT (4u * 1024u * 1024u)     /* longest line or event data kept */
 
@@ -41,18 +44,26 @@ const char *cli_client_base_url(const struct cli_client *client);
  * connection that delivered events resets the count. Defaults: 6 and 250 ms. */
 void cli_client_set_retry(struct cli_client *client, unsigned attempts, unsigned first_delay_ms);
 
+/* Whether cli_request keeps quiet about a reply over the limit (it still returns
+ * CLI_REPLY_TOO_LARGE): for a caller that asks again for less, such as a paged fetch
+ * that halves its page. Default false. */
+void cli_client_set_quiet_too_large(struct cli_client *client, bool quiet);
+
 /* Sends one request. path starts with '/' and is appended to the base URL as given
  * (escape ids first with cli_escape). body, when not NULL, is sent as JSON and stays the
  * caller's. On an answer of any HTTP status returns 0, sets *ret_status, and sets
  * *ret_json to the parsed reply (the caller's reference; NULL when the reply was empty).
  * When the server cannot be reached, prints `error: cannot reach <url>: <reason>` and
- * returns -1; when the reply is not JSON, prints why and returns -1. */
+ * returns -1; when the reply is not JSON, prints why and returns -1; when it is over the
+ * limit (CLI_MAX_REPLY_BYTES or $OPFORGE_MAX_REPLY_BYTES), prints so unless quiet
+ * (cli_client_set_quiet_too_large) and returns CLI_REPLY_TOO_LARGE. */
 int cli_request(struct cli_client *client, const char *method, const char *path,
                 const json_t *body, long *ret_status, json_t **ret_json);
 
 /* cli_request, and then the common case: returns 0 with *ret_json (the caller's
  * reference, possibly NULL) when the status is 2xx; otherwise prints the server's error
- * with cli_print_server_error and returns -1. */
+ * with cli_print_server_error and returns -1 (cli_request's own failures return its
+ * value). */
 int cli_call(struct cli_client *client, const char *method, const char *path,
              const json_t *body, json_t **ret_json);
 

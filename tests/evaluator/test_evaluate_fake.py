@@ -361,6 +361,20 @@ def test_last_out_of_memory_rerun_takes_the_whole_device(make_ev, ev_module, mon
     assert capsys.readouterr().err.splitlines()[-2:] == [
         "evaluator: evaluate ran out of device memory: rerun 1 of 2 ran out again",
         "evaluator: evaluate ran out of device memory: rerun 2 of 2 (whole device) fit"]
+    # the task's next evaluate starts where the last one fit: one run, the lock held
+    # from its start, every float64 check under the lifted cap, no rerun logged
+    caps.clear(), lock_depths.clear()
+    r = result_of(ev, "rowsum_other_order")
+    assert r["correct"] is True and r["failure"] is None
+    assert lock_depths == [1] and caps and set(caps) == {0.9}
+    assert ev.memory_cap == 0.3 and ev.gpu.depth == 0
+    assert capsys.readouterr().err == ""
+    # loading a task forgets it: the next evaluate tries the slot's share first again
+    ev.load_task({"source": ROWSUM_TASK, "name": "t"})
+    ev.profile({})
+    caps.clear(), lock_depths.clear()
+    result_of(ev, "rowsum_other_order")
+    assert lock_depths == [0, 0, 1] and caps[:2] == [0.3, 0.3]
 
 
 def test_ran_out_of_memory_reads_the_error_and_the_failure_class(ev_module):
