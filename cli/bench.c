@@ -550,8 +550,6 @@ static void submit_task(struct bench_run *run, struct bench_task *t) {
   json_decref(reply);
 }
 
-/* Reads one task's candidates, a page at a time, until the step of its best is known.
- * Returns 0, or -1 when the server did not answer (printed). */
 /* candidate_page_fn: takes a page into the task's steps_to_best; stops once it is known. */
 static int take_candidate_page(const json_t *items, void *user) {
   struct bench_result *r = user;

@@ -113,7 +113,7 @@ class Evaluator:
         self.flush_buf = None
         self.gpu = DeviceLock(None)
         # Set when an evaluate of the loaded task fit only with the whole device; the
-        # task's later evaluates start there (handle, _handle_with_whole_device).
+        # task's later evaluates start there (handle).
         self.needs_whole_device = False
 
     # -- device
@@ -171,41 +171,42 @@ class Evaluator:
         "exit" or "fatal". An evaluate that ran out of device memory runs again after
         this process returned its cached memory and waited (OOM_RETRY_WAITS_S): the
         memory is shared with the other worker slots on the GPU, whose peaks pass; the
-        last rerun takes the whole device (_whole_device). Every request ends by
-        returning this process's idle cache (_return_idle_cache)."""
+        last rerun takes the whole device (_whole_device). Once that last rerun fit, the
+        task's later evaluates run as it did at once (needs_whole_device): the first run
+        and the first rerun would run out again and cost their time and a wait for
+        nothing (on the H200, level-1 L1Norm beside two other norms: 17 s a step). Every
+        request ends by returning this process's idle cache (_return_idle_cache)."""
         if op == "evaluate" and self.needs_whole_device:
-            return self._handle_with_whole_device(req_id, op, args)
-        reply, action = self._handle_once(req_id, op, args)
+            reply, action = self._rerun_lean(req_id, op, args, True,
+                                             "an earlier evaluate of this task fit only in "
+                                             "stream order with the whole device")
+        else:
+            reply, action = self._handle_once(req_id, op, args)
         for attempt, wait_s in enumerate(OOM_RETRY_WAITS_S):
-            if op != "evaluate" or action is not None or not ran_out_of_memory(reply):
+            if (op != "evaluate" or self.needs_whole_device or action is not None
+                    or not ran_out_of_memory(reply)):
                 break
             self._release_memory()
             time.sleep(wait_s)
-            lean = in_stream_order(args)
             last = attempt == len(OOM_RETRY_WAITS_S) - 1
-            with self._whole_device() if last else contextlib.nullcontext():
-                reply, action = self._handle_once(req_id, op, lean)
-            note_stream_rerun(reply, args, lean)
+            reply, action = self._rerun_lean(req_id, op, args, last)
             log_out_of_memory_rerun(attempt + 1, len(OOM_RETRY_WAITS_S), last, reply)
             self.needs_whole_device = last and not ran_out_of_memory(reply)
         if action is None:
             self._return_idle_cache()
         return reply, action
 
-    def _handle_with_whole_device(self, req_id, op, args):
-        """An evaluate of a task whose earlier evaluate fit only in handle's last rerun
-        runs as that rerun did, at once: in stream order, with the whole device
-        (_whole_device). The first run and the first rerun would run out of memory
-        again and cost their time and a wait for nothing (on the H200, level-1 L1Norm
-        beside two other norms: 17 s a step instead of about 6). The reply is the
-        caller's; the flag lasts until the next load_task."""
+    def _rerun_lean(self, req_id, op, args, whole_device, reason=None):
+        """One run of the request with its program in stream order (in_stream_order),
+        inside _whole_device when whole_device; the result's graph.reason says why
+        (note_stream_rerun, its default reason when reason is None)."""
         lean = in_stream_order(args)
-        with self._whole_device():
+        with self._whole_device() if whole_device else contextlib.nullcontext():
             reply, action = self._handle_once(req_id, op, lean)
-        note_stream_rerun(reply, args, lean, "an earlier evaluate of this task fit only "
-                          "in stream order with the whole device")
-        if action is None:
-            self._return_idle_cache()
+        if reason is None:
+            note_stream_rerun(reply, args, lean)
+        else:
+            note_stream_rerun(reply, args, lean, reason)
         return reply, action
 
     def _handle_once(self, req_id, op, args):

@@ -326,7 +326,20 @@ static void test_usage_errors(void **state) {
   }
   assert_int_equal(task_count(), before);
 
+  /* A reply limit under the smallest allowed: refused before anything is sent. */
   struct proc p;
+  const char *limited[] = {"bench", u.file, "--steps", "1", "--out", u.out, "--server", g.base,
+                           NULL};
+  setenv("OPFORGE_MAX_REPLY_BYTES", "4095", 1);
+  int limited_rc = run_cli(&p, limited);
+  unsetenv("OPFORGE_MAX_REPLY_BYTES");
+  assert_int_equal(limited_rc, 2);
+  assert_string_equal(text_str(&p.err),
+                      "error: OPFORGE_MAX_REPLY_BYTES must be 4096 to 67108864, got 4095\n");
+  assert_int_equal(access(u.out, F_OK), -1);
+  assert_int_equal(task_count(), before);
+  proc_clear(&p);
+
   const char *help[] = {"bench", "--help", NULL};
   assert_int_equal(run_cli(&p, help), 0);
   assert_memory_equal(text_str(&p.out), "usage: opforge bench FILES_OR_DIRS... --steps N --out "
