@@ -285,14 +285,30 @@ int export_options_build(const json_t *options, struct export_options *ret, char
 
 /* ---- the head of the file --------------------------------------------------------------- */
 
+/* Writes note as comment lines: each line after "# ", any byte but printable ASCII as
+ * '?'. */
+static void put_note(FILE *f, const char *note) {
+  fputs("# ", f);
+  for (const char *c = note; *c; c++) {
+    if (*c == '\n')
+      fputs("\n# ", f);
+    else
+      fputc(*c >= 0x20 && *c < 0x7f ? *c : '?', f);
+  }
+  fputc('\n', f);
+}
+
 void export_put_head(FILE *f, const json_t *candidate, const char *what, bool program) {
+  const char *note = json_string_value(json_object_get(candidate, "export_note"));
   fputs("# ---- opforge export ", f);
   fputs("-------------------------------------------------------------\n# Candidate ", f);
   export_put_safe(f, json_string_value(json_object_get(candidate, "id")));
   fputs(" of task ", f);
   export_put_safe(f, json_string_value(json_object_get(candidate, "task_id")));
-  fputs(".\n"
-        "# This file goes with the task's reference program, which it does not repeat: exec\n"
+  fputs(".\n", f);
+  if (note)
+    put_note(f, note);
+  fputs("# This file goes with the task's reference program, which it does not repeat: exec\n"
         "# the reference first and this file after it, in the same namespace, as\n"
         "# KernelBench's eval does (exec(reference, context); exec(this file, context)).\n"
         "# ModelNew is then a drop-in for Model: it builds Model(*init_inputs) as self.ref,\n"

@@ -13,11 +13,12 @@
 /* As many steps as the evaluator runs (gpu/evaluator/program.py, MAX_STEPS): a model
  * such as ResNet-101 has over 300 ops, each a library step of its reference program. */
 #define MAX_STEPS 4096
-#define MAX_REGIONS 64
 #define MAX_REGION_ID 999999
 
-/* handlers/export_program_runtime.py, embedded at build time. */
+/* handlers/export_program_runtime.py and handlers/export_stage.cu, embedded at build
+ * time. */
 extern const struct embedded_file opforge_export_runtime[];
+extern const struct embedded_file opforge_export_stage[];
 
 /* One region step, ready to write. Everything is owned. */
 struct region {
@@ -35,7 +36,7 @@ struct region {
 struct program {
   const json_t *profile, *candidate, *steps;
   struct xtensors *ts; /* the profile's inputs, params and outputs */
-  struct region regions[MAX_REGIONS];
+  struct region *regions; /* one per region step, in step order (owned) */
   size_t n_regions;
   bool capture, trace;
 };
@@ -318,13 +319,15 @@ static int check_steps(struct program *p, char *err, size_t errlen) {
                        MAX_STEPS);
   if (read_capture(p, program, err, errlen) != 0)
     return -1;
+  size_t region_steps = 0;
+  json_array_foreach(p->steps, i, step) region_steps += json_object_get(step, "region") != NULL;
+  if (region_steps && !(p->regions = calloc(region_steps, sizeof *p->regions)))
+    return export_fail(err, errlen, "out of memory");
   json_array_foreach(p->steps, i, step) {
     if (json_object_get(step, "library")) {
       if (check_library(p, step, i, err, errlen) != 0)
         return -1;
     } else if (json_object_get(step, "region")) {
-      if (p->n_regions == MAX_REGIONS)
-        return export_fail(err, errlen, "program: more than %d regions", MAX_REGIONS);
       struct region *r = &p->regions[p->n_regions];
       if (build_region(p, step, i, r, err, errlen) != 0) {
         region_clear(r);
@@ -499,7 +502,22 @@ static void put_steps(FILE *f, const struct program *p) {
   fputs("]\n", f);
 }
 
-/* Writes _OFG_REGIONS and _OFG_BINDINGS, the C++ file binding every launcher. */
+/* Writes _OFG_STAGE: the input staging kernel (handlers/export_stage.cu) when the program
+ * is captured, else None. An export that replays no graph stages nothing, so it carries
+ * no such kernel. */
+static void put_stage(FILE *f, const struct program *p) {
+  fputs("# A captured program's input staging: each call copies its inputs into the buffers\n"
+        "# the graph was captured with, in one launch of this kernel (None: not captured).\n"
+        "_OFG_STAGE = ", f);
+  if (p->capture)
+    export_put_py_string(f, opforge_export_stage[0].data, true);
+  else
+    fputs("None", f);
+  fputc('\n', f);
+}
+
+/* Writes _OFG_REGIONS and _OFG_BINDINGS, the C++ file binding every launcher (and the
+ * staging function of a captured program). */
 static void put_regions(FILE *f, const struct program *p) {
   fputs("# Each region: (file name, its kernels, its launcher). The kernels are renamed\n"
         "# r<region>_<name>, so that regions defining the same kernel can be linked together;\n"
@@ -517,11 +535,18 @@ static void put_regions(FILE *f, const struct program *p) {
   for (size_t i = 0; i < p->n_regions; i++)
     fprintf(f, "void %s(std::vector<torch::Tensor> tensors, int64_t stream);\n",
             p->regions[i].launcher);
+  if (p->capture)
+    fputs("void ofg_stage(std::vector<torch::Tensor> dsts, std::vector<torch::Tensor> srcs,\n"
+          "               int64_t stream);\n", f);
   fputs("\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n", f);
   for (size_t i = 0; i < p->n_regions; i++)
     fprintf(f, "  m.def(\"%s\", &%s, \"region %ld's launches, in plan order\");\n",
             p->regions[i].launcher, p->regions[i].launcher, p->regions[i].id);
+  if (p->capture)
+    fputs("  m.def(\"ofg_stage\", &ofg_stage, \"copies the inputs into the captured ones\");\n",
+          f);
   fputs("}\n\"\"\"\n", f);
+  put_stage(f, p);
 }
 
 /* Writes the flags and the head of every region's file. */
@@ -574,13 +599,28 @@ static int put_tables(FILE *f, const struct program *p) {
   return 0;
 }
 
+/* What the head says the file does: its steps, and for a program of library steps only,
+ * what its one kernel is, or that it has none (KernelBench's static checker then refuses
+ * it, rightly). */
+static const char *program_summary(const struct program *p) {
+  if (p->n_regions > 0)
+    return "# It runs the candidate's program: each library step as the reference runs\n"
+           "# it, through the traced graph of self.ref, and each region through its own\n"
+           "# CUDA file and launcher, all built by one torch.utils.cpp_extension.load.\n";
+  if (p->capture)
+    return "# Its steps are all library steps, run as the reference runs them, and captured\n"
+           "# as one CUDA graph: each call copies its inputs into the captured buffers with\n"
+           "# the staging kernel of _OFG_STAGE (built by torch.utils.cpp_extension.load),\n"
+           "# then replays the graph.\n";
+  return "# Its steps are all library steps, run as the reference runs them, in stream\n"
+         "# order: it has no kernel of its own, so KernelBench's static checker refuses it\n"
+         "# (\"Missing __global__ kernel definition\"). generated=true exports the fastest\n"
+         "# correct candidate that runs generated code.\n";
+}
+
 /* Writes the whole file; -1 when out of memory. */
 static int put_program(FILE *f, const struct program *p) {
-  export_put_head(f, p->candidate,
-                  "# It runs the candidate's program: each library step as the reference runs\n"
-                  "# it, through the traced graph of self.ref, and each region through its own\n"
-                  "# CUDA file and launcher, all built by one torch.utils.cpp_extension.load.\n",
-                  true);
+  export_put_head(f, p->candidate, program_summary(p), true);
   fputs(opforge_export_runtime[0].data, f);
   return put_tables(f, p);
 }
@@ -602,6 +642,7 @@ int export_program(const json_t *profile, const json_t *candidate, char **ret_te
     rc = export_text_close(&t, put_program(t.f, p) == 0, ret_text, err, errlen);
   for (size_t i = 0; i < p->n_regions; i++)
     region_clear(&p->regions[i]);
+  free(p->regions);
   free(p->ts);
   free(p);
   return rc;

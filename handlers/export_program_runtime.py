@@ -27,11 +27,11 @@ def _ofg_write(path, text):
 
 
 def _ofg_module(device):
-    """The regions' kernels and launchers for device's architecture (sm_90a for capability
-    9.0, as the evaluator compiled them), built once per process by one
-    torch.utils.cpp_extension.load: one .cu file per region, so that nvcc compiles them in
-    parallel and each region's macros stay in its own file. The name is a hash of the
-    sources and flags, so several exports can coexist."""
+    """The regions' kernels and launchers (and a captured program's staging kernel) for
+    device's architecture (sm_90a for capability 9.0, as the evaluator compiled them),
+    built once per process by one torch.utils.cpp_extension.load: one .cu file per region,
+    so that nvcc compiles them in parallel and each region's macros stay in its own file.
+    The name is a hash of the sources and flags, so several exports can coexist."""
     major, minor = torch.cuda.get_device_capability(device)
     module = _OFG_MODULES.get((major, minor))
     if module is not None:
@@ -41,6 +41,8 @@ def _ofg_module(device):
     files = [("bindings.cpp", _OFG_BINDINGS)] + [
         (name + ".cu", _OFG_TU_HEAD + kernels + launcher)
         for name, kernels, launcher in _OFG_REGIONS]
+    if _OFG_STAGE:
+        files.append(("stage.cu", _OFG_STAGE))
     digest = hashlib.sha256("\0".join([text for _, text in files] + flags)
                             .encode("utf-8")).hexdigest()[:16]
     name = "opforge_" + digest
@@ -222,6 +224,24 @@ class _OfgGraph:
                            % (step, name, node.op))
 
 
+def _ofg_stage_inputs(module, held, inputs, stream):
+    """Copies this call's tensor inputs into held, the captured ones: the dense pairs of
+    one dtype and size in one launch of the staging kernel (_OFG_STAGE) on stream (a raw
+    CUDA stream), any other pair (a strided input, another dtype or device) by copy_."""
+    dsts, srcs = [], []
+    for h, x in zip(held, inputs):
+        if not isinstance(x, torch.Tensor):
+            continue
+        if (x.device == h.device and x.dtype == h.dtype and x.shape == h.shape
+                and x.is_contiguous() and h.is_contiguous()):
+            dsts.append(h)
+            srcs.append(x)
+        else:
+            h.copy_(x)
+    if dsts:
+        module.ofg_stage(dsts, srcs, stream)
+
+
 def _ofg_region(module, launcher, table, env, device, step):
     """Runs a region step: its writes are allocated, its reads checked and made dense,
     each in the order its kernels address it (_OFG_CHANNELS_LAST), and its launcher runs
@@ -252,7 +272,7 @@ class ModelNew(torch.nn.Module):
         # Plain lists, not attributes torch registers: the state stays Model's.
         self._ofg_graph = []
         self._ofg_capture = []
-        if _OFG_REGIONS and torch.cuda.is_available():
+        if (_OFG_REGIONS or _OFG_STAGE) and torch.cuda.is_available():
             _ofg_module(torch.device("cuda", torch.cuda.current_device()))
 
     def _ofg_device(self, inputs):
@@ -297,7 +317,8 @@ class ModelNew(torch.nn.Module):
     def _ofg_replay(self, inputs, device):
         """The program as one CUDA graph, captured on the first call (and again when the
         device or the parameters move): this call's inputs are copied into the captured
-        ones, the graph replays, and the captured outputs are returned."""
+        ones (_ofg_stage_inputs), the graph replays, and the captured outputs are
+        returned."""
         key = (device, tuple(t.data_ptr() for t in self.ref.parameters())
                + tuple(t.data_ptr() for t in self.ref.buffers()))
         if not self._ofg_capture or self._ofg_capture[0][0] != key:
@@ -315,9 +336,8 @@ class ModelNew(torch.nn.Module):
                 outputs = self._ofg_run(static, device)
             self._ofg_capture[:] = [(key, graph, static, outputs)]
         _, graph, static, outputs = self._ofg_capture[0]
-        for held, x in zip(static, inputs):
-            if isinstance(x, torch.Tensor):
-                held.copy_(x)
+        _ofg_stage_inputs(_ofg_module(device), static, inputs,
+                          torch.cuda.current_stream(device).cuda_stream)
         graph.replay()
         return outputs
 

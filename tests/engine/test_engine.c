@@ -65,6 +65,11 @@ static const struct fixture_set fixture_sets[] = {
   /* softmax_b's first two; the name makes the scripted evaluator time library-only
    * programs in turn with eager */
   {"inturn_b", 2, {WRONG, OK(2.5)}},
+  /* library-only programs captured, their replay 1% (graphok) or 5% (graphslow) slower
+   * than stream order; graphok's step 3 within 2% of the reference's 2.0 ms */
+  {"graphok_b", 3, {WRONG, OK(2.5), OK(2.04)}},
+  {"graphslow_b", 2, {WRONG, OK(2.5)}},
+  {"graphfail_b", 2, {WRONG, OK(2.5)}},
 };
 
 static const char REFERENCE[] =
@@ -1809,6 +1814,111 @@ static void test_best_generated_takes_the_fastest_kernel(void **state) {
   es_stop(s);
 }
 
+/* The KernelBench file of task id's best (caller frees the response); 200 expected. */
+static struct http_response *kernelbench_best(struct engine_server *s, const char *id) {
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench", id);
+  struct http_response *r = es_request(s, "GET", path, NULL);
+  if (r->status != 200)
+    print_error("GET %s: %ld %.400s\n", path, r->status, r->body);
+  assert_int_equal(r->status, 200);
+  return r;
+}
+
+/* Asserts that body is the export of candidate cand of task id. */
+static void expect_export_of(const char *body, const char *cand, const char *id) {
+  char header[160];
+  snprintf(header, sizeof header, "# Candidate %s of task %s.", cand, id);
+  if (!strstr(body, header))
+    print_error("want the export of %s:\n%.300s\n", cand, body);
+  assert_non_null(strstr(body, header));
+}
+
+/* GET /best?format=kernelbench of a best that runs library steps only (the reference of
+ * step 0, 2.0 ms), which must still hold a kernel where it can (KernelBench's static
+ * checker refuses a file without one), at the best's speed where it can:
+ * - graphok_b after 2 steps (a kernel at 2.5 ms, 25% slower; the reference's graph replay
+ *   timed 1% slower than stream order): the reference, captured, staging its inputs with
+ *   the kernel of _OFG_STAGE;
+ * - graphok_b after 3 steps (a kernel at 2.04 ms, within 2% of 2.0): that kernel;
+ * - graphslow_b (the replay 5% slower, 2.1 ms on the best's clock; the kernel at 2.5 ms):
+ *   nothing within 2%, so the faster of the two, the captured reference, whose head says
+ *   that no choice with a kernel was within 2%;
+ * - graphfail_b after 1 step (no kernel correct, no replay timed): the reference in stream
+ *   order, with no kernel, as its head says.
+ * Each head names the choice's reason. generated=true still answers the fastest kernel;
+ * pure=true still refuses. */
+static void test_best_kernelbench_of_a_library_only_best(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 0);
+  char *id = submit(s, "graphok_b", "htam+tree", "test", 2, 600);
+  json_decref(wait_final(s, id));
+  json_t *cands = get_all_candidates(s, id);
+  const char *reference = candidate_of_step(cands, 0), *step2 = candidate_of_step(cands, 2);
+  struct http_response *r = kernelbench_best(s, id);
+  expect_export_of(r->body, reference, id);
+  assert_non_null(strstr(r->body, "_OFG_CAPTURE = True\n"));
+  assert_non_null(strstr(r->body, "ofg_stage_kernel<<<"));
+  assert_non_null(strstr(r->body, "# as one CUDA graph: each call copies its inputs"));
+  assert_non_null(strstr(r->body, "# The task's best runs library steps only: this file "
+                                  "replays it as one\n# CUDA graph, whose input staging is "
+                                  "its kernel (the evaluator timed the\n# replay at 2.02 ms "
+                                  "against 2 ms in stream order).\n"));
+  http_response_free(r);
+  char path[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&generated=true", id);
+  r = es_request(s, "GET", path, NULL);
+  assert_int_equal(r->status, 200);
+  expect_export_of(r->body, step2, id);
+  http_response_free(r);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&pure=true", id);
+  expect_best_error(s, path, 409, "not_pure", "pure");
+  json_decref(cands);
+  free(id);
+
+  id = submit(s, "graphok_b", "htam+tree", "test", 3, 600);
+  json_decref(wait_final(s, id));
+  cands = get_all_candidates(s, id);
+  const char *step3 = candidate_of_step(cands, 3);
+  r = kernelbench_best(s, id);
+  expect_export_of(r->body, step3, id);
+  assert_non_null(strstr(r->body, "SCRIPT correct 2.04"));
+  char note[256];
+  snprintf(note, sizeof note, "# The task's best, candidate %s (2 ms), runs library steps "
+           "only;\n# this candidate runs generated code in 2.04 ms, within 2%% of it.\n",
+           candidate_of_step(cands, 0));
+  assert_non_null(strstr(r->body, note));
+  http_response_free(r);
+  json_decref(cands);
+  free(id);
+
+  id = submit(s, "graphslow_b", "htam+tree", "test", 2, 600);
+  json_decref(wait_final(s, id));
+  cands = get_all_candidates(s, id);
+  r = kernelbench_best(s, id);
+  expect_export_of(r->body, candidate_of_step(cands, 0), id);
+  assert_non_null(strstr(r->body, "_OFG_CAPTURE = True\n"));
+  assert_non_null(strstr(r->body, "# replay at 2.1 ms against 2 ms in stream order; no "
+                                  "choice with a kernel was within 2% of the best).\n"));
+  http_response_free(r);
+  json_decref(cands);
+  free(id);
+
+  id = submit(s, "graphfail_b", "htam+tree", "test", 1, 600);
+  json_decref(wait_final(s, id));
+  cands = get_all_candidates(s, id);
+  r = kernelbench_best(s, id);
+  expect_export_of(r->body, candidate_of_step(cands, 0), id);
+  assert_non_null(strstr(r->body, "_OFG_CAPTURE = False\n"));
+  assert_non_null(strstr(r->body, "_OFG_STAGE = None\n"));
+  assert_non_null(strstr(r->body, "it has no kernel of its own, so KernelBench's static "
+                                  "checker refuses it"));
+  http_response_free(r);
+  json_decref(cands);
+  free(id);
+  es_stop(s);
+}
+
 /* GET /best?elementwise=true: softmax_c's steps are correct at 1.2 ms (a trial passed by
  * the float64 accuracy budget only), 1.5 ms (element-wise), 1.1 ms (by the budget only)
  * and 1.3 ms (element-wise on the task's own inputs, the robust randn trial by the
@@ -2382,6 +2492,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_patch_tries_other_directions_before_giving_up, teardown),
     cmocka_unit_test_teardown(test_refused_moves_do_not_use_up_the_retries, teardown),
     cmocka_unit_test_teardown(test_best_generated_takes_the_fastest_kernel, teardown),
+    cmocka_unit_test_teardown(test_best_kernelbench_of_a_library_only_best, teardown),
     cmocka_unit_test_teardown(test_best_elementwise_skips_budget_judged_candidates, teardown),
     cmocka_unit_test_teardown(test_reference_timed_in_turn_with_eager, teardown),
     cmocka_unit_test_teardown(test_builtin_steps_avoid_repeats, teardown),

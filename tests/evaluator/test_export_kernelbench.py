@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 NVCC = Path("/usr/local/cuda/bin/nvcc")
 SINGLE = ["affine", "relu", "softmax", "sgemm"]
 PROGRAMS = ["program_fx", "program_fx_meta", "program_export", "program_two_regions",
-            "program_model"]
+            "program_model", "program_model_graph"]
 FIXTURES = SINGLE + PROGRAMS
 # (atol, rtol) per fixture: relu, affine and the programs' regions do exactly eager's
 # float operations (with __fmul_rn/__fadd_rn, so no FMA contraction), softmax reorders its
@@ -40,7 +40,8 @@ FIXTURES = SINGLE + PROGRAMS
 TOLERANCE = {"affine": (0.0, 0.0), "relu": (0.0, 0.0), "softmax": (1e-9, 1e-5),
              "sgemm": (1e-4, 1e-4), "program_fx": (0.0, 0.0), "program_fx_meta": (0.0, 0.0),
              "program_export": (0.0, 0.0),
-             "program_two_regions": (0.0, 0.0), "program_model": (0.0, 0.0)}
+             "program_two_regions": (0.0, 0.0), "program_model": (0.0, 0.0),
+             "program_model_graph": (0.0, 0.0)}
 SEEDS = range(5)
 
 
@@ -273,13 +274,41 @@ def test_program_steps_reproduce_model_on_cpu(exports, name, monkeypatch):
             "program_two_regions": [
                 ("ofg_r1", [(8, 16, 32, 32), (16, 1, 1), (8, 16, 32, 32)]),
                 ("ofg_r2", [(8, 16, 32, 32), (8, 16, 32, 32)])],
-            "program_model": []}[name]
+            "program_model": [], "program_model_graph": []}[name]
     assert regions.calls == want * 2
     if mod._OFG_REGIONS:
         with pytest.raises(RuntimeError, match="ModelNew runs CUDA kernels: its inputs are on cpu"):
             new(*inputs)
     else:  # the whole model as a library step runs anywhere
         assert torch.equal(new(*inputs), ref(*inputs))
+
+
+class StandInStage:
+    """Records the staging kernel's calls and copies as it would."""
+
+    def __init__(self):
+        self.calls = []
+
+    def ofg_stage(self, dsts, srcs, stream):
+        self.calls.append(([tuple(d.shape) for d in dsts], stream))
+        for d, s in zip(dsts, srcs):
+            d.copy_(s)
+
+
+def test_stage_inputs_takes_dense_pairs_in_one_call(exports):
+    """A captured program stages its inputs: the dense pairs of one dtype and shape in one
+    call of the staging kernel on the given stream, a strided input and one of another
+    dtype by copy_, a scalar argument not at all."""
+    mod = load(exports["program_model_graph"])
+    held = [torch.zeros(4, 4), torch.zeros(4, 4), torch.zeros(6), torch.zeros(3), 7]
+    inputs = [torch.rand(4, 4), torch.rand(8, 4)[::2], torch.rand(6),
+              torch.arange(3, dtype=torch.int64), 7]
+    stage = StandInStage()
+    mod._ofg_stage_inputs(stage, held, inputs, 1234)
+    assert stage.calls == [([(4, 4), (6,)], 1234)]
+    for h, x in zip(held[:4], inputs[:4]):
+        assert torch.equal(h, x.to(h.dtype))
+    assert held[4] == 7
 
 
 def test_program_refuses_a_graph_it_cannot_follow(exports, monkeypatch):
@@ -329,13 +358,19 @@ def test_nvcc_compiles_every_export(exports, tmp_path, capsys):
     own macros (the two regions' #error lines fire on the other's values); the region
     objects of a program link into one library without clashing (their kernels are
     renamed); and, with the torch headers, whole translation units with their launchers
-    compile: one single-kernel export and one program region (each takes about a minute,
-    and load_inline/load below build the others)."""
+    compile: one single-kernel export, one program region and a captured program's
+    staging kernel (each takes about a minute, and load_inline/load below build the
+    others)."""
     if not NVCC.is_file():
         pytest.skip("%s not found: the nvcc compiles are not run" % NVCC)
     jobs, full = [], []
     for name in [n for n in FIXTURES if n in exports and n != "program_model"]:
-        for stem, kernels, unit in cuda_units(load(exports[name])):
+        mod = load(exports[name])
+        if name == "program_model_graph":
+            stage = tmp_path / "stage.cu"
+            stage.write_text(mod._OFG_STAGE)
+            full.append((name, stage, tmp_path / "stage.o"))
+        for stem, kernels, unit in cuda_units(mod):
             source = tmp_path / ("%s_%s.cu" % (name, stem))
             source.write_text(kernels)
             jobs.append((name, source, tmp_path / (source.stem + ".o")))
@@ -443,12 +478,17 @@ def test_load_builds_a_program(exports, tmp_path, monkeypatch):
     ext = mod._ofg_module(torch.device("cuda", 0))
     assert mod._ofg_module(torch.device("cuda", 0)) is ext
     sources = next(tmp_path.glob("opforge_*_sources"))
-    assert sorted(p.name for p in sources.iterdir()) == ["bindings.cpp", "r1.cu", "r2.cu"]
+    assert sorted(p.name for p in sources.iterdir()) == ["bindings.cpp", "r1.cu", "r2.cu",
+                                                         "stage.cu"]
     assert (sources / "r1.cu").read_text().startswith(mod._OFG_TU_HEAD + "// opforge region 1")
     with pytest.raises(RuntimeError, match="ofg_r1: expected 3 tensors, got 1"):
         ext.ofg_r1([torch.zeros(2)], 0)
     with pytest.raises(RuntimeError, match="ofg_r2: expected 2 tensors, got 1"):
         ext.ofg_r2([torch.zeros(2)], 0)
+    with pytest.raises(RuntimeError, match="ofg_stage: 1 destinations for 2 sources"):
+        ext.ofg_stage([torch.zeros(2)], [torch.zeros(2)] * 2, 0)
+    with pytest.raises(RuntimeError, match="ofg_stage: pair 0 is not on one CUDA device"):
+        ext.ofg_stage([torch.zeros(2)], [torch.zeros(2)], 0)
 
 
 # ---- on a GPU -------------------------------------------------------------------------------
@@ -466,6 +506,37 @@ def median_ms(fn, reps=20):
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     return sorted(times)[len(times) // 2]
+
+
+def test_stage_kernel_copies_every_pair_on_cuda(exports):
+    """The staging kernel of a captured program on the GPU: 20 pairs (two launches of at
+    most 16), of odd byte counts, at addresses 16-byte aligned and not, of several dtypes
+    and one empty, each copied exactly and nothing beyond it written."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: torch.cuda.is_available() is False (torch %s)"
+                    % torch.__version__)
+    mod = load(exports["program_model_graph"])
+    device = torch.device("cuda", torch.cuda.current_device())
+    ext = mod._ofg_module(device)
+    gen = torch.Generator(device=device).manual_seed(3)
+    dsts, srcs, guards = [], [], []
+    for i in range(20):
+        n = [0, 1, 15, 16, 17, 4099, 1 << 20][i % 7] + i
+        src_base = torch.randint(0, 255, (n + 2,), dtype=torch.uint8, device=device,
+                                 generator=gen)
+        dst_base = torch.full((n + 2,), 0xA5, dtype=torch.uint8, device=device)
+        offset = i % 2  # odd offsets: byte addresses that no vector load may take
+        src, dst = src_base[offset:offset + n], dst_base[offset:offset + n]
+        if i % 3 == 0 and n % 4 == 0 and offset == 0:
+            src, dst = src.view(torch.float32), dst.view(torch.float32)
+        dsts.append(dst)
+        srcs.append(src)
+        guards.append((dst_base, offset, n))
+    ext.ofg_stage(dsts, srcs, torch.cuda.current_stream(device).cuda_stream)
+    torch.cuda.synchronize(device)
+    for d, s, (base, offset, n) in zip(dsts, srcs, guards):
+        assert torch.equal(d, s)
+        assert torch.all(base[:offset] == 0xA5) and torch.all(base[offset + n:] == 0xA5)
 
 
 @pytest.mark.parametrize("name", FIXTURES)

@@ -622,12 +622,46 @@ static void test_program_graphs(void **state) {
   assert_passes_static_check(text);
   emit_with_reference("program_fx_meta", text, PROGRAM_REFERENCE);
   free(text);
-  /* The whole model: no trace, no region. */
+  /* The whole model: no trace, no region, and in stream order no kernel: the file says
+   * that KernelBench's static checker refuses it. */
   text = export_program_text(PROGRAM_PROFILE_FX, PROGRAM_MODEL, NULL);
   expect_text(text, "_OFG_TRACE = False\n_OFG_CAPTURE = False\n");
   expect_text(text, "_OFG_REGIONS = [\n]\n");
   expect_text(text, "_OFG_STEPS = [\n    (\"model\", \"model\", None),\n]\n");
+  expect_text(text, "_OFG_STAGE = None\n");
+  expect_text(text, "# order: it has no kernel of its own, so KernelBench's static checker "
+                    "refuses it\n");
+  char *code = strip_comments(text);
+  assert_null(strstr(code, "__global__"));
+  assert_null(strstr(code, "ofg_stage_kernel"));
+  free(code);
   emit_with_reference("program_model", text, PROGRAM_REFERENCE);
+  free(text);
+}
+
+/* The whole model captured as one CUDA graph: its one kernel is the input staging
+ * (handlers/export_stage.cu), bound beside no launcher, and the file passes the static
+ * checks. */
+static void test_program_model_captured(void **state) {
+  (void)state;
+  char *text = export_program_text(PROGRAM_PROFILE_FX,
+                                   "{\"graph\":\"auto\",\"steps\":[{\"library\":\"model\"}]}",
+                                   "{\"graph\":{\"used\":\"graph\"}}");
+  expect_text(text, "_OFG_TRACE = False\n_OFG_CAPTURE = True\n");
+  expect_text(text, "_OFG_REGIONS = [\n]\n");
+  expect_text(text, "#include <torch/extension.h>\n\n"
+                    "void ofg_stage(std::vector<torch::Tensor> dsts, "
+                    "std::vector<torch::Tensor> srcs,\n               int64_t stream);\n\n"
+                    "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+                    "  m.def(\"ofg_stage\", &ofg_stage, \"copies the inputs into the captured "
+                    "ones\");\n}\n");
+  expect_text(text, "_OFG_STAGE = \"\"\"// opforge input staging of a captured program");
+  expect_text(text, "__global__ void __launch_bounds__(kOfgStageThreads) "
+                    "ofg_stage_kernel(OfgStageTable table) {\n");
+  expect_text(text, "# as one CUDA graph: each call copies its inputs into the captured "
+                    "buffers with\n");
+  assert_passes_static_check(text);
+  emit_with_reference("program_model_graph", text, PROGRAM_REFERENCE);
   free(text);
 }
 
@@ -657,6 +691,9 @@ static void test_program_two_regions(void **state) {
   expect_text(text, "  m.def(\"ofg_r1\", &ofg_r1, \"region 1's launches, in plan order\");\n"
                     "  m.def(\"ofg_r2\", &ofg_r2, \"region 2's launches, in plan order\");\n");
   expect_text(text, "_OFG_CAPTURE = True\n");
+  /* Captured: the staging function is bound after the launchers. */
+  expect_text(text, "  m.def(\"ofg_r2\", &ofg_r2, \"region 2's launches, in plan order\");\n"
+                    "  m.def(\"ofg_stage\", &ofg_stage, ");
   assert_passes_static_check(text);
   emit_with_reference("program_two_regions", text, PROGRAM_REFERENCE);
   free(text);
@@ -693,6 +730,50 @@ static void test_program_of_300_library_steps(void **state) {
   assert_int_equal(export_kernelbench(profile, c, &text, err, sizeof err), 0);
   expect_text(text, "    (\"library\", \"torch.relu\", \"r299\"),\n]\n");
   expect_text(text, "_OFG_OUTPUT_NODES = [\"r299\"]\n");
+  free(text);
+  json_decref(c);
+  json_decref(profile);
+}
+
+/* A candidate's export_note (why /best chose it) goes into the head as comment lines
+ * after the banner, any byte but printable ASCII as '?'. */
+static void test_export_note_in_head(void **state) {
+  (void)state;
+  json_t *profile = load(PROGRAM_PROFILE_FX), *c = program_candidate(PROGRAM_MODEL, NULL);
+  json_object_set_new(c, "export_note", json_string("first line, 2%\nsecond \xc3\xa9 line"));
+  char *text = NULL, err[256] = "";
+  assert_int_equal(export_kernelbench(profile, c, &text, err, sizeof err), 0);
+  expect_text(text, "# Candidate 7e1f3a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b of task "
+                    "5d0e8c1b-2a3f-4b6c-8d7e-9f0a1b2c3d4e.\n# first line, 2%\n"
+                    "# second ?? line\n# This file goes with");
+  free(text);
+  json_decref(c);
+  json_decref(profile);
+}
+
+/* A program of more regions than ResNet-101's generated programs have (211): PROGRAM_FX
+ * with its region step repeated as regions 3 to 302, each one file and launcher. */
+static void test_program_of_300_regions(void **state) {
+  (void)state;
+  json_t *profile = load(PROGRAM_PROFILE_FX), *c = program_candidate(PROGRAM_FX, NULL);
+  json_t *steps = json_object_get(json_object_get(c, "program"), "steps");
+  const json_t *region = json_array_get(steps, 1);
+  for (int id = 4; id <= 302; id++) {
+    json_t *copy = json_deep_copy(region);
+    json_object_set_new(copy, "region", json_integer(id));
+    assert_int_equal(json_array_insert_new(steps, (size_t)id - 2, copy), 0);
+  }
+  assert_int_equal(json_array_size(steps), 302);
+  char *text = NULL, err[256] = "";
+  assert_int_equal(export_kernelbench(profile, c, &text, err, sizeof err), 0);
+  expect_text(text, "    (\"region\", \"ofg_r302\", [\n");
+  expect_text(text, "    (\"r302\", \"\"\"// opforge region 302 (pointwise: mul, add)");
+  expect_text(text, "  m.def(\"ofg_r302\", &ofg_r302, \"region 302's launches, in plan "
+                    "order\");\n}\n");
+  size_t launchers = 0;
+  for (const char *at = text; (at = strstr(at, "  m.def(\"ofg_r")); at++)
+    launchers++;
+  assert_int_equal(launchers, 300);
   free(text);
   json_decref(c);
   json_decref(profile);
@@ -819,6 +900,9 @@ int main(void) {
     cmocka_unit_test(test_program_layout),
     cmocka_unit_test(test_program_graphs),
     cmocka_unit_test(test_program_two_regions),
+    cmocka_unit_test(test_program_model_captured),
+    cmocka_unit_test(test_program_of_300_regions),
+    cmocka_unit_test(test_export_note_in_head),
     cmocka_unit_test(test_program_refusals),
     cmocka_unit_test(test_rename_kernels),
     cmocka_unit_test(test_library_steps),
