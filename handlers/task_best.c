@@ -219,18 +219,36 @@ static int load_fastest_matching(struct request *req, const char *id,
  * run-to-run noise of a timing on the H200 (docs/architecture.md, "KernelBench export"). */
 #define EXPORT_EQUAL_WITHIN 1.02
 
-/* The graph replay time and stream-order time the evaluator measured for candidate
- * (borrowed), into *ret_graph_ms and *ret_stream_ms; false when it measured either not
- * (no capture, graph false or true). */
-static bool graph_and_stream_ms(const json_t *candidate, double *ret_graph_ms,
-                                double *ret_stream_ms) {
-  const json_t *graph = json_object_get(json_object_get(candidate, "result"), "graph");
+/* The replay's time when the best (borrowed) is captured as one CUDA graph, on the
+ * best's clock (best_ms), into *ret_ms: timed, the best's times the evaluator's graph over
+ * stream-order time; or, when the evaluator could not capture it beside the other worker
+ * slots for lack of device memory (graph.reason), estimated: the best's plus copying the
+ * task's inputs (profile, borrowed) at the profile's copy bandwidth (bytes read and
+ * written a second). *ret_estimated says which. false when neither is known. */
+static bool captured_time_ms(const json_t *best, double best_ms, const json_t *profile,
+                             double *ret_ms, bool *ret_estimated) {
+  const json_t *graph = json_object_get(json_object_get(best, "result"), "graph");
   const json_t *g = json_object_get(graph, "graph_ms"), *s = json_object_get(graph, "stream_ms");
-  if (!json_is_number(g) || !json_is_number(s) || json_number_value(g) <= 0 ||
-      json_number_value(s) <= 0)
+  const char *reason = json_string_value(json_object_get(graph, "reason"));
+  if (best_ms <= 0)
     return false;
-  *ret_graph_ms = json_number_value(g);
-  *ret_stream_ms = json_number_value(s);
+  if (json_is_number(g) && json_is_number(s) && json_number_value(g) > 0 &&
+      json_number_value(s) > 0) {
+    *ret_ms = best_ms * json_number_value(g) / json_number_value(s);
+    *ret_estimated = false;
+    return true;
+  }
+  double bw = json_number_value(
+      json_object_get(json_object_get(profile, "floor_basis"), "copy_bw_Bps"));
+  if (!reason || strncmp(reason, "out of device memory", 20) != 0 || !(bw > 0))
+    return false;
+  double bytes = 0;
+  const json_t *input;
+  size_t i;
+  json_array_foreach(json_object_get(profile, "inputs"), i, input)
+    bytes += json_number_value(json_object_get(input, "bytes"));
+  *ret_ms = best_ms + 2.0 * bytes / bw * 1e3;
+  *ret_estimated = true;
   return true;
 }
 
@@ -251,7 +269,7 @@ static json_t *captured_copy(const json_t *candidate) {
 static bool set_export_note(json_t *candidate, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static bool set_export_note(json_t *candidate, const char *fmt, ...) {
-  char note[512];
+  char note[640];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(note, sizeof note, fmt, ap);
@@ -259,76 +277,96 @@ static bool set_export_note(json_t *candidate, const char *fmt, ...) {
   return json_object_set_new(candidate, "export_note", json_string(note)) == 0;
 }
 
+/* The choices a library-only best's KernelBench file is made from (choose_library_export);
+ * the candidates are borrowed, times in ms on the best's clock, -1 when unknown. */
+struct library_export {
+  const json_t *best, *generated;
+  double best_ms, generated_ms, captured_ms;
+  bool captured_estimated;
+};
+
+/* The chosen candidate (a new reference, with its export_note; NULL when out of memory):
+ * the generated one when within EXPORT_EQUAL_WITHIN of the best, else the captured best
+ * when within it, else the faster of those two. The caller has checked that one exists. */
+static json_t *library_export_choice(const struct library_export *e) {
+  const char *best_id = json_string_value(json_object_get(e->best, "id"));
+  double limit = e->best_ms * EXPORT_EQUAL_WITHIN;
+  bool generated_near = e->generated && e->generated_ms <= limit;
+  bool captured_near = e->captured_ms > 0 && e->captured_ms <= limit;
+  bool take_captured = !generated_near && e->captured_ms > 0 &&
+                       (captured_near || !e->generated || e->captured_ms < e->generated_ms);
+  json_t *choice = take_captured ? captured_copy(e->best) : json_deep_copy(e->generated);
+  bool ok = choice != NULL;
+  if (ok && take_captured)
+    ok = set_export_note(
+        choice,
+        "The task's best, candidate %s (%.4g ms), runs library steps only: this file\n"
+        "replays it as one CUDA graph, whose input staging is its kernel; the replay takes\n"
+        "%.4g ms (%s)%s.",
+        best_id, e->best_ms, e->captured_ms,
+        e->captured_estimated ? "estimated: the evaluator could not capture it beside the "
+                                "other worker slots\nfor lack of device memory; the best's "
+                                "time plus copying the inputs"
+                              : "the evaluator's timing",
+        captured_near ? "" : ";\nno choice with a kernel was within 2% of the best");
+  else if (ok)
+    ok = set_export_note(choice,
+                         "The task's best, candidate %s (%.4g ms), runs library steps only;\n"
+                         "this candidate runs generated code in %.4g ms%s.",
+                         best_id, e->best_ms, e->generated_ms,
+                         generated_near ? ", within 2% of it"
+                                        : ", the fastest correct one with a kernel\n(KernelBench's "
+                                          "static checker refuses a file without one)");
+  if (!ok) {
+    json_decref(choice);
+    return NULL;
+  }
+  return choice;
+}
+
 /* The KernelBench file of a best that runs library steps only (the reference, the whole
  * model, where cuDNN or cuBLAS beat every generated kernel) has no kernel of its own
  * unless it replays a CUDA graph, and KernelBench's static checker refuses a file
- * without one (docs/architecture.md, "KernelBench export"). In *candidate (owned;
- * replaced by the choice, whose export_note says why), the first of: the fastest correct
- * candidate that runs generated code and matches q, when within EXPORT_EQUAL_WITHIN of
- * the best's time; the best captured as one CUDA graph (its input staging is a kernel),
- * when the evaluator timed the replay within EXPORT_EQUAL_WITHIN of stream order; else
- * the faster of those two, slower than the best; else the best as it is, with no kernel.
- * Returns 0, or queues a 5xx and returns -1 (*candidate stays the caller's). */
+ * without one (docs/architecture.md, "KernelBench export"). Unless it replays a graph
+ * already, *candidate (owned) is replaced by library_export_choice from the fastest
+ * correct candidate that runs generated code and matches q, and the best captured
+ * (captured_time_ms); with neither, it stays, with no kernel. Returns 0, or queues a 5xx
+ * and returns -1 (*candidate stays the caller's). */
 static int choose_library_export(struct request *req, const char *id,
                                  const struct best_query *q, json_t **candidate,
                                  enum MHD_Result *ret_result) {
   struct best_query with_code = *q;
-  json_t *best = *candidate, *generated = NULL, *choice = NULL;
-  bool any_generated, measured;
-  double best_ms = correct_time_ms(best), graph_ms = 0, stream_ms = 0, generated_ms = -1;
-  const char *best_id = json_string_value(json_object_get(best, "id"));
-  const json_t *program = json_object_get(best, "program");
-  const json_t *used = json_object_get(json_object_get(json_object_get(best, "result"),
+  json_t *generated = NULL, *profile = NULL;
+  bool any_generated;
+  struct library_export e = {*candidate, NULL, correct_time_ms(*candidate), -1, -1, false};
+  const json_t *used = json_object_get(json_object_get(json_object_get(e.best, "result"),
                                                        "graph"), "used");
-  if (json_is_true(json_object_get(program, "graph")) ||
+  if (json_is_true(json_object_get(json_object_get(e.best, "program"), "graph")) ||
       (json_is_string(used) && strcmp(json_string_value(used), "graph") == 0))
     return 0; /* it replays a graph already: its staging is its kernel */
   with_code.generated = true;
   int rc = find_fastest_matching(req, id, &with_code, &generated, &any_generated);
+  if (rc == STORE_OK)
+    rc = store_task_profile_get(req->app->store, id, &profile);
   if (rc != STORE_OK) {
+    json_decref(generated);
     *ret_result = reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
     return -1;
   }
-  if (generated)
-    generated_ms = correct_time_ms(generated);
-  measured = graph_and_stream_ms(best, &graph_ms, &stream_ms) && best_ms > 0;
-  /* The replay's time on the best's clock: its ratio to stream order, times the best. */
-  double captured_ms = measured ? best_ms * graph_ms / stream_ms : -1;
-  bool ok = true;
-  if (generated && best_ms > 0 && generated_ms <= best_ms * EXPORT_EQUAL_WITHIN) {
-    choice = json_incref(generated);
-    ok = set_export_note(choice,
-                         "The task's best, candidate %s (%.4g ms), runs library steps only;\n"
-                         "this candidate runs generated code in %.4g ms, within 2%% of it.",
-                         best_id, best_ms, generated_ms);
-  } else if (measured && (graph_ms <= stream_ms * EXPORT_EQUAL_WITHIN || !generated ||
-                          captured_ms < generated_ms)) {
-    choice = captured_copy(best);
-    ok = choice && set_export_note(
-                       choice,
-                       "The task's best runs library steps only: this file replays it as one\n"
-                       "CUDA graph, whose input staging is its kernel (the evaluator timed the\n"
-                       "replay at %.4g ms against %.4g ms in stream order%s).",
-                       graph_ms, stream_ms,
-                       graph_ms <= stream_ms * EXPORT_EQUAL_WITHIN
-                           ? ""
-                           : "; no choice with a kernel was within 2% of the best");
-  } else if (generated) {
-    choice = json_incref(generated);
-    ok = set_export_note(choice,
-                         "The task's best, candidate %s (%.4g ms), runs library steps only, and\n"
-                         "KernelBench's static checker refuses a file without a kernel: this is\n"
-                         "the fastest correct candidate with one, in %.4g ms.",
-                         best_id, best_ms, generated_ms);
-  }
+  e.generated = generated;
+  e.generated_ms = generated ? correct_time_ms(generated) : -1;
+  if (!captured_time_ms(e.best, e.best_ms, profile, &e.captured_ms, &e.captured_estimated))
+    e.captured_ms = -1;
+  json_t *choice = generated || e.captured_ms > 0 ? library_export_choice(&e) : NULL;
+  bool failed = (generated || e.captured_ms > 0) && !choice;
   json_decref(generated);
-  if (!ok) {
-    json_decref(choice);
+  json_decref(profile);
+  if (failed) {
     *ret_result = reply_error(req, API_ERR_INTERNAL, NULL, "out of memory");
     return -1;
   }
   if (choice) {
-    json_decref(best);
+    json_decref(*candidate);
     *candidate = choice;
   }
   return 0;

@@ -25,7 +25,9 @@
  * share of the time in "steps_ms", its library steps' in "library_ms" and a graph that
  * was not used. For a name holding "graphok" ("graphslow"), a program of library steps
  * only was captured, and its replay timed 1% (5%) slower than stream order, which it used;
- * those and "graphfail" (no replay timed) have the softmax graph as traced by torch.fx.
+ * for "graphoom", it was not captured for lack of device memory (graph.reason). Those and
+ * "graphfail" (no replay timed) have the softmax graph as traced by torch.fx, a 512 KiB
+ * input and a copy bandwidth of 2.62144e10 B/s.
  *
  * Environment:
  *   SCRIPTED_EVAL_DELAY_MS=n  sleep n ms before answering every evaluate
@@ -79,7 +81,8 @@ static bool fastcudnn; /* its name holds "fastcudnn": the library convolution is
 static bool allfail;  /* it starts with "allfail": its programs are wrong too */
 static bool inturn;   /* its name holds "inturn": library-only programs report eager in turn */
 static double graph_ratio; /* "graphok" 1.01, "graphslow" 1.05: graph_ms over stream_ms;
-                              "graphfail" -1: no replay timed; else 0 (no traced graph) */
+                              "graphfail" -1: no replay timed; "graphoom" -2: not captured
+                              for lack of memory; else 0 (no traced graph) */
 static bool slowref;  /* its name holds "slowref": programs node by node take 2.6 ms, the
                          whole model as one library step 2.0 ms (eager's time) */
 static bool timed;    /* its name holds "timed": a source without a SCRIPT directive is
@@ -270,6 +273,10 @@ static json_t *profile_result(void) {
     json_t *p = profile_result_basic();
     json_object_set_new(p, "graph", softmax_graph());
     json_object_set_new(p, "graph_source", json_string("fx"));
+    /* copying the 512 KiB input: 2 * 524288 B / 2.62144e10 B/s = 0.04 ms */
+    json_object_set_new(json_array_get(json_object_get(p, "inputs"), 0), "bytes",
+                        json_integer(524288));
+    json_object_set_new(p, "floor_basis", json_pack("{s:f}", "copy_bw_Bps", 2.62144e10));
     return p;
   }
   return profile_result_basic();
@@ -394,6 +401,13 @@ static json_t *evaluate(json_t *req, json_int_t id) {
                           json_pack("{s:O, s:b, s:s, s:n}", "mode",
                                     json_object_get(program, "graph"), "captured", 0, "used",
                                     "stream", "reason"));
+      if (graph_ratio == -2 && library == n)
+        json_object_set_new(result, "graph",
+                            json_pack("{s:O, s:b, s:s, s:s}", "mode",
+                                      json_object_get(program, "graph"), "captured", 0, "used",
+                                      "stream", "reason",
+                                      "out of device memory with the graph captured: rerun "
+                                      "in stream order"));
       if (graph_ratio > 0 && library == n)
         json_object_set_new(result, "graph",
                             json_pack("{s:O, s:b, s:s, s:n, s:f, s:f}", "mode",
@@ -469,6 +483,7 @@ static json_t *answer(json_t *req, bool *ret_bye) {
     graph_ratio = name && strstr(name, "graphok")     ? 1.01
                   : name && strstr(name, "graphslow") ? 1.05
                   : name && strstr(name, "graphfail") ? -1
+                  : name && strstr(name, "graphoom")  ? -2
                                                       : 0;
     timed = name && strstr(name, "timed") != NULL;
     return json_pack("{s:I, s:b, s:{s:b, s:{s:[], s:{}}}}", "id", id, "ok", 1, "result",
