@@ -1830,8 +1830,9 @@ static struct http_response *kernelbench_best(struct engine_server *s, const cha
 static void expect_export_of(const char *body, const char *cand, const char *id) {
   char header[160];
   snprintf(header, sizeof header, "# Candidate %s of task %s.", cand, id);
+  assert_non_null(body);
   if (!strstr(body, header))
-    print_error("want the export of %s:\n%.300s\n", cand, body);
+    print_error("want the export of %s:\n%.300s\n", cand, body ? body : "");
   assert_non_null(strstr(body, header));
 }
 
