@@ -1815,25 +1815,60 @@ static void test_best_generated_takes_the_fastest_kernel(void **state) {
   es_stop(s);
 }
 
-/* The KernelBench file of task id's best (caller frees the response); 200 expected. */
-static struct http_response *kernelbench_best(struct engine_server *s, const char *id) {
-  char path[160];
-  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench", id);
+/* A finished task and its KernelBench file of /best (library_export_run). */
+struct library_run {
+  char *id;
+  json_t *cands;
+  char *body;
+};
+
+/* Asserts that body, the export of fixture set name's task, holds need, with "@REF@" in it
+ * replaced by reference (the reference's candidate id). */
+static void expect_in_export(const char *name, const char *body, const char *need,
+                             const char *reference) {
+  char text[512];
+  const char *at = strstr(need, "@REF@");
+  if (at && reference) {
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - need), need, reference, at + 5);
+    need = text;
+  }
+  if (!strstr(body, need))
+    print_error("%s: missing from the export:\n%s\n--- the export's head:\n%.600s\n", name,
+                need, body);
+  assert_non_null(strstr(body, need));
+}
+
+/* Runs fixture set name for steps steps on s, then GETs /best?format=kernelbench (200
+ * expected) and asserts that the file is the export of the candidate of step want_step,
+ * holding every one of the NULL-terminated texts in want (expect_in_export). The caller
+ * frees with library_run_free. */
+static struct library_run library_export_run(struct engine_server *s, const char *name,
+                                             int steps, long long want_step,
+                                             const char *const *want) {
+  struct library_run run = {submit(s, name, "htam+tree", "test", steps, 600), NULL, NULL};
+  json_decref(wait_final(s, run.id));
+  run.cands = get_all_candidates(s, run.id);
+  char path[160], header[160];
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench", run.id);
   struct http_response *r = es_request(s, "GET", path, NULL);
   if (r->status != 200)
     print_error("GET %s: %ld %.400s\n", path, r->status, r->body);
   assert_int_equal(r->status, 200);
-  return r;
+  assert_non_null(r->body);
+  run.body = strdup(r->body);
+  http_response_free(r);
+  snprintf(header, sizeof header, "# Candidate %s of task %s.",
+           candidate_of_step(run.cands, want_step), run.id);
+  expect_in_export(name, run.body, header, NULL);
+  for (size_t i = 0; want[i]; i++)
+    expect_in_export(name, run.body, want[i], candidate_of_step(run.cands, 0));
+  return run;
 }
 
-/* Asserts that body is the export of candidate cand of task id. */
-static void expect_export_of(const char *body, const char *cand, const char *id) {
-  char header[160];
-  snprintf(header, sizeof header, "# Candidate %s of task %s.", cand, id);
-  assert_non_null(body);
-  if (!strstr(body, header))
-    print_error("want the export of %s:\n%.300s\n", cand, body ? body : "");
-  assert_non_null(strstr(body, header));
+static void library_run_free(struct library_run *run) {
+  free(run->id);
+  json_decref(run->cands);
+  free(run->body);
 }
 
 /* GET /best?format=kernelbench of a best that runs library steps only (the reference of
@@ -1856,84 +1891,56 @@ static void expect_export_of(const char *body, const char *cand, const char *id)
 static void test_best_kernelbench_of_a_library_only_best(void **state) {
   (void)state;
   struct engine_server *s = es_start("0", 0);
-  char *id = submit(s, "graphok_b", "htam+tree", "test", 2, 600);
-  json_decref(wait_final(s, id));
-  json_t *cands = get_all_candidates(s, id);
-  const char *reference = candidate_of_step(cands, 0), *step2 = candidate_of_step(cands, 2);
-  struct http_response *r = kernelbench_best(s, id);
-  expect_export_of(r->body, reference, id);
-  assert_non_null(strstr(r->body, "_OFG_CAPTURE = True\n"));
-  assert_non_null(strstr(r->body, "ofg_stage_kernel<<<"));
-  assert_non_null(strstr(r->body, "# as one CUDA graph: each call copies its inputs"));
-  char note[400];
-  snprintf(note, sizeof note, "# The task's best, candidate %s (2 ms), runs library steps "
-           "only: this file\n# replays it as one CUDA graph, whose input staging is its "
-           "kernel; the replay takes\n# 2.02 ms (the evaluator's timing).\n", reference);
-  assert_non_null(strstr(r->body, note));
-  http_response_free(r);
+  static const char *const captured[] = {
+      "_OFG_CAPTURE = True\n", "ofg_stage_kernel<<<",
+      "# as one CUDA graph: each call copies its inputs",
+      "# The task's best, candidate @REF@ (2 ms), runs library steps only: this file\n# replays "
+      "it as one CUDA graph, whose input staging is its kernel; the replay takes\n# 2.02 ms "
+      "(the evaluator's timing).\n",
+      NULL};
+  struct library_run run = library_export_run(s, "graphok_b", 2, 0, captured);
   char path[160];
-  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&generated=true", id);
-  r = es_request(s, "GET", path, NULL);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&generated=true", run.id);
+  struct http_response *r = es_request(s, "GET", path, NULL);
   assert_int_equal(r->status, 200);
-  expect_export_of(r->body, step2, id);
+  char header[160];
+  snprintf(header, sizeof header, "# Candidate %s of task %s.",
+           candidate_of_step(run.cands, 2), run.id);
+  assert_non_null(strstr(r->body, header));
   http_response_free(r);
-  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&pure=true", id);
+  snprintf(path, sizeof path, "/v1/tasks/%s/best?format=kernelbench&pure=true", run.id);
   expect_best_error(s, path, 409, "not_pure", "pure");
-  json_decref(cands);
-  free(id);
+  library_run_free(&run);
 
-  id = submit(s, "graphok_b", "htam+tree", "test", 3, 600);
-  json_decref(wait_final(s, id));
-  cands = get_all_candidates(s, id);
-  const char *step3 = candidate_of_step(cands, 3);
-  r = kernelbench_best(s, id);
-  expect_export_of(r->body, step3, id);
-  assert_non_null(strstr(r->body, "SCRIPT correct 2.04"));
-  snprintf(note, sizeof note, "# The task's best, candidate %s (2 ms), runs library steps "
-           "only;\n# this candidate runs generated code in 2.04 ms, within 2%% of it.\n",
-           candidate_of_step(cands, 0));
-  assert_non_null(strstr(r->body, note));
-  http_response_free(r);
-  json_decref(cands);
-  free(id);
+  static const char *const near[] = {
+      "SCRIPT correct 2.04",
+      "# The task's best, candidate @REF@ (2 ms), runs library steps only;\n# this candidate "
+      "runs generated code in 2.04 ms, within 2% of it.\n",
+      NULL};
+  run = library_export_run(s, "graphok_b", 3, 3, near);
+  library_run_free(&run);
 
-  id = submit(s, "graphslow_b", "htam+tree", "test", 2, 600);
-  json_decref(wait_final(s, id));
-  cands = get_all_candidates(s, id);
-  r = kernelbench_best(s, id);
-  expect_export_of(r->body, candidate_of_step(cands, 0), id);
-  assert_non_null(strstr(r->body, "_OFG_CAPTURE = True\n"));
-  assert_non_null(strstr(r->body, "# 2.1 ms (the evaluator's timing);\n# no choice with a "
-                                  "kernel was within 2% of the best.\n"));
-  http_response_free(r);
-  json_decref(cands);
-  free(id);
+  static const char *const slower[] = {
+      "_OFG_CAPTURE = True\n",
+      "# 2.1 ms (the evaluator's timing);\n# no choice with a kernel was within 2% of the "
+      "best.\n",
+      NULL};
+  run = library_export_run(s, "graphslow_b", 2, 0, slower);
+  library_run_free(&run);
 
-  id = submit(s, "graphoom_b", "htam+tree", "test", 2, 600);
-  json_decref(wait_final(s, id));
-  cands = get_all_candidates(s, id);
-  r = kernelbench_best(s, id);
-  expect_export_of(r->body, candidate_of_step(cands, 0), id);
-  assert_non_null(strstr(r->body, "_OFG_CAPTURE = True\n"));
-  assert_non_null(strstr(r->body, "# 2.04 ms (estimated: the evaluator could not capture it "
-                                  "beside the other worker slots\n# for lack of device "
-                                  "memory; the best's time plus copying the inputs).\n"));
-  http_response_free(r);
-  json_decref(cands);
-  free(id);
+  static const char *const estimated[] = {
+      "_OFG_CAPTURE = True\n",
+      "# 2.04 ms (estimated: the evaluator could not capture it beside the other worker "
+      "slots\n# for lack of device memory; the best's time plus copying the inputs).\n",
+      NULL};
+  run = library_export_run(s, "graphoom_b", 2, 0, estimated);
+  library_run_free(&run);
 
-  id = submit(s, "graphfail_b", "htam+tree", "test", 1, 600);
-  json_decref(wait_final(s, id));
-  cands = get_all_candidates(s, id);
-  r = kernelbench_best(s, id);
-  expect_export_of(r->body, candidate_of_step(cands, 0), id);
-  assert_non_null(strstr(r->body, "_OFG_CAPTURE = False\n"));
-  assert_non_null(strstr(r->body, "_OFG_STAGE = None\n"));
-  assert_non_null(strstr(r->body, "it has no kernel of its own, so KernelBench's static "
-                                  "checker refuses it"));
-  http_response_free(r);
-  json_decref(cands);
-  free(id);
+  static const char *const none[] = {
+      "_OFG_CAPTURE = False\n", "_OFG_STAGE = None\n",
+      "it has no kernel of its own, so KernelBench's static checker refuses it", NULL};
+  run = library_export_run(s, "graphfail_b", 1, 0, none);
+  library_run_free(&run);
   es_stop(s);
 }
 
