@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/log.h"
+#include "engine/budget.h"
 #include "engine/loop_internal.h"
 #include "engine/program.h"
 #include "engine/store_failures.h"
@@ -390,9 +390,13 @@ static enum loop_result run_steps(struct task_run *run) {
       return store_failed(run, rc);
     note_committed(run);
   }
+  /* This run's load, profile and reference count in the time budget. */
+  run->elapsed_s += budget_now_s() - run->started_s;
   snprintf(run->stop_reason, sizeof run->stop_reason, "budget");
   int idle = 0, down = 0;
-  while (run->step < run->budget_steps && run->elapsed_s < run->budget_s) {
+  while (run->step < run->budget_steps &&
+         budget_time_allows_step(run->elapsed_s, run->budget_s, run->steps_s,
+                                 run->steps_timed)) {
     if (!between_steps(run, &ret))
       return ret;
     if (llm_budget_spent(run)) {
@@ -431,7 +435,8 @@ static enum loop_result run_steps(struct task_run *run) {
 }
 
 enum loop_result loop_run_task(const struct loop_env *env, const char *task_id) {
-  struct task_run run = {.env = env, .id = task_id, .best_library_ms = -1, .best_graph = -1};
+  struct task_run run = {.env = env, .id = task_id, .best_library_ms = -1, .best_graph = -1,
+                         .started_s = budget_now_s()};
   enum loop_result result = LOOP_STORE_ERROR;
   if (env->evaluator->set_current_task)
     env->evaluator->set_current_task(env->evaluator->self, task_id);

@@ -37,7 +37,11 @@ struct task_run {
   int budget_steps;
   double budget_s;
   int step;                     /* steps committed */
-  double elapsed_s;             /* wall time of the steps so far, across restarts */
+  double elapsed_s;             /* wall time of the task so far, across restarts: each
+                                   run's load, profile and reference, and the steps */
+  double started_s;             /* now_s() when this run of the task began */
+  double steps_s;               /* wall time of this run's committed steps */
+  int steps_timed;              /* how many they are */
   int correct;
   double best_speedup, best_ms;
   char best_candidate[40];

@@ -3,24 +3,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/outcome.h"
 #include "base/sha256.h"
+#include "engine/budget.h"
 #include "engine/loop_internal.h"
 #include "engine/memory_view.h"
 #include "engine/program.h"
 #include "store/candidates.h"
 #include "store/memory.h"
 #include "store/steps.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static const char *step_name(enum tree_step kind) {
   return kind == TREE_STEP_SMALL ? "small" : kind == TREE_STEP_LARGE ? "large" : "root";
@@ -303,7 +297,10 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
   if (rc == STORE_OK) {
     count(run, &o, candidate, result, id);
     loop_note_library_first(run, ctx, candidate, result, o.correct);
-    run->elapsed_s += now_s() - started;
+    double took = budget_now_s() - started;
+    run->elapsed_s += took;
+    run->steps_s += took;
+    run->steps_timed++;
     rc = commit_step(run, choice, ctx, &o, candidate, child, r, &skill.update);
   }
   if (rc == STORE_OK && skill.result.outcome == SKILL_OUTCOME_ADDED)
@@ -324,7 +321,7 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
 }
 
 enum step_result loop_step(struct task_run *run, int attempt) {
-  double started = now_s();
+  double started = budget_now_s();
   struct memory_view memory;
   if (load_memory(run, &memory) != 0)
     return STEP_STORE_ERROR;
