@@ -620,7 +620,12 @@ static const char *program_summary(const struct program *p) {
 
 /* Writes the whole file; -1 when out of memory. */
 static int put_program(FILE *f, const struct program *p) {
-  export_put_head(f, p->candidate, program_summary(p), true);
+  static const char captured_outputs[] =
+      "# Captured, its outputs are the graph's own buffers, which the next call\n"
+      "# overwrites (as torch.compile's CUDA graphs do): clone an output to keep it.\n";
+  char what[1024];
+  snprintf(what, sizeof what, "%s%s", program_summary(p), p->capture ? captured_outputs : "");
+  export_put_head(f, p->candidate, what, true);
   fputs(opforge_export_runtime[0].data, f);
   return put_tables(f, p);
 }

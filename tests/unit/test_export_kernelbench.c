@@ -629,6 +629,7 @@ static void test_program_graphs(void **state) {
   expect_text(text, "_OFG_REGIONS = [\n]\n");
   expect_text(text, "_OFG_STEPS = [\n    (\"model\", \"model\", None),\n]\n");
   expect_text(text, "_OFG_STAGE = None\n");
+  assert_null(strstr(text, "# Captured, its outputs"));
   expect_text(text, "# order: it has no kernel of its own, so KernelBench's static checker "
                     "refuses it\n");
   char *code = strip_comments(text);
@@ -660,6 +661,9 @@ static void test_program_model_captured(void **state) {
                     "ofg_stage_kernel(OfgStageTable table) {\n");
   expect_text(text, "# as one CUDA graph: each call copies its inputs into the captured "
                     "buffers with\n");
+  expect_text(text, "# then replays the graph.\n# Captured, its outputs are the graph's own "
+                    "buffers, which the next call\n# overwrites (as torch.compile's CUDA "
+                    "graphs do): clone an output to keep it.\nimport hashlib\n");
   assert_passes_static_check(text);
   emit_with_reference("program_model_graph", text, PROGRAM_REFERENCE);
   free(text);
