@@ -39,7 +39,7 @@ struct task_run {
   int step;                     /* steps committed */
   double elapsed_s;             /* wall time of the task so far, across restarts: each
                                    run's load, profile and reference, and the steps */
-  double started_s;             /* now_s() when this run of the task began */
+  double started_s;             /* budget_now_s() when this run of the task began */
   double steps_s;               /* wall time of this run's committed steps */
   int steps_timed;              /* how many they are */
   int correct;

@@ -219,6 +219,10 @@ static int load_fastest_matching(struct request *req, const char *id,
  * run-to-run noise of a timing on the H200 (docs/architecture.md, "KernelBench export"). */
 #define EXPORT_EQUAL_WITHIN 1.02
 
+/* How graph.reason begins when the evaluator ran a program in stream order because its
+ * capture ran out of device memory (gpu/evaluator/evaluator.py, note_stream_rerun). */
+#define REASON_OUT_OF_MEMORY "out of device memory"
+
 /* The replay's time when the best (borrowed) is captured as one CUDA graph, on the
  * best's clock (best_ms), into *ret_ms: timed, the best's times the evaluator's graph over
  * stream-order time; or, when the evaluator could not capture it beside the other worker
@@ -240,7 +244,8 @@ static bool captured_time_ms(const json_t *best, double best_ms, const json_t *p
   }
   double bw = json_number_value(
       json_object_get(json_object_get(profile, "floor_basis"), "copy_bw_Bps"));
-  if (!reason || strncmp(reason, "out of device memory", 20) != 0 || !(bw > 0))
+  if (!reason || strncmp(reason, REASON_OUT_OF_MEMORY, strlen(REASON_OUT_OF_MEMORY)) != 0 ||
+      !(bw > 0))
     return false;
   double bytes = 0;
   const json_t *input;

@@ -56,6 +56,8 @@ def in_stream_order(args):
     return dict(args, candidate=dict(cand, program=dict(program, graph="false")))
 
 
+# handlers/task_best.c (REASON_OUT_OF_MEMORY) reads a graph.reason that begins "out of
+# device memory" as a capture that did not fit beside the other worker slots.
 def note_stream_rerun(reply, args, lean,
                       reason="out of device memory with the graph captured: rerun in "
                              "stream order"):
