@@ -3,6 +3,8 @@
 #include "cli/profile.h"
 #include "cli/args.h"
 #include "cli/client.h"
+#include "cli/sandbox_opts.h"
+#include "gpu/sandbox.h"
 #include "gpu/supervisor.h"
 
 #include <errno.h>
@@ -35,6 +37,7 @@ static void usage(FILE *out) {
         "                    load_task, 600 for profile)\n"
         "  --help            show this text\n",
         out);
+  cli_sandbox_usage(out);
 }
 
 enum { OPT_DEVICE = 256, OPT_PYTHON, OPT_EVALUATOR, OPT_LIB, OPT_SEED, OPT_PRECISION,
@@ -49,6 +52,7 @@ static const struct option long_opts[] = {
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"help", no_argument, NULL, OPT_HELP},
+    CLI_SANDBOX_LONG_OPTS,
     {NULL, 0, NULL, 0},
 };
 
@@ -67,6 +71,8 @@ static bool device_ok(const char *d) {
  * printing why. */
 static int apply_opt(void *opts, int c, const char *arg) {
   struct profile_opts *o = opts;
+  if (cli_sandbox_is_option(c))
+    return cli_sandbox_apply(&o->sandbox, c, arg);
   switch (c) {
   case OPT_DEVICE:
     o->device = arg;
@@ -226,6 +232,8 @@ static int make_config(const struct profile_opts *o, struct supervisor_config *c
 
 int cli_profile_main(int argc, char **argv) {
   struct profile_opts o = {.precision = "fp32", .seed = 42};
+  if (cli_sandbox_settings(&o.sandbox) != 0)
+    return CLI_EXIT_USAGE;
   int rc = cli_parse_file_args(argc, argv, &profile_options, &o, &o.file);
   if (rc >= 0)
     return rc;
@@ -250,11 +258,15 @@ int cli_profile_run(const struct profile_opts *opts, json_t **ret_profile) {
   struct supervisor_config cfg;
   char *owned[3] = {NULL, NULL, NULL};
   struct supervisor *sv = NULL;
+  struct sandbox *sandbox = NULL;
   char err[1024];
   rc = CLI_EXIT_FAIL;
   if (!args)
     fprintf(stderr, "error: out of memory\n");
-  else if (make_config(&o, &cfg, owned) == 0) {
+  else if (make_config(&o, &cfg, owned) == 0 &&
+           cli_sandbox_prepare(&o.sandbox, cfg.python, cfg.evaluator_path, cfg.gpu_lib_path,
+                               &sandbox) == 0) {
+    cfg.sandbox = sandbox;
     if (supervisor_start(&cfg, &sv, err, sizeof err) != 0)
       fprintf(stderr, "error: start: the evaluator did not start: %s\n", err);
   }
@@ -270,6 +282,7 @@ int cli_profile_run(const struct profile_opts *opts, json_t **ret_profile) {
     rc = CLI_EXIT_OK;
   }
   supervisor_free(sv);
+  sandbox_free(sandbox);  /* after the supervisor, which borrows it */
   watch_interrupts(NULL);
   json_decref(args);
   for (int i = 0; i < 3; i++)

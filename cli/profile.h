@@ -3,14 +3,17 @@
 #define OPFORGE_CLI_PROFILE_H
 
 /* `opforge profile FILE.py [--device cpu|meta|N] [--python PATH] [--evaluator PATH]
- * [--lib PATH] [--seed N] [--precision P] [--timeout S]`: argv[0] is "profile". Starts
- * one evaluator through the supervisor, runs load_task and profile, and prints the
+ * [--lib PATH] [--seed N] [--precision P] [--timeout S] [--sandbox MODE ...]`: argv[0]
+ * is "profile". Starts one evaluator through the supervisor, in the evaluator's sandbox
+ * (gpu/sandbox.h) unless --sandbox none, runs load_task and profile, and prints the
  * profile as indented JSON on stdout. Returns the exit status: 0 printed; 1 the evaluator
  * could not start or a stage failed (`error: <stage>/<class>: <message>` and the
  * traceback on stderr); 2 bad usage or an unreadable file. */
 int cli_profile_main(int argc, char **argv);
 
 #include <jansson.h>
+
+#include "gpu/sandbox.h"
 
 /* What to profile and how; strings are borrowed. */
 struct profile_opts {
@@ -22,6 +25,7 @@ struct profile_opts {
   const char *precision;  /* "fp32" */
   long long seed;         /* 42 */
   long long timeout_s;    /* 0: the supervisor's deadlines */
+  struct sandbox_settings sandbox; /* --sandbox and its kin (cli/sandbox_opts.h) */
 };
 
 /* Profiles o->file in one supervised evaluator. Returns 0 with *ret_profile (caller

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/client.h"
 #include "cli/profile.h"
+#include "cli/sandbox_opts.h"
 #include "proposers/builtin/propose.h"
 #include "base/embedded.h"
 
@@ -29,6 +30,7 @@ static const struct option long_opts[] = {
   {"device", required_argument, NULL, OPT_DEVICE},
   {"python", required_argument, NULL, OPT_PYTHON},
   {"evaluator", required_argument, NULL, OPT_EVALUATOR},
+  CLI_SANDBOX_LONG_OPTS,
   {NULL, 0, NULL, 0},
 };
 
@@ -39,10 +41,13 @@ static void usage(FILE *out) {
                "program, after the knob move of seed-memory strategy NAME. --knobs starts\n"
                "from the family defaults with the listed knobs set (for example\n"
                "BM=128,BN=64,MODE=tf32x3), as a parent candidate's options would.\n");
+  cli_sandbox_usage(out);
 }
 
 static int apply_opt(void *opts, int code, const char *arg) {
   struct propose_opts *o = opts;
+  if (cli_sandbox_is_option(code))
+    return cli_sandbox_apply(&o->profile.sandbox, code, arg);
   switch (code) {
   case OPT_STRATEGY: o->strategy = arg; return 0;
   case OPT_KNOBS: o->knobs = arg; return 0;
@@ -98,6 +103,8 @@ static json_t *knob_list_options(const char *list) {
 
 int cli_propose_main(int argc, char **argv) {
   struct propose_opts o = {.profile = {.precision = "fp32", .seed = 42, .device = "cpu"}};
+  if (cli_sandbox_settings(&o.profile.sandbox) != 0)
+    return CLI_EXIT_USAGE;
   int rc = cli_parse_file_args(argc, argv, &propose_options, &o, &o.profile.file);
   if (rc >= 0)
     return rc;

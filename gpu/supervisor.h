@@ -20,6 +20,8 @@
 
 #include "base/outcome.h"
 
+struct sandbox;
+
 /* Everything needed to start one evaluator. Strings are copied by supervisor_start.
  * Zero or negative numbers mean "the default" (given after each field). */
 struct supervisor_config {
@@ -42,6 +44,11 @@ struct supervisor_config {
   bool no_restart;             /* one-shot users (opforge profile): a killed or dead
                                 * evaluator stays down; requests then fail with
                                 * crash/start_failed */
+  const struct sandbox *sandbox; /* borrowed, must outlive the supervisor: where it is
+                                * enforced (gpu/sandbox.h) the evaluator runs in it with
+                                * the device, cache dir and lock file of its view, and its
+                                * stderr reaches stderr_path through a pipe; NULL or mode
+                                * none: spawned directly with the server's environment */
 };
 
 
@@ -142,7 +149,7 @@ size_t supervisor_pool_count(const struct supervisor_pool *pool);
 struct supervisor *supervisor_pool_get(const struct supervisor_pool *pool, size_t i);
 
 /* {"devices":[{"index","name","capability","memory_bytes","state","restarts",
- * "current_task"},...]}; {"devices":[]} for NULL. Caller owns; NULL when out of memory. */
+ * "current_task","last_error"},...]}; {"devices":[]} for NULL. Caller owns; NULL when out of memory. */
 json_t *supervisor_pool_describe(struct supervisor_pool *pool);
 
 /* Sum of the restarts of every slot (for /metrics); 0 for NULL. */

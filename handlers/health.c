@@ -1,11 +1,14 @@
 /* GET /healthz (the process answers) and GET /readyz (the store is open and migrated). */
 #include "handlers/handlers.h"
 #include "server/app.h"
+#include "server/evaluators.h"
 #include "server/reply.h"
 #include "store/store.h"
 
 enum MHD_Result handle_healthz(struct request *req) {
-  return reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+  json_t *sandbox =
+      evaluators_sandbox_describe(req->app->sandbox, req->app->sandbox_refusal);
+  return reply_json(req, 200, json_pack("{s:s,s:o*}", "status", "ok", "sandbox", sandbox));
 }
 
 enum MHD_Result handle_readyz(struct request *req) {

@@ -4,6 +4,7 @@
 #include "gpu/supervisor.h"
 #include "handlers/handlers.h"
 #include "server/app.h"
+#include "server/evaluators.h"
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "store/tasks.h"
@@ -38,6 +39,20 @@ static int render_restarts(struct request *req, char **buf, size_t *len, size_t 
                          restarts);
 }
 
+/* Appends the sandbox's mode as an info gauge (docs/architecture.md, "Sandbox"). */
+static int render_sandbox(struct request *req, char **buf, size_t *len, size_t *cap) {
+  json_t *d = evaluators_sandbox_describe(req->app->sandbox, req->app->sandbox_refusal);
+  const char *mode = json_string_value(json_object_get(d, "mode"));
+  int rc = metrics_appendf(buf, len, cap,
+                           "# HELP opforge_sandbox How evaluators run task code: bwrap "
+                           "(sandboxed), none (unsandboxed), refused (no sandbox could be "
+                           "made), unused (no evaluator).\n"
+                           "# TYPE opforge_sandbox gauge\nopforge_sandbox{mode=\"%s\"} 1\n",
+                           mode ? mode : "unknown");
+  json_decref(d);
+  return rc;
+}
+
 enum MHD_Result handle_metrics(struct request *req) {
   char *buf = NULL;
   size_t len = 0, cap = 0;
@@ -46,6 +61,8 @@ enum MHD_Result handle_metrics(struct request *req) {
     rc = render_task_counts(req, &buf, &len, &cap);
   if (rc == 0)
     rc = render_restarts(req, &buf, &len, &cap);
+  if (rc == 0)
+    rc = render_sandbox(req, &buf, &len, &cap);
   if (rc != 0) {
     free(buf);
     return reply_error(req, API_ERR_INTERNAL, NULL, "cannot render metrics");

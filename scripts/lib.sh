@@ -1,8 +1,10 @@
 # Shared by scripts/test and scripts/demo: installs what is missing and builds.
 # Sourced, not run. Set OPFORGE_NO_INSTALL=1 to skip the installs.
 
+# bubblewrap: the evaluator's sandbox (docs/architecture.md, "Sandbox").
 APT_PACKAGES="build-essential pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev
-libcurl4-openssl-dev libsqlite3-dev uuid-dev libyaml-dev libcmocka-dev python3-venv curl"
+libcurl4-openssl-dev libsqlite3-dev uuid-dev libyaml-dev libcmocka-dev python3-venv curl
+bubblewrap"
 VENV="${OPFORGE_VENV:-$HOME/.cache/opforge/venv}"
 TORCH_VERSION="${OPFORGE_TORCH_VERSION:-2.11.0}"
 SCHEMATHESIS_VERSION="${OPFORGE_SCHEMATHESIS_VERSION:-4.32.5}"

@@ -12,6 +12,7 @@ struct event_bus;
 struct supervisor_pool;
 struct worker_pool;
 struct search_config;
+struct sandbox;
 
 /* Owned by cli/main.c; lives for the whole process. Handlers only borrow it. */
 struct app {
@@ -20,6 +21,9 @@ struct app {
   struct metrics *metrics;
   struct event_bus *bus;
   struct supervisor_pool *supervisors;  /* NULL when the server runs with --gpus none */
+  struct sandbox *sandbox;              /* the evaluators' sandbox; NULL when no evaluator
+                                           was started or none could be made */
+  char sandbox_refusal[1024];           /* why no evaluator may start, or "" */
   const struct search_config *search;   /* HTAM and tree constants */
   struct worker_pool *workers;          /* NULL when no evaluator runs */
   atomic_bool shutting_down;

@@ -357,6 +357,7 @@ void config_defaults(struct opforge_config *cfg) {
   cfg->evaluate_deadline_s = 60;
   cfg->profile_deadline_s = 600;
   search_config_defaults(&cfg->search);
+  sandbox_settings_defaults(&cfg->sandbox);
 }
 
 static const struct option_spec *find_option(const char *name, size_t len) {
@@ -371,12 +372,33 @@ static int apply_argv(struct opforge_config *cfg, int argc, char **argv, char *e
                       size_t errlen) {
   const struct option_spec *cleared[8];
   size_t n_cleared = 0;
+  const struct sandbox_option *sandbox_cleared[8];
+  size_t n_sandbox_cleared = 0;
   for (int i = 0; i < argc; i++) {
     const char *arg = argv[i];
     const char *eq = strchr(arg, '=');
     size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
     const struct option_spec *o = strncmp(arg, "--", 2) == 0 ? find_option(arg, name_len) : NULL;
     const struct llm_option *lo = o ? NULL : llm_option_find(arg, name_len);
+    const struct sandbox_option *so =
+        o || lo ? NULL : sandbox_option_find(arg, name_len);
+    if (so) {
+      const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!value) {
+        snprintf(err, errlen, "%s: missing value", so->name);
+        return -1;
+      }
+      bool seen = false;
+      for (size_t k = 0; k < n_sandbox_cleared; k++)
+        seen |= sandbox_cleared[k] == so;
+      if (so->clear && !seen && n_sandbox_cleared < 8) {
+        so->clear(&cfg->sandbox); /* the first use replaces what the variable gave */
+        sandbox_cleared[n_sandbox_cleared++] = so;
+      }
+      if (so->set(&cfg->sandbox, value, err, errlen) != 0)
+        return -1;
+      continue;
+    }
     if (lo) {
       const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
       if (!value) {
@@ -428,6 +450,16 @@ int config_load(int argc, char **argv, char *(*getenv_fn)(const char *),
       return -1;
     }
   }
+  for (const struct sandbox_option *o = sandbox_options; o->name; o++) {
+    const char *value = getenv_fn ? getenv_fn(o->env) : NULL;
+    if (value && o->set(&cfg->sandbox, value, err, errlen) != 0) {
+      char inner[512];
+      snprintf(inner, sizeof inner, "%s", err);
+      snprintf(err, errlen, "%s (from %s)", inner, o->env);
+      free(cfg);
+      return -1;
+    }
+  }
   for (const struct llm_option *o = llm_options; o->name; o++) {
     const char *value = getenv_fn ? getenv_fn(o->env) : NULL;
     if (value && o->set(&cfg->llm, value, err, errlen) != 0) {
@@ -454,6 +486,8 @@ void config_usage(FILE *out) {
   fprintf(out, "usage: opforge serve [OPTIONS]\n\noptions (and their variables):\n");
   for (const struct option_spec *o = options; o->name; o++)
     fprintf(out, "  %-26s %-32s %s\n", o->name, o->env, o->help);
+  fprintf(out, "\nthe evaluator's sandbox (task code runs there):\n");
+  sandbox_options_usage(out);
   fprintf(out, "\nthe LLM proposer's endpoint (proposer \"llm\"):\n");
   llm_settings_usage(out);
 }

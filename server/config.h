@@ -10,6 +10,7 @@
 
 #include "proposers/llm/settings.h"
 #include "engine/search_config.h"
+#include "gpu/sandbox.h"
 
 #define CONFIG_MAX_TOKENS 16
 #define CONFIG_MAX_GPUS 64
@@ -53,6 +54,7 @@ struct opforge_config {
   int n_cors_origins;
   char allow_hosts[CONFIG_MAX_NAMES][CONFIG_NAME_MAX];  /* extra Host names, lower case */
   int n_allow_hosts;
+  struct sandbox_settings sandbox; /* how evaluators run task code (--sandbox, ...) */
 };
 
 /* Sets every field to its default. */

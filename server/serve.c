@@ -15,6 +15,7 @@
 #include "server/daemon.h"
 #include "engine/search_config.h"
 #include "engine/workers.h"
+#include "gpu/sandbox.h"
 #include "gpu/supervisor.h"
 #include "server/evaluators.h"
 #include "server/event_bus.h"
@@ -89,7 +90,8 @@ static void wake_streams(void *bus, const char *task_id) {
 static int start_workers(struct app *app, const struct opforge_config *cfg) {
   search_cfg = cfg->search;  /* --search-config over the defaults */
   app->search = &search_cfg;
-  app->supervisors = evaluators_start(cfg);
+  app->supervisors = evaluators_start(cfg, &app->sandbox, app->sandbox_refusal,
+                                     sizeof app->sandbox_refusal);
   if (!app->supervisors)
     return 0;
   struct worker_settings ws = {.search = &search_cfg,
@@ -140,6 +142,7 @@ static void app_close(struct app *app) {
   if (app->store && lease_keeper)
     store_task_unclaim(app->store, NULL);  /* so a next server need not wait for the lease */
   supervisor_pool_free(app->supervisors);
+  sandbox_free(app->sandbox);  /* after the supervisors, which borrow it */
   event_bus_free(app->bus);
   metrics_free(app->metrics);
   store_close(app->store);

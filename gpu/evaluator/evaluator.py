@@ -120,9 +120,10 @@ class Evaluator:
 
     # -- device
 
-    def init_cuda(self, cache_dir):
+    def init_cuda(self, cache_dir, lock_file=None):
         """Selects the device, caps its memory, opens the library session, and fills
-        device_info."""
+        device_info. lock_file is the GPU's lock as the supervisor names it (a sandboxed
+        evaluator's); None: the one path_for names."""
         idx = torch.device(self.device).index
         torch.cuda.set_device(idx)
         self._set_memory_cap(self.mem_fraction)
@@ -133,7 +134,7 @@ class Evaluator:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = True
         props = torch.cuda.get_device_properties(idx)
-        self.gpu = DeviceLock(DeviceLock.path_for(props, idx))
+        self.gpu = DeviceLock(lock_file or DeviceLock.path_for(props, idx))
         info = {"type": "cuda", "name": props.name, "index": idx,
                 "capability": "%d.%d" % (props.major, props.minor),
                 "arch": "sm_%d%d%s" % (props.major, props.minor,

@@ -147,6 +147,8 @@ def parse_args(argv):
     p.add_argument("--device", required=True, help="CUDA device index, cpu or meta")
     p.add_argument("--lib", default=None, help="path of libopforge_gpu.so")
     p.add_argument("--cache-dir", default=None)
+    p.add_argument("--lock-file", default=None,
+                   help="the GPU's lock file (the supervisor's, for a sandboxed evaluator)")
     p.add_argument("--mem-fraction", type=float, default=0.9)
     p.add_argument("--host-mem-bytes", type=int, default=None,
                    help="bytes a CPU task may use before it is profiled on meta "
@@ -182,7 +184,7 @@ def make_evaluator(opts):
         lib_error = "no --lib given"
     ev = Evaluator("cuda:%d" % index, lib=lib, lib_error=lib_error,
                    mem_fraction=opts.mem_fraction, host_mem_bytes=opts.host_mem_bytes)
-    ev.init_cuda(opts.cache_dir)
+    ev.init_cuda(opts.cache_dir, opts.lock_file)
     return ev
 
 

@@ -46,6 +46,7 @@ struct supervisor {
   size_t n_restart_times;
   pid_t pending[MAX_PENDING_REAPS]; /* killed but not yet reaped */
   size_t n_pending;
+  struct stderr_pump *pump; /* a sandboxed process's stderr on its way to the log, or NULL */
 
   /* Read by other threads (/v1/devices, /metrics). */
   pthread_mutex_t lock;
@@ -120,6 +121,17 @@ void sv_explain_eof(struct supervisor *sv, char *cls, size_t clslen);
 void sv_kill_and_reap(struct supervisor *sv);
 void sv_reap_pending(struct supervisor *sv, double wait_s);
 void sv_close_fd(int *fd);
+
+/* ---- stderr_pump.c: a sandboxed evaluator's stderr, copied to its log by a thread ---- */
+
+struct stderr_pump;
+/* Starts a thread copying what fd (taken over) delivers to the log at path (appended,
+ * rotated to PATH.1 past 64 MiB), or to our stderr when path is NULL. Returns 0 and
+ * *ret_pump, or a negative errno (fd is then closed). */
+int stderr_pump_start(int fd, const char *path, struct stderr_pump **ret_pump);
+/* Copies what is still readable, ends the thread, closes the pipe and frees (NULL is
+ * fine). Call once the process is gone. */
+void stderr_pump_stop(struct stderr_pump *pump);
 
 /* ---- protocol.c: request lines out, reply lines in, synthetic replies ---- */
 

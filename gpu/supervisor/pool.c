@@ -43,7 +43,7 @@ struct supervisor *supervisor_pool_get(const struct supervisor_pool *pool, size_
 
 json_t *supervisor_pool_describe(struct supervisor_pool *pool) {
   static const char *const keys[] = {"index", "name", "capability", "memory_bytes",
-                                     "state", "restarts", "current_task"};
+                                     "state", "restarts", "current_task", "last_error"};
   json_t *devices = json_array();
   json_t *out = json_pack("{s:o}", "devices", devices);
   if (!out)

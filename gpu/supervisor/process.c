@@ -1,6 +1,7 @@
 /* The evaluator's process (see supervisor.h): spawning it in its own process group with
  * the protocol pipes, and killing, reaping and explaining the death of that group. */
 #include "gpu/supervisor/internal.h"
+#include "gpu/sandbox.h"
 #include "base/log.h"
 
 #include <fcntl.h>
@@ -25,26 +26,39 @@ static int fd_above_2(int fd) {
   return moved;
 }
 
-/* argv for the evaluator (pointers into sv, plus mem_fraction written into mem). */
-static void build_argv(struct supervisor *sv, const char **argv, char *mem, size_t memlen) {
+/* What the evaluator is told on its command line: its device, cubin cache and GPU lock
+ * file as it sees them (the sandbox's view, else the configured ones). */
+struct evaluator_args {
+  const char *device;
+  const char *cache_dir;  /* NULL: not passed */
+  const char *lock_file;  /* NULL: not passed (the evaluator names its own) */
+  char mem[32];           /* --mem-fraction's text */
+};
+
+/* argv for the evaluator (pointers into sv and a; at most 15 entries and the NULL). */
+static void build_argv(struct supervisor *sv, struct evaluator_args *a, const char **argv) {
   size_t n = 0;
   if (sv->python)
     argv[n++] = sv->python;
   argv[n++] = sv->evaluator_path;
   argv[n++] = "--device";
-  argv[n++] = sv->device;
+  argv[n++] = a->device;
   if (sv->gpu_lib_path) {
     argv[n++] = "--lib";
     argv[n++] = sv->gpu_lib_path;
   }
-  if (sv->cache_dir) {
+  if (a->cache_dir) {
     argv[n++] = "--cache-dir";
-    argv[n++] = sv->cache_dir;
+    argv[n++] = a->cache_dir;
   }
   if (sv->cfg.mem_fraction > 0) {
-    snprintf(mem, memlen, "%g", sv->cfg.mem_fraction);
+    snprintf(a->mem, sizeof a->mem, "%g", sv->cfg.mem_fraction);
     argv[n++] = "--mem-fraction";
-    argv[n++] = mem;
+    argv[n++] = a->mem;
+  }
+  if (a->lock_file && a->lock_file[0]) {
+    argv[n++] = "--lock-file";
+    argv[n++] = a->lock_file;
   }
   argv[n] = NULL;
 }
@@ -114,9 +128,60 @@ static int make_pipes(int in_pipe[2], int out_pipe[2]) {
   return rc;
 }
 
+/* Starts the evaluator directly (no sandbox): posix_spawn with the server's environment
+ * and stderr appended to the log. Returns 0 and *ret_pid, or a positive errno. */
+static int spawn_direct(struct supervisor *sv, int in_fd, int out_fd, pid_t *ret_pid) {
+  struct evaluator_args a = {.device = sv->device, .cache_dir = sv->cache_dir};
+  const char *argv[16];
+  build_argv(sv, &a, argv);
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t fa;
+  int rc = spawn_attrs(&attr);
+  if (rc == 0) {
+    rc = spawn_files(sv, &fa, in_fd, out_fd);
+    if (rc == 0)
+      rc = posix_spawnp(ret_pid, argv[0], &fa, &attr, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+/* Starts the evaluator in its sandbox, its stderr pumped to the log (sv->pump). Returns 0
+ * and *ret_pid, or a positive errno with the reason in err. */
+static int spawn_sandboxed(struct supervisor *sv, int in_fd, int out_fd, pid_t *ret_pid,
+                           char *err, size_t errlen) {
+  struct sandbox_view view;
+  if (sandbox_view(sv->cfg.sandbox, sv->device, &view, err, errlen) != 0)
+    return EIO;
+  struct evaluator_args a = {.device = view.device, .cache_dir = view.cache_dir,
+                             .lock_file = view.lock_file};
+  const char *argv[16];
+  build_argv(sv, &a, argv);
+  struct sandbox_launch *launch = NULL;
+  if (sandbox_launch_new(sv->cfg.sandbox, &view, argv, environ, &launch, err, errlen) != 0)
+    return ENOMEM;
+  int err_pipe[2];
+  int rc = pipe2(err_pipe, O_CLOEXEC) == 0 ? 0 : errno;
+  if (rc == 0) {
+    int fds[3] = {in_fd, out_fd, err_pipe[1]};
+    rc = sandbox_spawn(launch, fds, ret_pid, err, errlen);
+    close(err_pipe[1]);
+    if (rc == 0)
+      rc = -stderr_pump_start(err_pipe[0], sv->stderr_path, &sv->pump);
+    else
+      close(err_pipe[0]);
+  } else {
+    set_err(err, errlen, "cannot create a pipe: %s", strerror(rc));
+  }
+  sandbox_launch_free(launch);
+  return rc;
+}
+
 /* Spawns the evaluator (python evaluator_path ARGS, or evaluator_path ARGS when no python
- * is configured); on success sv->pid and both stream fds are set (owned by sv, closed by
- * sv_kill_and_reap), else returns a negative errno with the reason in err. */
+ * is configured), in the sandbox where one is enforced; on success sv->pid and both
+ * stream fds are set (owned by sv, closed by sv_kill_and_reap), else returns a negative
+ * errno with the reason in err. */
 int sv_spawn(struct supervisor *sv, char *err, size_t errlen) {
   int in_pipe[2], out_pipe[2];
   int rc = make_pipes(in_pipe, out_pipe);
@@ -124,26 +189,23 @@ int sv_spawn(struct supervisor *sv, char *err, size_t errlen) {
     set_err(err, errlen, "cannot create pipes: %s", strerror(-rc));
     return rc;
   }
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t fa;
-  const char *argv[16];
-  char mem[32];
-  build_argv(sv, argv, mem, sizeof mem);
   pid_t pid = -1;
-  rc = spawn_attrs(&attr);
-  if (rc == 0) {
-    rc = spawn_files(sv, &fa, in_pipe[0], out_pipe[1]);
-    if (rc == 0)
-      rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  posix_spawnattr_destroy(&attr);
+  char why[512] = "";
+  bool sandboxed = sandbox_enforced(sv->cfg.sandbox);
+  if (sandboxed)
+    rc = spawn_sandboxed(sv, in_pipe[0], out_pipe[1], &pid, why, sizeof why);
+  else
+    rc = spawn_direct(sv, in_pipe[0], out_pipe[1], &pid);
   close(in_pipe[0]);
   close(out_pipe[1]);
   if (rc != 0) {
     close(in_pipe[1]);
     close(out_pipe[0]);
-    set_err(err, errlen, "cannot start %s: %s", argv[0], strerror(rc));
+    if (why[0])
+      set_err(err, errlen, "%s", why);
+    else
+      set_err(err, errlen, "cannot start %s: %s", sv->python ? sv->python : sv->evaluator_path,
+              strerror(rc));
     return -rc;
   }
   fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
@@ -233,6 +295,8 @@ void sv_kill_and_reap(struct supervisor *sv) {
     }
   }
   sv_set_pid(sv, -1);
+  stderr_pump_stop(sv->pump);
+  sv->pump = NULL;
   sv_close_fd(&sv->to_child);
   sv_close_fd(&sv->from_child);
   sv_close_fd(&sv->pidfd);
@@ -242,19 +306,23 @@ void sv_kill_and_reap(struct supervisor *sv) {
 
 /* ---- why it ended ---- */
 
-/* "crash/signal_N" or "crash/exit_N" from a waitid() result. */
-static void class_from_siginfo(const siginfo_t *info, char *out, size_t outlen) {
-  if (info->si_code == CLD_EXITED)
+/* "crash/signal_N" or "crash/exit_N" from a waitid() result. bwrap passes on a signal
+ * that killed the sandboxed evaluator as the exit status 128 + N, read back here. */
+static void class_from_siginfo(const siginfo_t *info, bool sandboxed, char *out,
+                               size_t outlen) {
+  int sig = sandboxed && info->si_code == CLD_EXITED ? sandbox_signal_of_status(info->si_status)
+                                                     : 0;
+  if (info->si_code == CLD_EXITED && sig == 0)
     snprintf(out, outlen, "crash/exit_%d", info->si_status);
   else
-    snprintf(out, outlen, "crash/signal_%d", info->si_status);
+    snprintf(out, outlen, "crash/signal_%d", sig ? sig : info->si_status);
 }
 
 /* Why a process that closed its stream died: its exit class, or that it still runs. */
 void sv_explain_eof(struct supervisor *sv, char *cls, size_t clslen) {
   siginfo_t info;
   if (sv->pid > 0 && sv_wait_exit(sv->pid, EOF_EXIT_WAIT_S, &info))
-    class_from_siginfo(&info, cls, clslen);
+    class_from_siginfo(&info, sandbox_enforced(sv->cfg.sandbox), cls, clslen);
   else
     snprintf(cls, clslen, "crash/garbage_output");
 }

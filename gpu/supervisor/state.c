@@ -79,16 +79,17 @@ void supervisor_set_current_task(struct supervisor *sv, const char *task_id) {
   pthread_mutex_unlock(&sv->lock);
 }
 
-/* Slot index: the device info's, else the --device argument when it is a number. */
+/* Slot index: the server's GPU index (--device) when it is a number, else the device
+ * info's. A sandboxed evaluator sees only its own GPU, as index 0. */
 static json_t *describe_index(const char *device, json_t *info) {
-  json_t *index = json_object_get(info, "index");
-  if (json_is_integer(index))
-    return json_integer(json_integer_value(index));
   char *end;
   errno = 0;
   long n = strtol(device, &end, 10);
   if (errno == 0 && end != device && *end == '\0' && n >= 0)
     return json_integer(n);
+  json_t *index = json_object_get(info, "index");
+  if (json_is_integer(index))
+    return json_integer(json_integer_value(index));
   return json_null();
 }
 

@@ -129,6 +129,7 @@ static int set_key_file(struct llm_settings *s, const char *v, char *err, size_t
                      "line: 1 to %d printable characters without spaces", v, LLM_KEY_MAX - 1);
     return -1;
   }
+  snprintf(s->key_file, sizeof s->key_file, "%.*s", (int)sizeof s->key_file - 1, v);
   return 0;
 }
 

@@ -19,6 +19,7 @@ struct llm_settings {
                                   no endpoint is configured */
   char model[LLM_MODEL_MAX];   /* the default model */
   char key[LLM_KEY_MAX];       /* empty: no Authorization header (local servers) */
+  char key_file[LLM_URL_MAX];  /* --llm-key-file's path (the sandbox masks it); "" none */
   char models[LLM_MODELS_MAX]; /* models a task may name besides the default; "*" any */
   double price_in;             /* US dollars per million prompt tokens */
   double price_out;            /* US dollars per million completion tokens */

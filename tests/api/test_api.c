@@ -671,7 +671,7 @@ static void test_health_ready_openapi(void **state) {
   struct http_response *r = http_get(server, "/healthz");
   assert_int_equal(r->status, 200);
   json_t *doc = http_json(r);
-  assert_json(doc, "{\"status\":\"ok\"}", "/healthz");
+  assert_json(doc, "{\"status\":\"ok\",\"sandbox\":{\"mode\":\"unused\"}}", "/healthz");
   json_decref(doc);
   http_response_free(r);
 

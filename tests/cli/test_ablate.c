@@ -247,7 +247,8 @@ static void test_scripted_run(void **state) {
   snprintf(data, sizeof data, "%s/run/data", g.dir);
   snprintf(out, sizeof out, "%s/run/out.json", g.dir);
   const char *extra[] = {"--gpus", "0", "--evaluator", g.evaluator, "--fixtures", fixtures,
-                         "--evaluate-deadline", "30", NULL};
+                         "--evaluate-deadline", "30", "--sandbox-env", "SCRIPTED_EVAL_*",
+                         NULL};
   pid_t pid = child_server_start(g.bin, data, extra, base, WAIT_MS);
   assert_true(pid > 0);
   const char *args[] = {"ablate", alpha, beta, "--arms", "full,refine", "--steps", "10",

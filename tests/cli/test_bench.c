@@ -913,7 +913,8 @@ static void test_scripted_run(void **state) {
   snprintf(data, sizeof data, "%s/scripted/data", g.dir);
   snprintf(out, sizeof out, "%s/scripted/out.json", g.dir);
   const char *extra[] = {"--gpus", "0", "--evaluator", g.evaluator, "--fixtures", fixtures,
-                         "--evaluate-deadline", "30", NULL};
+                         "--evaluate-deadline", "30", "--sandbox-env", "SCRIPTED_EVAL_*",
+                         NULL};
   pid_t pid = server_start(data, extra, base);
   assert_true(pid > 0);
   /* In a namespace of its own, created from the seed: the default one stays untouched. */

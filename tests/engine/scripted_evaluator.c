@@ -31,7 +31,8 @@
  *
  * Environment:
  *   SCRIPTED_EVAL_DELAY_MS=n  sleep n ms before answering every evaluate
- *   SCRIPTED_EVAL_LOG=path    append "<pid> <op>" for every request (and "<pid> start")
+ *   SCRIPTED_EVAL_LOG=path    append "<pid> <op>" for every request (and "<pid> start");
+ *                             "stderr" writes those lines to stderr
  *
  * A task whose name starts with "convtail" has a Conv2d module, then relu and the add of
  * a [4, 1, 1] bias, on [2, 3, 8, 8] (the pointwise family reads the convolution's output),
@@ -116,9 +117,15 @@ static void sleep_ms(long ms) {
   }
 }
 
-/* Appends "<pid> <what>\n" to SCRIPTED_EVAL_LOG, when set. */
+/* Appends "<pid> <what>\n" to SCRIPTED_EVAL_LOG, when set ("stderr": to stderr, which
+ * a sandboxed evaluator's server copies into its evaluator log). */
 static void log_op(const char *what) {
   const char *path = getenv("SCRIPTED_EVAL_LOG");
+  if (path && strcmp(path, "stderr") == 0) {
+    fprintf(stderr, "%ld %s\n", (long)getpid(), what);
+    fflush(stderr);
+    return;
+  }
   FILE *f = path ? fopen(path, "a") : NULL;
   if (!f)
     return;

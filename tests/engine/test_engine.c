@@ -119,7 +119,7 @@ static json_t *fixture_at(const struct fixture_set *set, int step) {
 struct engine_server {
   pid_t pid;
   int out_fd;
-  char dir[PATH_MAX];   /* temp dir: data/, server.log, evaluator.log */
+  char dir[PATH_MAX];   /* temp dir: data/ (with the evaluator logs), server.log */
   char url[64];
   char gpus[32];
   long delay_ms;        /* SCRIPTED_EVAL_DELAY_MS */
@@ -156,22 +156,24 @@ static void dump_log(const struct engine_server *s) {
 
 /* Forks and execs the server on s->dir/data; stdout on a pipe, stderr appended to the
  * log. Its environment is ours without OPFORGE_* (the server reads those as option
- * defaults) and SCRIPTED_EVAL_*, plus the evaluator's delay and log. */
+ * defaults) and SCRIPTED_EVAL_*, plus the evaluator's delay and log. The evaluator runs
+ * in the sandbox, which passes it the SCRIPTED_EVAL_* variables; its log of operations
+ * goes to its stderr, which the server copies into data/evaluator-<gpu>-<slot>.log. */
 static void spawn_server(struct engine_server *s) {
-  char data[PATH_MAX + 8], log[PATH_MAX + 16], eval_log[PATH_MAX + 16];
-  char delay_var[64], log_var[PATH_MAX + 40];
+  char data[PATH_MAX + 8], log[PATH_MAX + 16];
+  char delay_var[64];
   path_in(s, "data", data, sizeof data);
   path_in(s, "server.log", log, sizeof log);
-  path_in(s, "evaluator.log", eval_log, sizeof eval_log);
   snprintf(delay_var, sizeof delay_var, "SCRIPTED_EVAL_DELAY_MS=%ld", s->delay_ms);
-  snprintf(log_var, sizeof log_var, "SCRIPTED_EVAL_LOG=%s", eval_log);
   static const char *const drop[] = {"OPFORGE_", "SCRIPTED_EVAL_", NULL};
   /* The reference program (step 0) runs at eager's 2.0 ms, so the rewards of the steps
    * after it are those the fixtures give against eager. */
-  char *const extra[] = {delay_var, log_var, "SCRIPTED_EVAL_PROGRAM=correct 2.0", NULL};
+  char *const extra[] = {delay_var, "SCRIPTED_EVAL_LOG=stderr",
+                         "SCRIPTED_EVAL_PROGRAM=correct 2.0", NULL};
   const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
                         data, "--gpus", s->gpus, "--evaluator", g_evaluator, "--fixtures",
-                        g_fixtures, "--evaluate-deadline", "30", NULL};
+                        g_fixtures, "--evaluate-deadline", "30",
+                        "--sandbox-env", "SCRIPTED_EVAL_*", NULL};
   char **envp = harness_environment(drop, extra);
   assert_non_null(envp);
   int rc = harness_spawn(argv, envp, log, &s->pid, &s->out_fd);
@@ -1234,10 +1236,10 @@ static bool server_log_has(const struct engine_server *s, const char *text) {
   return found;
 }
 
-/* Lines of the evaluator log whose operation is op. */
+/* Lines of the evaluator log (slot 0 of GPU 0) whose operation is op. */
 static int count_log_ops(const struct engine_server *s, const char *op) {
   char path[PATH_MAX + 32], line[256];
-  path_in(s, "evaluator.log", path, sizeof path);
+  path_in(s, "data/evaluator-0-0.log", path, sizeof path);
   FILE *f = fopen(path, "r");
   int n = 0;
   while (f && fgets(line, sizeof line, f)) {

@@ -133,7 +133,8 @@ static void server_spawn_llm(struct llm_server *s, const char *llm_url) {
                          "SCRIPTED_EVAL_PROGRAM=correct 2.0", NULL};
   const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
                         data, "--gpus", "0", "--evaluator", g_evaluator,
-                        "--evaluate-deadline", "30", NULL};
+                        "--evaluate-deadline", "30", "--sandbox-env", "SCRIPTED_EVAL_*",
+                        NULL};
   char **envp = harness_environment(drop, extra);
   assert_non_null(envp);
   assert_int_equal(harness_spawn(argv, envp, log, &s->pid, &s->out_fd), 0);
