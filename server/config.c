@@ -152,6 +152,8 @@ UINT_OPTION(parse_max_conns, max_connections, "--max-connections", 16, 65536)
 UINT_OPTION(parse_max_conns_ip, max_connections_per_ip, "--max-connections-per-ip", 1, 65536)
 UINT_OPTION(parse_conn_timeout, connection_timeout_s, "--connection-timeout", 1, 3600)
 UINT_OPTION(parse_header_deadline, header_deadline_s, "--header-deadline", 1, 3600)
+UINT_OPTION(parse_body_deadline, body_deadline_s, "--body-deadline", 1, 3600)
+UINT_OPTION(parse_shutdown_grace, shutdown_grace_s, "--shutdown-grace", 0, 3600)
 UINT_OPTION(parse_keepalive, sse_keepalive_s, "--sse-keepalive", 1, 3600)
 UINT_OPTION(parse_eval_deadline, evaluate_deadline_s, "--evaluate-deadline", 1, 3600)
 UINT_OPTION(parse_profile_deadline, profile_deadline_s, "--profile-deadline", 1, 86400)
@@ -313,6 +315,12 @@ static const struct option_spec options[] = {
   {"--header-deadline", "OPFORGE_HEADER_DEADLINE",
    "seconds for a request line and headers to arrive, counted from the connection's "
    "start or the previous response (10)", parse_header_deadline, NULL},
+  {"--body-deadline", "OPFORGE_BODY_DEADLINE",
+   "seconds for a request body to arrive, counted from the end of its head (30)",
+   parse_body_deadline, NULL},
+  {"--shutdown-grace", "OPFORGE_SHUTDOWN_GRACE",
+   "seconds that evaluations in flight get on SIGTERM before their evaluators are stopped; "
+   "their steps run again after a restart (5)", parse_shutdown_grace, NULL},
   {"--cors-origin", "OPFORGE_CORS_ORIGIN",
    "an origin allowed to call the API from a browser (repeatable; none)", parse_cors_origin,
    clear_cors_origins},
@@ -353,6 +361,8 @@ void config_defaults(struct opforge_config *cfg) {
   cfg->max_connections_per_ip = 64;
   cfg->connection_timeout_s = 30;
   cfg->header_deadline_s = 10;
+  cfg->body_deadline_s = 30;
+  cfg->shutdown_grace_s = 5;
   cfg->sse_keepalive_s = 15;
   cfg->evaluate_deadline_s = 60;
   cfg->profile_deadline_s = 600;
