@@ -19,7 +19,9 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
       libmicrohttpd12t64 libjansson4 libcurl4t64 libsqlite3-0 libuuid1 python3 python3-venv \
       cuda-nvrtc-13-0 bubblewrap util-linux \
     && rm -rf /var/lib/apt/lists/*
-RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir torch==2.11.0 numpy
+# torch, and what KernelBench lists for running its tasks (numpy, einops, ninja, packaging).
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir torch==2.11.0 numpy \
+      einops ninja packaging
 COPY --from=build /opt/opforge /opt/opforge
 ENV PATH=/opt/opforge/bin:$PATH OPFORGE_PYTHON=/opt/venv/bin/python \
     OPFORGE_DATA=/var/lib/opforge OPFORGE_LISTEN=0.0.0.0:8080

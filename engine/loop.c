@@ -42,9 +42,19 @@ static enum loop_result finish(struct task_run *run, const char *status, const c
   json_decref(error);
   json_decref(summary);
   loop_notify(run);
+  if (rc != STORE_OK) {
+    /* Nothing is recorded: the task stays running, its claim runs out (the worker drops
+     * it, store_claims_forget) and a worker takes it up again once the store writes. */
+    log_warn("task %s: its end (%s after %d step(s)) could not be recorded (store status "
+             "%d); it is taken up again once the store accepts writes", run->id, status,
+             run->step, rc);
+    if (run->env->store_failures)
+      store_failures_note(run->env->store_failures, run->id, rc);
+    return LOOP_STORE_ERROR;
+  }
   log_info("task %s %s after %d step(s)%s%s", run->id, status, run->step, code ? ": " : "",
            code ? message : "");
-  return rc == STORE_OK ? LOOP_FINISHED : LOOP_STORE_ERROR;
+  return LOOP_FINISHED;
 }
 
 /* Reply's error object, or NULL when the reply is ok (borrowed). */

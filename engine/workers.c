@@ -69,7 +69,10 @@ static void *worker_main(void *arg) {
       continue;
     }
     log_info("%s: running task %s", w->name, id);
-    if (loop_run_task(&w->env, id) == LOOP_STORE_ERROR)
+    enum loop_result result = loop_run_task(&w->env, id);
+    /* Its claim, if it could not be released, now runs out instead of being renewed. */
+    store_claims_forget(wp->store, id);
+    if (result == LOOP_STORE_ERROR)
       wait_for_work(wp);  /* back off before the task is claimed again */
   }
   return NULL;

@@ -8,6 +8,8 @@ bubblewrap"
 VENV="${OPFORGE_VENV:-$HOME/.cache/opforge/venv}"
 TORCH_VERSION="${OPFORGE_TORCH_VERSION:-2.11.0}"
 SCHEMATHESIS_VERSION="${OPFORGE_SCHEMATHESIS_VERSION:-4.32.5}"
+# The packages KernelBench lists for running its tasks (its pyproject.toml), besides torch.
+KERNELBENCH_PACKAGES="numpy einops ninja packaging"
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -29,14 +31,15 @@ install_apt_packages() {
 # Creates the Python venv with torch (CPU use) and pytest, cached under ~/.cache/opforge.
 install_python_venv() {
   [ "${OPFORGE_NO_INSTALL:-0}" = 1 ] && return 0
-  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, pytest' 2>/dev/null; then
+  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, pytest, einops' 2>/dev/null; then
     return 0
   fi
   say "creating $VENV with torch $TORCH_VERSION and pytest (first run only; large download)"
   mkdir -p "$(dirname "$VENV")"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" pytest numpy
+  # What KernelBench's tasks import besides torch (its pyproject: numpy, einops, ninja).
+  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" pytest $KERNELBENCH_PACKAGES
 }
 
 # Installs the pinned schemathesis (PyPI) into the venv, for scripts/test's spec pass.

@@ -73,31 +73,57 @@ static int claim_tx(struct store *s, void *arg) {
 int store_task_claim(struct store *s, const char *worker, char ret_id[40]) {
   struct claim c = {.worker = worker};
   int result = store_transaction(s, claim_tx, &c);
+  if (result == STORE_OK && !claims_held_add(&s->held, c.id)) {
+    store_task_unclaim(s, c.id);
+    result = STORE_ERROR;
+  }
   if (result == STORE_OK)
     memcpy(ret_id, c.id, sizeof c.id);
   return result;
 }
 
 int store_task_unclaim(struct store *s, const char *id) {
+  int rc;
   if (id)
-    return st_run(s,
-                  "UPDATE tasks SET claimed_by = NULL, claim_instance = NULL,"
-                  " claim_expires_ms = NULL WHERE id = ?1"
-                  " AND (claim_instance IS NULL OR claim_instance = ?2)",
-                  id, s->instance, NULL, NULL, NULL);
-  return st_run(s,
+    rc = st_run(s,
+                "UPDATE tasks SET claimed_by = NULL, claim_instance = NULL,"
+                " claim_expires_ms = NULL WHERE id = ?1"
+                " AND (claim_instance IS NULL OR claim_instance = ?2)",
+                id, s->instance, NULL, NULL, NULL);
+  else
+    rc = st_run(s,
                 "UPDATE tasks SET claimed_by = NULL, claim_instance = NULL,"
                 " claim_expires_ms = NULL WHERE claim_instance = ?1",
                 s->instance, NULL, NULL, NULL, NULL);
+  if (rc == STORE_OK && id)
+    claims_held_remove(&s->held, id);
+  return rc;
+}
+
+void store_claims_forget(struct store *s, const char *id) {
+  claims_held_remove(&s->held, id);
 }
 
 int store_claims_renew(struct store *s, int *ret_renewed) {
   char expires[24];
   epoch_ms_text(expires, s->lease_s);
-  return st_run(s,
+  char(*ids)[CLAIM_ID_LEN] = NULL;
+  size_t n = 0;
+  if (!claims_held_copy(&s->held, &ids, &n))
+    return STORE_ERROR;
+  int total = 0, rc = STORE_OK;
+  for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+    int changed = 0;
+    rc = st_run(s,
                 "UPDATE tasks SET claim_expires_ms = CAST(?2 AS INTEGER)"
-                " WHERE claim_instance = ?1 AND claimed_by IS NOT NULL",
-                s->instance, expires, NULL, NULL, ret_renewed);
+                " WHERE claim_instance = ?1 AND claimed_by IS NOT NULL AND id = ?3",
+                s->instance, expires, ids[i], NULL, &changed);
+    total += changed;
+  }
+  free(ids);
+  if (ret_renewed && rc == STORE_OK)
+    *ret_renewed = total;
+  return rc;
 }
 
 int store_claims_release_stale(struct store *s, int *ret_released) {
@@ -127,7 +153,11 @@ static int finish_tx(struct store *s, void *arg) {
   if (result == STORE_OK)
     result = store_event_append_tx(s, f->id, "finished", f->summary_text, NULL);
   if (result == STORE_OK)
-    result = store_task_unclaim(s, f->id);
+    result = st_run(s,
+                    "UPDATE tasks SET claimed_by = NULL, claim_instance = NULL,"
+                    " claim_expires_ms = NULL WHERE id = ?1"
+                    " AND (claim_instance IS NULL OR claim_instance = ?2)",
+                    f->id, s->instance, NULL, NULL, NULL);
   return result;
 }
 
@@ -137,5 +167,7 @@ int store_task_finish(struct store *s, const char *id, const char *status, json_
                      .summary_text = summary ? st_json_dumps(summary) : NULL};
   int result = summary && !f.summary_text ? STORE_ERROR : store_transaction(s, finish_tx, &f);
   free(f.summary_text);
+  if (result == STORE_OK)
+    claims_held_remove(&s->held, id);
   return result;
 }

@@ -173,6 +173,7 @@ struct store *store_handle_new(const char *data_dir) {
   s->lease_s = STORE_CLAIM_LEASE_S;
   pthread_mutex_init(&s->lock, NULL);
   store_durable_init(&s->durable);
+  claims_held_init(&s->held);
   s->generation = atomic_fetch_add(&next_generation, 1);
   return s;
 }
@@ -187,6 +188,7 @@ void store_handle_free(struct store *s) {
     c = next;
   }
   store_durable_clear(&s->durable);
+  claims_held_clear(&s->held);
   pthread_mutex_destroy(&s->lock);
   free(s->path);
   free(s);

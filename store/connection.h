@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/claims_held.h"
 #include "store/durable.h"
 #include "store/status.h"
 
@@ -42,6 +43,7 @@ struct store {
   struct store_durable durable; /* group commit (store/durable.c) */
   struct store_conn *conns;
   int schema_version;
+  struct claims_held held; /* the claims this process's workers run (claims_held.c) */
 };
 
 /* A handle for DATA_DIR/opforge.db with no connection yet; NULL on failure (logged).

@@ -86,9 +86,15 @@ int store_task_claim(struct store *s, const char *worker, char ret_id[40]);
  * claim of this instance (shutdown). Claims of other instances are left alone. */
 int store_task_unclaim(struct store *s, const char *id);
 
-/* Extends the lease of every claim this instance holds; *ret_renewed (may be NULL) gets
- * how many. */
+/* Extends the lease of every claim this process's workers run: those store_task_claim
+ * gave out here and that no unclaim, finish or store_claims_forget has dropped since.
+ * A claim held in the table but no longer run (its release failed) is not renewed, so it
+ * runs out and the task is taken over. *ret_renewed (may be NULL) gets how many. */
 int store_claims_renew(struct store *s, int *ret_renewed);
+
+/* The worker stopped running task id, whether or not its claim could be released: the
+ * claim is no longer renewed. */
+void store_claims_forget(struct store *s, const char *id);
 
 /* Start-up, with the data directory's lock held: drops the claims of this host (their
  * processes are gone, since the lock is ours), claims from before leases existed, and

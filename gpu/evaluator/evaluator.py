@@ -326,6 +326,13 @@ class Evaluator:
             raise EvalError("load", "load/out_of_memory",
                             "task does not fit in the memory share allowed: %s"
                             % str(exc)[:500], exception_text(exc))
+        except ModuleNotFoundError as exc:
+            self._release_memory()
+            raise EvalError("load", "load/missing_module",
+                            "the program imports %r, which the evaluator's Python does not "
+                            "have: install it (pip install %s) in the evaluator's venv"
+                            % (exc.name, (exc.name or "?").split(".")[0]),
+                            exception_text(exc))
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise

@@ -294,7 +294,7 @@ static void test_submit_size_limit(void **state) {
 
   char *over = padded_reference(262145);
   path = scratch_file("over_limit.py", over, 262145);
-  char want[PATH_MAX + 256];
+  char want[2 * PATH_MAX];
   snprintf(want, sizeof want,
            "error: %s is larger than 262144 bytes (256 KiB), the limit for a reference\n", path);
   const char *args2[] = {"submit", path, "--server", g.base, NULL};

@@ -44,6 +44,24 @@ def test_syntax_error(cpu_ev):
     check_alive(cpu_ev)
 
 
+def test_missing_module_is_named(cpu_ev):
+    err = load_error(cpu_ev, "import torch\nimport opforge_no_such_module.sub\n" + GOOD)
+    assert (err["stage"], err["class"]) == ("load", "load/missing_module")
+    assert err["message"] == ("the program imports 'opforge_no_such_module', which the "
+                              "evaluator's Python does not have: install it (pip install "
+                              "opforge_no_such_module) in the evaluator's venv")
+    check_alive(cpu_ev)
+
+
+def test_kernelbench_packages_are_installed(cpu_ev):
+    """What KernelBench lists for running its tasks (scripts/lib.sh, KERNELBENCH_PACKAGES)
+    imports in the evaluator: the level-3 Mamba2 models use einops."""
+    src = GOOD.replace("import torch", "import torch\nimport einops\nimport numpy")
+    r = cpu_ev.load(src)
+    assert r["ok"], r
+    check_alive(cpu_ev)
+
+
 @pytest.mark.parametrize("drop", ["Model", "get_inputs", "get_init_inputs"])
 def test_missing_symbol(cpu_ev, drop):
     src = GOOD.replace("class Model", "class Other" if drop == "Model" else "class Model")

@@ -81,7 +81,8 @@ static void expect_rule(const char *answer, const char *want) {
   char got[PROPOSAL_RULE_MAX + 1] = "";
   int found = llm_skill_parse_rule(answer, got);
   if (want ? (!found || strcmp(got, want) != 0) : found != 0)
-    fail_msg("answer '%s': got %d '%s', want '%s'", answer, found, got, want ? want : "(none)");
+    fail_msg("answer '%s': got %d '%s', want '%s'", answer ? answer : "(null)", found, got,
+             want ? want : "(none)");
 }
 
 static void test_parse_answers(void **state) {
