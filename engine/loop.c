@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "engine/budget.h"
 #include "engine/loop_internal.h"
+#include "gpu/supervisor.h"
 #include "engine/program.h"
 #include "engine/store_failures.h"
 #include "proposers/family.h"
@@ -112,6 +113,17 @@ static int partition_task(struct task_run *run, enum loop_result *ret_result) {
   return 0;
 }
 
+/* True (and the run marked aborted) when err says the server's shutdown stopped the
+ * evaluator: the task is not to blame. */
+static bool stopped_by_shutdown(struct task_run *run, json_t *err) {
+  const char *cls = json_string_value(json_object_get(err, "class"));
+  if (cls && strcmp(cls, SUPERVISOR_SHUTDOWN_CLASS) == 0)
+    run->aborted = true;
+  return run->aborted;
+}
+
+static enum loop_result checkpoint(struct task_run *run);
+
 /* Loads the task into the evaluator and profiles it once (the profile is stored, so a
  * resumed task only reloads). Returns 0, or -1 after finishing the task as failed. */
 static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result) {
@@ -128,6 +140,10 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
                                    &reply);
   json_decref(args);
   json_t *err = rc == 0 ? reply_error(reply) : NULL;
+  if (stopped_by_shutdown(run, err)) {
+    json_decref(reply);
+    return *ret_result = checkpoint(run), -1;
+  }
   if (rc != 0 || err) {
     *ret_result = finish(run, "failed", "load_failed", "the reference program could not be "
                          "loaded by the evaluator", err);
@@ -144,6 +160,10 @@ static int prepare_evaluator(struct task_run *run, enum loop_result *ret_result)
                                  env->profile_deadline_s, &reply);
     json_decref(no_args);
     err = rc == 0 ? reply_error(reply) : NULL;
+    if (stopped_by_shutdown(run, err)) {
+      json_decref(reply);
+      return *ret_result = checkpoint(run), -1;
+    }
     if (rc != 0 || err) {
       *ret_result = finish(run, "failed", "profile_failed", "profiling the reference failed", err);
       json_decref(reply);
@@ -305,12 +325,18 @@ static bool cancel_requested(struct task_run *run) {
 
 /* Checks between steps: a shutdown checkpoints, a cancel ends the task. Returns 1 to
  * go on, else 0 with *ret set. */
+/* Leaves the task running and unclaimed at its last committed step (shutdown). */
+static enum loop_result checkpoint(struct task_run *run) {
+  skills_flush_refusals(run->env->store, &run->skills);
+  store_task_unclaim(run->env->store, run->id);
+  log_info("task %s checkpointed at step %d%s", run->id, run->step,
+           run->aborted ? " (its evaluation in flight was stopped; it runs again)" : "");
+  return LOOP_CHECKPOINTED;
+}
+
 static int between_steps(struct task_run *run, enum loop_result *ret) {
   if (atomic_load(run->env->stopping)) {
-    skills_flush_refusals(run->env->store, &run->skills);
-    store_task_unclaim(run->env->store, run->id);
-    log_info("task %s checkpointed at step %d", run->id, run->step);
-    *ret = LOOP_CHECKPOINTED;
+    *ret = checkpoint(run);
     return 0;
   }
   if (cancel_requested(run)) {
@@ -398,6 +424,8 @@ static enum loop_result run_steps(struct task_run *run) {
     int rc = loop_reference(run);
     if (rc != STORE_OK)
       return store_failed(run, rc);
+    if (run->aborted)
+      return checkpoint(run);
     note_committed(run);
   }
   /* This run's load, profile and reference count in the time budget. */
@@ -418,6 +446,8 @@ static enum loop_result run_steps(struct task_run *run) {
       break;
     }
     enum step_result res = loop_step(run, idle);
+    if (res == STEP_ABORTED)
+      return checkpoint(run);
     if (res == STEP_STORE_ERROR)
       return store_failed(run, run->store_status);
     if (res == STEP_COMMITTED)

@@ -6,6 +6,7 @@
 #include "base/outcome.h"
 #include "base/sha256.h"
 #include "engine/loop_internal.h"
+#include "gpu/supervisor.h"
 
 bool loop_candidate_digest(json_t *candidate, char ret_hex[SHA256_HEX_BYTES]) {
   json_t *key = json_pack("{s:O?, s:O?, s:O?, s:O?}", "source",
@@ -46,6 +47,12 @@ static json_t *evaluate(struct task_run *run, json_t *candidate) {
   else
     result = json_pack("{s:b, s:O?}", "correct", 0, "failure",
                        rc == 0 ? json_object_get(reply, "error") : NULL);
+  /* The server's shutdown stopped the evaluator: this result says nothing of the
+   * candidate (engine/workers.c, wait_for_workers). */
+  const char *cls = json_string_value(
+      json_object_get(json_object_get(reply, "error"), "class"));
+  if (rc == 0 && cls && strcmp(cls, SUPERVISOR_SHUTDOWN_CLASS) == 0)
+    run->aborted = true;
   json_decref(reply);
   if (result && rc != 0)
     json_object_set_new(result, "failure",
@@ -70,7 +77,7 @@ json_t *loop_evaluate_once(struct task_run *run, json_t *candidate, const char *
   /* Crashes, timeouts and the evaluator's own failures (load, protocol: memory taken by
    * another slot, a restart) may be the machine's fault, not the candidate's: never
    * cached. */
-  bool cacheable = result && !eval_stage_environmental(o.stage);
+  bool cacheable = result && !run->aborted && !eval_stage_environmental(o.stage);
   if (keyed && cacheable) {
     if (!run->evaluated)
       run->evaluated = json_object();

@@ -71,6 +71,8 @@ struct task_run {
   char stop_reason[24];         /* why the steps ended: budget, at_floor, space_exhausted */
   int store_status;             /* the store status of the failure that ended a step
                                    (STEP_STORE_ERROR), STORE_ERROR when unknown */
+  bool aborted;                 /* the server's shutdown stopped an evaluation: nothing
+                                   of it is recorded, the task checkpoints */
 };
 
 /* What loop_step did. */
@@ -81,6 +83,7 @@ enum step_result {
   STEP_BUDGET_SPENT, /* the proposer refused to call past the task's LLM budget */
   STEP_PROPOSER_DOWN, /* the proposer's service failed (endpoint down, rate limited, a
                          model it may not use): nothing was learned, no step was spent */
+  STEP_ABORTED,     /* the server's shutdown stopped the evaluation: nothing recorded */
 };
 
 /* Where one step works: the program it changes (its node's, or for the root the

@@ -271,6 +271,11 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
     result = loop_evaluate_once(run, candidate, id);
   else
     candidate = failed_proposal(failure, &result);
+  if (run->aborted) {  /* the shutdown stopped it: nothing of this step is recorded */
+    json_decref(candidate);
+    json_decref(result);
+    return STORE_OK;
+  }
   annotate(candidate, run, choice, result, id);
   json_object_set_new(candidate, "region", ctx->first ? json_null() : json_integer((json_int_t)ctx->region));
   struct outcome o;
@@ -384,6 +389,8 @@ enum step_result loop_step(struct task_run *run, int attempt) {
     if (rc != STORE_OK) {
       run->store_status = rc;
       res = STEP_STORE_ERROR;
+    } else if (run->aborted) {
+      res = STEP_ABORTED;
     }
   }
   json_decref(region_candidate);
@@ -437,6 +444,11 @@ int loop_reference(struct task_run *run) {
   char id[ID_LEN + 1];
   id_new(id);
   json_t *result = loop_evaluate_once(run, candidate, id);
+  if (run->aborted) {  /* the shutdown stopped it: step 0 runs again on resume */
+    json_decref(candidate);
+    json_decref(result);
+    return STORE_OK;
+  }
   struct outcome o;
   read_outcome(run, result, &o);
   if (o.correct)

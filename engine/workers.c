@@ -20,6 +20,7 @@ struct worker {
   struct loop_env env;
   pthread_t thread;
   bool started;
+  atomic_bool done;   /* its thread returned (workers_stop joins it at once) */
   char name[32];
 };
 
@@ -75,7 +76,41 @@ static void *worker_main(void *arg) {
     if (result == LOOP_STORE_ERROR)
       wait_for_work(wp);  /* back off before the task is claimed again */
   }
+  pthread_mutex_lock(&wp->lock);
+  atomic_store(&w->done, true);
+  pthread_cond_broadcast(&wp->wake);
+  pthread_mutex_unlock(&wp->lock);
   return NULL;
+}
+
+/* True when every started worker's thread returned. Call with wp->lock held. */
+static bool all_done(struct worker_pool *wp) {
+  for (size_t i = 0; i < wp->n; i++)
+    if (wp->workers[i].started && !atomic_load(&wp->workers[i].done))
+      return false;
+  return true;
+}
+
+/* Waits up to grace_s for every worker to reach a checkpoint; then stops the evaluators
+ * of those still busy, whose evaluation in flight ends (unrecorded: the loop checkpoints
+ * its task, whose step runs again after a restart). */
+static void wait_for_workers(struct worker_pool *wp, double grace_s) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  long long ns = until.tv_nsec + (long long)(grace_s * 1e9);
+  until.tv_sec += (time_t)(ns / 1000000000LL);
+  until.tv_nsec = (long)(ns % 1000000000LL);
+  pthread_mutex_lock(&wp->lock);
+  while (!all_done(wp) && pthread_cond_timedwait(&wp->wake, &wp->lock, &until) == 0)
+    continue;
+  bool late = !all_done(wp);
+  pthread_mutex_unlock(&wp->lock);
+  if (!late)
+    return;
+  log_info("shutdown grace of %g s over: stopping the evaluations still in flight", grace_s);
+  for (size_t i = 0; i < wp->n; i++)
+    if (wp->workers[i].started && !atomic_load(&wp->workers[i].done))
+      supervisor_abort(wp->workers[i].sv);
 }
 
 int workers_start(struct store *store, loop_notify_fn notify, void *notify_ctx,
@@ -99,6 +134,7 @@ int workers_start(struct store *store, loop_notify_fn notify, void *notify_ctx,
     struct worker *w = &wp->workers[i];
     w->pool = wp;
     w->sv = supervisor_pool_get(pool, i);
+    atomic_init(&w->done, false);
     if (supervisor_state(w->sv) == SUPERVISOR_DISABLED)
       continue;  /* its evaluator could not start: /v1/devices says why */
     w->evaluator = (struct evaluator){.self = w->sv, .request = sv_request,
@@ -129,13 +165,14 @@ void workers_kick(struct worker_pool *wp) {
   pthread_mutex_unlock(&wp->lock);
 }
 
-void workers_stop(struct worker_pool *wp) {
+void workers_stop(struct worker_pool *wp, double grace_s) {
   if (!wp)
     return;
   pthread_mutex_lock(&wp->lock);
   atomic_store(&wp->stopping, true);
   pthread_cond_broadcast(&wp->wake);
   pthread_mutex_unlock(&wp->lock);
+  wait_for_workers(wp, grace_s);
   for (size_t i = 0; i < wp->n; i++)
     if (wp->workers[i].started)
       pthread_join(wp->workers[i].thread, NULL);

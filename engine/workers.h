@@ -28,7 +28,10 @@ int workers_start(struct store *store, loop_notify_fn notify, void *notify_ctx,
 /* Wakes idle workers (a task was queued). Accepts NULL. */
 void workers_kick(struct worker_pool *wp);
 
-/* Asks every worker to checkpoint its task, joins them and frees the pool. Accepts NULL. */
-void workers_stop(struct worker_pool *wp);
+/* Asks every worker to checkpoint its task; a worker whose evaluation is still in flight
+ * after grace_s has its evaluator stopped (supervisor_abort): that step is not recorded,
+ * and runs again when the task resumes, as after kill -9. Joins them and frees the pool.
+ * Accepts NULL. */
+void workers_stop(struct worker_pool *wp, double grace_s);
 
 #endif

@@ -126,6 +126,15 @@ void supervisor_set_current_task(struct supervisor *sv, const char *task_id);
 /* Process id of the evaluator now running, or -1 (thread-safe; for tests and logs). */
 long supervisor_pid(struct supervisor *sv);
 
+/* The class of the synthetic reply a request gets once the supervisor was aborted. */
+#define SUPERVISOR_SHUTDOWN_CLASS "crash/shutdown"
+
+/* Stops the evaluator for good, from any thread (the server's shutdown grace ran out):
+ * SIGKILLs its process group. The request in flight, if any, and every later one get a
+ * synthetic reply of stage "crash", class SUPERVISOR_SHUTDOWN_CLASS, and nothing is
+ * restarted. Accepts NULL. */
+void supervisor_abort(struct supervisor *sv);
+
 /* Asks the evaluator to shut down (shutdown_deadline_s), then SIGTERM and SIGKILL its
  * whole process group, reaps it, and frees everything. Accepts NULL. No other thread may
  * use sv during or after the call. */

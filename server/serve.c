@@ -137,7 +137,7 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
 /* Workers checkpoint their tasks at the next step boundary before the evaluators and
  * the store go away. */
 static void app_close(struct app *app) {
-  workers_stop(app->workers);
+  workers_stop(app->workers, app->cfg ? (double)app->cfg->shutdown_grace_s : 0);
   claim_lease_stop(lease_keeper);
   if (app->store && lease_keeper)
     store_task_unclaim(app->store, NULL);  /* so a next server need not wait for the lease */

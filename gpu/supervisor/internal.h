@@ -56,6 +56,7 @@ struct supervisor {
   json_t *device_info;
   char *last_error;
   long shown_pid;
+  atomic_bool aborted; /* supervisor_abort: no restart, every request refused */
 };
 
 /* ---- small helpers ---- */

@@ -283,6 +283,7 @@ void sv_close_fd(int *fd) {
 void sv_kill_and_reap(struct supervisor *sv) {
   if (sv->pid > 0) {
     pid_t pid = sv->pid;
+    sv_set_pid(sv, -1);  /* before the reap: supervisor_abort never signals a reused id */
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
     if (!reap_bounded(pid, REAP_WAIT_S)) {

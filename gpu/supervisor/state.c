@@ -127,3 +127,16 @@ json_t *supervisor_describe(struct supervisor *sv) {
   json_decref(out);
   return NULL;
 }
+
+void supervisor_abort(struct supervisor *sv) {
+  if (!sv)
+    return;
+  pthread_mutex_lock(&sv->lock);
+  atomic_store(&sv->aborted, true);
+  long pid = sv->shown_pid;
+  /* Under the lock: the request thread reaps and clears shown_pid under it too, so the
+   * group id is still ours. */
+  if (pid > 0)
+    kill(-(pid_t)pid, SIGKILL);
+  pthread_mutex_unlock(&sv->lock);
+}

@@ -95,6 +95,7 @@ static struct supervisor *sv_alloc(const struct supervisor_config *cfg) {
     return NULL;
   pthread_mutex_init(&sv->lock, NULL);
   atomic_init(&sv->restarts, 0);
+  atomic_init(&sv->aborted, false);
   sv->pid = -1;
   sv->shown_pid = -1;
   sv->to_child = sv->from_child = sv->pidfd = -1;
@@ -258,9 +259,20 @@ static int sv_restart(struct supervisor *sv, const char *reason, bool *ret_reloa
   return 0;
 }
 
+/* The reply of a request to an aborted supervisor (see supervisor_abort). */
+static json_t *sv_aborted_reply(json_int_t id) {
+  return sv_synthetic_reply(id, EVAL_CRASH, SUPERVISOR_SHUTDOWN_CLASS,
+                            "the server is shutting down: the evaluator was stopped", false,
+                            false);
+}
+
 /* Turns a failed exchange into a synthetic reply, after kill, restart and reload. */
 static json_t *sv_fail_request(struct supervisor *sv, json_int_t id, enum eval_stage stage,
                                const char *cls, const char *message) {
+  if (atomic_load(&sv->aborted)) {
+    sv_kill_and_reap(sv);
+    return sv_aborted_reply(id);
+  }
   char reason[800], err[512] = "";
   snprintf(reason, sizeof reason, "%s: %s", cls, message);
   bool reloaded = false;
@@ -328,8 +340,10 @@ static json_t *sv_preflight(struct supervisor *sv, json_int_t id) {
   return sv_synthetic_reply(id, EVAL_CRASH, "crash/start_failed", err, false, false);
 }
 
-/* Requests refused without touching a process: failed or disabled slots. */
+/* Requests refused without touching a process: failed, disabled or aborted slots. */
 static json_t *sv_refuse(struct supervisor *sv, json_int_t id) {
+  if (atomic_load(&sv->aborted))
+    return sv_aborted_reply(id);
   pthread_mutex_lock(&sv->lock);
   enum supervisor_state state = sv->state;
   char msg[600];
@@ -348,6 +362,10 @@ static json_t *sv_refuse(struct supervisor *sv, json_int_t id) {
  * the whole group, restart and reload. */
 static void sv_after_fatal(struct supervisor *sv, json_t *reply) {
   sv_wait_exit(sv->pid, sv->cfg.shutdown_deadline_s, NULL);
+  if (atomic_load(&sv->aborted)) {
+    sv_kill_and_reap(sv);
+    return;
+  }
   json_t *e = json_object_get(reply, "error");
   char reason[600], err[512];
   snprintf(reason, sizeof reason, "fatal reply %s: %s",

@@ -173,7 +173,7 @@ static void spawn_server(struct engine_server *s) {
   const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
                         data, "--gpus", s->gpus, "--evaluator", g_evaluator, "--fixtures",
                         g_fixtures, "--evaluate-deadline", "30",
-                        "--sandbox-env", "SCRIPTED_EVAL_*", NULL};
+                        "--sandbox-env", "SCRIPTED_EVAL_*", "--shutdown-grace", "1", NULL};
   char **envp = harness_environment(drop, extra);
   assert_non_null(envp);
   int rc = harness_spawn(argv, envp, log, &s->pid, &s->out_fd);
@@ -1280,6 +1280,44 @@ static void test_resume_after_kill9(void **state) {
   assert_int_equal(count_log_ops(s, "profile"), 1);
   int evaluated = count_log_ops(s, "evaluate");
   assert_true(evaluated >= 1 + 5 && evaluated <= 1 + 5 + 1);
+  run_record_clear(&r);
+  free(id);
+  es_stop(s);
+}
+
+/* SIGTERM while the reference is being evaluated (20 s a request): the server stops its
+ * evaluator once the 1 s shutdown grace is over and exits cleanly at once, recording
+ * nothing of that evaluation; restarted on the same data, the task evaluates its
+ * reference again, then its steps, and ends like any other run: no crash recorded. */
+static void test_sigterm_within_the_shutdown_grace(void **state) {
+  (void)state;
+  struct engine_server *s = es_start("0", 20000);
+  char *id = submit(s, "softmax_a", "htam+tree", "test", 3, 600);
+  long deadline = now_ms() + FINAL_TIMEOUT_MS;
+  while (count_log_ops(s, "evaluate") < 1 && now_ms() < deadline)
+    usleep(20000);
+  assert_int_equal(count_log_ops(s, "evaluate"), 1);
+  long stopped_at = now_ms();
+  kill(s->pid, SIGTERM);
+  int status = harness_wait_exit(s->pid, 20000);
+  long took = now_ms() - stopped_at;
+  assert_true(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_true(took >= 900 && took < 6000);
+  s->pid = -1;
+  close(s->out_fd);
+  s->out_fd = -1;
+  assert_true(server_log_has(s, "shutdown grace of 1 s over: stopping the evaluations still in flight"));
+  assert_true(server_log_has(s, "(its evaluation in flight was stopped; it runs again)"));
+  json_t *task = NULL;
+  s->delay_ms = 0;
+  es_launch(s);
+  task = get_task(s, id);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(task, "progress"),
+                                                      "step")), 0);
+  json_decref(task);
+  struct run_record r;
+  check_run(s, id, "softmax_a", 3, 3, "succeeded", false, &r);
+  assert_int_equal(count_log_ops(s, "evaluate"), 1 + 1 + 3);  /* stopped, reference, steps */
   run_record_clear(&r);
   free(id);
   es_stop(s);
@@ -2520,6 +2558,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_resume_after_kill9, teardown),
     cmocka_unit_test_teardown(test_concurrent_memory_updates, teardown),
     cmocka_unit_test_teardown(test_evaluator_crash_mid_task, teardown),
+    cmocka_unit_test_teardown(test_sigterm_within_the_shutdown_grace, teardown),
     cmocka_unit_test_teardown(test_store_refuses_every_commit, teardown),
     cmocka_unit_test_teardown(test_llm_proposer_unavailable, teardown),
     cmocka_unit_test_teardown(test_builtin_unsupported_runs_as_library, teardown),
