@@ -10,6 +10,7 @@
 #include "server/body.h"
 #include "server/client_limit.h"
 #include "server/config.h"
+#include "server/framing.h"
 #include "server/metrics.h"
 #include "server/origin.h"
 #include "server/reply.h"
@@ -22,74 +23,34 @@ static const struct sockaddr *client_address(struct MHD_Connection *conn) {
   return info ? info->client_addr : NULL;
 }
 
-/* Finding a NUL byte in a header. libmicrohttpd 0.9.75 keeps the request head in one
- * buffer and hands out pointers into it, but measures header values with strlen, so a
- * NUL byte cuts the value short and the rest of the line disappears. The lost bytes
- * show as a gap: in a sound head, each header's name starts right after the previous
- * line's end of value, 1 or 2 bytes later (LF or CRLF, both overwritten with NUL), and
- * the head ends 2 to 4 bytes after the last value (the line end and the empty line).
- * Only pointer values are compared, never read; where the layout is not the expected
- * one (pointers out of order: a folded line moved by the library) the check stays out
- * of the way. A later library that keeps the bytes shows them as a length mismatch. */
-struct head_walk {
-  const char *end;      /* end of the previous line's value (or of the request line) */
-  const char *last_key; /* the previous header's name (NULL before the first) */
-  const char *hidden;   /* name of the first header that hides bytes, "" when unnamed */
-  bool unordered;
-};
-
-static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   size_t key_size, const char *value, size_t value_size) {
-  (void)kind;
-  struct head_walk *w = cls;
-  if ((value && strlen(value) != value_size) || (key && strlen(key) != key_size)) {
-    w->hidden = key ? key : "";
-    return MHD_NO;
-  }
-  if (!key || !w->end || key < w->end || (value && value < key)) {
-    w->unordered = true;
-    return MHD_NO;
-  }
-  size_t gap = (size_t)(key - w->end);
-  if (gap < 1 || gap > 2) {
-    w->hidden = w->last_key ? w->last_key : "";
-    return MHD_NO;
-  }
-  w->last_key = key;
-  w->end = value ? value + value_size : key + key_size;
-  return MHD_YES;
+/* 400 invalid_header for a head that could be framed two ways or is malformed
+ * (server/framing.c); the connection is closed after the answer and the body is never
+ * read, since where it ends is what is in doubt. MHD_YES in *ret_ok when sound. */
+static enum MHD_Result check_framing(struct request *req, const char *version, bool *ret_ok) {
+  struct framing_verdict v;
+  *ret_ok = framing_check_request(req->conn, req->method, req->url, version, req->uri_len,
+                                  req->uri_blank, &v);
+  if (*ret_ok)
+    return MHD_YES;
+  log_warn("a malformed request head refused: %s", v.message);
+  req->defer_replies = false;
+  req->close_after = true;
+  return reply_error(req, API_ERR_INVALID_HEADER, v.field, "%s", v.message);
 }
 
-/* The name of a header whose line held a NUL byte ("" for the request line's), or NULL
- * when none did or the layout is not the expected one. */
-static const char *nul_in_head(struct request *req, const char *version) {
-  const union MHD_ConnectionInfo *size =
-      MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-  struct head_walk w = {.end = version ? version + strlen(version) : NULL};
-  MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, walk_header, &w);
-  if (w.hidden || w.unordered || !size || !w.end || !req->method)
-    return w.unordered ? NULL : w.hidden;
-  const char *head_end = req->method + size->header_size;
-  if (head_end < w.end)
-    return NULL;
-  size_t tail = (size_t)(head_end - w.end);
-  return tail >= 2 && tail <= 4 ? NULL : w.last_key ? w.last_key : "";
+/* An absolute-form target (http://host:port/path, RFC 9112 section 3.2.2): its path is
+ * routed and its authority stands for the Host header. */
+static bool take_absolute_form(struct request *req) {
+  const char *path = NULL;
+  if (!origin_split_absolute(req->url, req->target_host, sizeof req->target_host, &path))
+    return false;
+  req->url = path;
+  return true;
 }
 
-/* 400 invalid_header for a NUL byte in a header, or an HTTP/1.1 request without Host
- * (RFC 9112 section 3.2); MHD_YES when the headers are sound. */
-static enum MHD_Result check_headers(struct request *req, const char *version, bool *ret_ok) {
-  const char *bad = nul_in_head(req, version);
-  *ret_ok = false;
-  if (bad)
-    return reply_error(req, API_ERR_INVALID_HEADER, bad[0] ? bad : NULL,
-                       "header %s holds a NUL byte", bad[0] ? bad : "(unnamed)");
-  if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
-      !request_header(req, MHD_HTTP_HEADER_HOST))
-    return reply_error(req, API_ERR_INVALID_HEADER, "Host",
-                       "an HTTP/1.1 request must have a Host header");
-  *ret_ok = true;
-  return MHD_YES;
+/* The host the request names: an absolute-form target's authority, else Host. */
+static const char *request_host(struct request *req) {
+  return req->target_host[0] ? req->target_host : request_header(req, MHD_HTTP_HEADER_HOST);
 }
 
 /* 429 when the client has more connections open than allowed; the connection is then
@@ -127,8 +88,10 @@ static enum MHD_Result answer_options(struct request *req, const char *allow) {
 static enum MHD_Result route(struct request *req, bool *ret_routed) {
   char allow[96];
   *ret_routed = false;
-  switch (router_match(opforge_routes, req->method, req->url, req, &req->route, allow,
-                       sizeof allow)) {
+  enum route_match m = router_match(opforge_routes, req->method, req->url, req, &req->route,
+                                    allow, sizeof allow);
+  req->route_name = req->route ? req->route->pattern : NULL;
+  switch (m) {
   case ROUTE_NOT_FOUND:
     return reply_error(req, API_ERR_NOT_FOUND, NULL, "no route for %s", req->url);
   case ROUTE_OPTIONS:
@@ -182,7 +145,7 @@ static enum MHD_Result check_write(const struct admission *a, struct request *re
   *ret_ok = false;
   const char *origin = request_header(req, "Origin");
   if (origin && !req->cors_origin &&
-      !origin_is_own(origin, request_header(req, MHD_HTTP_HEADER_HOST))) {
+      !origin_is_own(origin, request_host(req))) {
     log_warn("a %s from origin '%.100s' refused", req->method, origin);
     return reply_error(req, API_ERR_CROSS_SITE_REFUSED, "Origin",
                        "writes from origin %.100s are refused: it is neither this "
@@ -217,29 +180,31 @@ static void plan_early_answer(const struct admission *a, struct request *req,
 }
 
 enum MHD_Result admission_check(const struct admission *a, struct request *req,
-                                const char *version, size_t uri_len) {
+                                const char *version) {
   const struct opforge_config *cfg = a->cfg;
   bool ok, length_over;
-  plan_early_answer(a, req, &length_over);
-  enum MHD_Result r = check_headers(req, version, &ok);
+  enum MHD_Result r = check_framing(req, version, &ok);
   if (!ok)
     return r;
+  plan_early_answer(a, req, &length_over);
+  bool absolute = take_absolute_form(req);
   if (atomic_load(a->shutting_down))
     return reply_error(req, API_ERR_SHUTTING_DOWN, NULL, "the server is shutting down");
   if (client_limit_over(a->clients, client_address(req->conn)))
     return refuse_client(a, req);
-  if (uri_len > cfg->max_url_bytes) {
+  if (req->uri_len > cfg->max_url_bytes) {
     metrics_limit_tripped(a->metrics, LIMIT_URL);
-    log_warn("limit: URL of %zu bytes refused (cap %zu)", uri_len, cfg->max_url_bytes);
+    log_warn("limit: URL of %zu bytes refused (cap %zu)", req->uri_len, cfg->max_url_bytes);
     return reply_error(req, API_ERR_URL_TOO_LONG, NULL,
-                       "request URL is %zu bytes; the limit is %zu", uri_len,
+                       "request URL is %zu bytes; the limit is %zu", req->uri_len,
                        cfg->max_url_bytes);
   }
-  const char *host = request_header(req, MHD_HTTP_HEADER_HOST);
-  if (host && !origin_host_allowed(cfg, host)) {
+  const char *host = request_host(req);
+  if ((absolute && !req->target_host[0]) || (host && !origin_host_allowed(cfg, host))) {
+    host = absolute ? req->target_host : host;
     log_warn("a request for host '%.100s' refused", host);
     return reply_error(req, API_ERR_HOST_NOT_ALLOWED, "Host",
-                       "this server does not answer for host %.100s (--allow-host adds "
+                       "this server does not answer for host '%.100s' (--allow-host adds "
                        "names)", host);
   }
   const char *origin = request_header(req, "Origin");

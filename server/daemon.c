@@ -13,6 +13,7 @@
 #include "server/client_limit.h"
 #include "server/config.h"
 #include "server/event_bus.h"
+#include "server/framing.h"
 #include "server/head_deadline.h"
 #include "base/log.h"
 #include "server/metrics.h"
@@ -81,8 +82,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   if (!req)
     return NULL;
   req->started_ns = monotonic_ns();
-  /* body_len doubles as the URI length until the body starts arriving. */
-  req->body_len = strlen(uri);
+  /* Measured now: the library splits off the query and decodes the path in place next. */
+  framing_measure_target(uri, &req->uri_len, &req->uri_blank);
   return req;
 }
 
@@ -96,7 +97,7 @@ static enum MHD_Result dispatch(struct daemon *d, struct request *req) {
   }
   enum MHD_Result r = req->route->handler(req);
   if (!req->answered && r == MHD_YES) {
-    log_error("handler for %s %s answered nothing", req->method, req->route->pattern);
+    log_error("handler for %s %s answered nothing", req->method, req->route_name);
     return reply_error(req, API_ERR_INTERNAL, NULL, "internal error");
   }
   return r;
@@ -131,9 +132,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     req->method = method;
     req->url = url;
     req->app = d->app;
-    size_t uri_len = req->body_len;
-    req->body_len = 0;
-    return admission_check(&d->admission, req, version, uri_len);
+    return admission_check(&d->admission, req, version);
   }
   if (req->answered) {
     if (req->deferred)
@@ -159,7 +158,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   if (!req)
     return;
   request_observe(req);  /* requests that ended without a response are counted here */
-  const char *route = req->route ? req->route->pattern : "unmatched";
+  const char *route = req->route_name ? req->route_name : "unmatched";
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status < 400)
     log_debug("%s %s ended early (%d)", req->method ? req->method : "?", route, (int)toe);
   request_free(req);

@@ -92,6 +92,19 @@ bool origin_host_allowed(const struct opforge_config *cfg, const char *host) {
   return any && ip_literal(name, &name_loop, &name_any) != 0;
 }
 
+bool origin_split_absolute(const char *url, char *ret_host, size_t host_len,
+                           const char **ret_path) {
+  const char *rest = strncasecmp(url, "http://", 7) == 0    ? url + 7
+                     : strncasecmp(url, "https://", 8) == 0 ? url + 8
+                                                            : NULL;
+  if (!rest || host_len == 0)
+    return false;
+  size_t n = strcspn(rest, "/");
+  snprintf(ret_host, host_len, "%.*s", (int)(n < host_len ? n : host_len - 1), rest);
+  *ret_path = rest[n] ? rest + n : "/";
+  return true;
+}
+
 bool origin_cors_listed(const struct opforge_config *cfg, const char *origin) {
   for (int i = 0; origin && i < cfg->n_cors_origins; i++)
     if (strcasecmp(origin, cfg->cors_origins[i]) == 0)

@@ -6,6 +6,7 @@
 
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "server/config.h"
 
@@ -18,6 +19,14 @@
  * listen address (any IP literal when it is 0.0.0.0 or ::), localhost when the server
  * listens on loopback or on every address, or a --allow-host name. Case-insensitive. */
 bool origin_host_allowed(const struct opforge_config *cfg, const char *host);
+
+/* Splits an absolute-form request target ("http://" or "https://", any case, then the
+ * authority, then the path): true when url is one, with the authority copied into
+ * ret_host (host_len bytes; cut short when longer, which no allowed name is) and
+ * *ret_path pointing at the path in url ("/" in static storage when it is empty).
+ * False, with nothing written, for any other target. */
+bool origin_split_absolute(const char *url, char *ret_host, size_t host_len,
+                           const char **ret_path);
 
 /* True when origin (an Origin header value) is listed with --cors-origin. */
 bool origin_cors_listed(const struct opforge_config *cfg, const char *origin);

@@ -6,7 +6,6 @@
 
 #include "server/app.h"
 #include "server/metrics.h"
-#include "server/router.h"
 
 void request_free(struct request *req) {
   if (!req)
@@ -34,7 +33,7 @@ void request_observe(struct request *req) {
     return;
   req->observed = true;
   double seconds = (double)(monotonic_ns() - req->started_ns) / 1e9;
-  metrics_observe_request(req->app->metrics, req->route ? req->route->pattern : "unmatched",
+  metrics_observe_request(req->app->metrics, req->route_name ? req->route_name : "unmatched",
                           req->method, req->status, seconds);
 }
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 struct app;
-struct route;
+struct route; /* server/router.h; only pointed to here, so request does not include it */
 
 #define REQUEST_MAX_PARAMS 3
 
@@ -20,8 +20,15 @@ struct request {
   struct MHD_Connection *conn;
   struct app *app;
   const char *method;            /* borrowed from MHD */
-  const char *url;               /* borrowed from MHD, path only */
+  const char *url;               /* the path only: borrowed from MHD (for an absolute-form
+                                    target, its path part) */
+  size_t uri_len;                /* bytes of the whole request target as MHD first saw it
+                                    (query included; up to a NUL byte, if any) */
+  bool uri_blank;                /* a blank or control byte among them */
+  char target_host[256];         /* the authority of an absolute-form target
+                                    (http://host:port/path), "" for an origin-form one */
   const struct route *route;     /* NULL until routed */
+  const char *route_name;        /* route->pattern once routed (static), else NULL */
   char *params[REQUEST_MAX_PARAMS]; /* owned copies of {..} path segments */
   unsigned n_params;
 
