@@ -147,6 +147,24 @@ static int64_t resume_point(struct request *req, enum MHD_Result *ret_result) {
   return header ? (int64_t)from_header : (int64_t)from_query;
 }
 
+/* The stream's headers on a response. */
+static void add_stream_headers(struct MHD_Response *resp) {
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+}
+
+/* HEAD: the stream's status and headers without a body. libmicrohttpd 0.9.75 ends a
+ * response of unknown size in chunked form (0 CR LF CR LF) even for HEAD, so HEAD gets
+ * an empty response of known size instead. */
+static enum MHD_Result reply_stream_head(struct request *req) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+  if (!resp)
+    return MHD_NO;
+  add_stream_headers(resp);
+  return reply_response(req, 200, resp);
+}
+
 enum MHD_Result handle_task_events(struct request *req) {
   enum MHD_Result result;
   const char *id = require_id_param(req, 0, "id", &result);
@@ -160,6 +178,8 @@ enum MHD_Result handle_task_events(struct request *req) {
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
   json_decref(task);
+  if (strcmp(req->method, MHD_HTTP_METHOD_HEAD) == 0)
+    return reply_stream_head(req);
   struct event_stream *st = calloc(1, sizeof *st);
   if (!st)
     return MHD_NO;
@@ -174,8 +194,6 @@ enum MHD_Result handle_task_events(struct request *req) {
     free(st);
     return MHD_NO;
   }
-  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-  MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-  MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+  add_stream_headers(resp);
   return reply_response(req, 200, resp);
 }

@@ -29,6 +29,7 @@
 #include "tests/api/test_memory_api.h"
 #include "tests/api/test_skills_api.h"
 #include "tests/api/test_protocol_api.h"
+#include "tests/api/test_framing_api.h"
 
 /* A minimal KernelBench program: what every valid submission carries. */
 static const char REF[] =
@@ -2001,19 +2002,20 @@ int main(void) {
     cmocka_unit_test(test_spec_coverage),
   };
   /* The suites of other files run before the coverage check, which stays last. */
-  const struct CMUnitTest *groups[5] = {NULL};
-  size_t sizes[5] = {memory_api_tests(&groups[0]), engine_api_tests(&groups[1]),
-                     best_api_tests(&groups[2]), protocol_api_tests(&groups[3]),
-                     skills_api_tests(&groups[4])};
+  enum { GROUPS = 6 };
+  const struct CMUnitTest *groups[GROUPS] = {NULL};
+  size_t sizes[GROUPS] = {memory_api_tests(&groups[0]), engine_api_tests(&groups[1]),
+                          best_api_tests(&groups[2]), protocol_api_tests(&groups[3]),
+                          skills_api_tests(&groups[4]), framing_api_tests(&groups[5])};
   size_t n_base = sizeof tests / sizeof tests[0], n_all = n_base;
-  for (size_t g = 0; g < 5; g++)
+  for (size_t g = 0; g < GROUPS; g++)
     n_all += sizes[g];
   struct CMUnitTest *all = calloc(n_all, sizeof *all);
   if (!all)
     return 1;
   memcpy(all, tests, (n_base - 1) * sizeof *all);
   size_t at = n_base - 1;
-  for (size_t g = 0; g < 5; g++) {
+  for (size_t g = 0; g < GROUPS; g++) {
     memcpy(all + at, groups[g], sizes[g] * sizeof *all);
     at += sizes[g];
   }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tests/api/harness.h"
+#include "tests/api/raw.h"
 
 #define LISTED "http://app.example:3000"
 #define UNKNOWN_ID "3f2b8c1e-9d4a-4b7e-8c21-5a6f0e9d1b23"
@@ -40,132 +41,6 @@ static char *fmt(const char *format, ...) {
   vsnprintf(out, (size_t)n + 1, format, ap);
   va_end(ap);
   return out;
-}
-
-/* ---------------------------------------------------------------- raw exchanges */
-
-/* A response read off a raw socket. */
-struct raw_response {
-  long status;
-  char *text;                  /* everything received, NUL-terminated (owned) */
-  size_t len;
-  struct spec_header headers[64];
-  size_t n_headers;
-  char *header_copy;           /* owned storage of the header names and values */
-  const char *body;            /* into text: after the first blank line */
-  size_t body_len;             /* by Content-Length when given, else to the end */
-};
-
-static void raw_response_clear(struct raw_response *r) {
-  free(r->text);
-  free(r->header_copy);
-  memset(r, 0, sizeof *r);
-}
-
-/* The port of the server's URL. */
-static uint16_t server_port(struct server *server) {
-  const char *colon = strrchr(server_url(server), ':');
-  assert_non_null(colon);
-  return (uint16_t)strtol(colon + 1, NULL, 10);
-}
-
-/* Splits r->text into status, headers and body. */
-static void parse_raw(struct raw_response *r) {
-  r->status = strncmp(r->text, "HTTP/1.", 7) == 0 ? strtol(r->text + 9, NULL, 10) : -1;
-  const char *end = strstr(r->text, "\r\n\r\n");
-  size_t head = end ? (size_t)(end - r->text) : r->len;
-  r->header_copy = strndup(r->text, head);
-  assert_non_null(r->header_copy);
-  char *save = NULL;
-  char *line = strtok_r(r->header_copy, "\r\n", &save); /* the status line */
-  while ((line = strtok_r(NULL, "\r\n", &save)) && r->n_headers < 64) {
-    char *colon = strchr(line, ':');
-    if (!colon)
-      continue;
-    *colon = '\0';
-    char *value = colon + 1;
-    while (*value == ' ')
-      value++;
-    r->headers[r->n_headers++] = (struct spec_header){.name = line, .value = value};
-  }
-  r->body = end ? end + 4 : r->text + r->len;
-  r->body_len = (size_t)(r->text + r->len - r->body);
-  for (size_t i = 0; i < r->n_headers; i++)
-    if (strcasecmp(r->headers[i].name, "Content-Length") == 0) {
-      size_t n = (size_t)strtoul(r->headers[i].value, NULL, 10);
-      if (n < r->body_len)
-        r->body_len = n;
-    }
-}
-
-/* Sends request (len bytes) on a new connection and reads until the server closes it
- * (send "Connection: close" or expect an error) or 5 s pass. Checks the response
- * against the spec for method and target. */
-static void raw_exchange(struct server *server, const char *method, const char *target,
-                         const char *request, size_t len, struct raw_response *ret) {
-  memset(ret, 0, sizeof *ret);
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(server_port(server))};
-  assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr), 1);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(fd >= 0);
-  assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-  size_t sent = 0;
-  while (sent < len) {
-    ssize_t n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
-    if (n <= 0)
-      break; /* the server may answer and close before it has read everything */
-    sent += (size_t)n;
-  }
-  size_t cap = 65536;
-  ret->text = malloc(cap + 1);
-  assert_non_null(ret->text);
-  for (;;) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 5000) <= 0)
-      break;
-    ssize_t n = recv(fd, ret->text + ret->len, cap - ret->len, 0);
-    if (n <= 0)
-      break;
-    ret->len += (size_t)n;
-    if (ret->len == cap)
-      break;
-  }
-  close(fd);
-  ret->text[ret->len] = '\0';
-  parse_raw(ret);
-  struct spec_exchange ex = {.method = method, .target = target, .status = ret->status,
-                             .headers = ret->headers, .n_headers = ret->n_headers,
-                             .body = ret->body, .body_len = ret->body_len};
-  char err[2048];
-  if (spec_check_response(harness_spec(), &ex, err, sizeof err) != 0) {
-    print_error("%s %s: spec violation: %s\n  response: %.600s\n", method, target, err,
-                ret->text);
-    fail();
-  }
-}
-
-/* raw_exchange of a NUL-terminated request. */
-static void raw_text(struct server *server, const char *method, const char *target,
-                     const char *request, struct raw_response *ret) {
-  raw_exchange(server, method, target, request, strlen(request), ret);
-}
-
-/* The error code of a JSON error body, into buf ("" when there is none). */
-static const char *raw_error_code(const struct raw_response *r, char *buf, size_t len) {
-  json_t *doc = json_loadb(r->body, r->body_len, 0, NULL);
-  const char *code = json_string_value(json_object_get(json_object_get(doc, "error"), "code"));
-  snprintf(buf, len, "%s", code ? code : "");
-  json_decref(doc);
-  return buf;
-}
-
-/* Asserts the JSON error (status, code) of a raw response. */
-static void assert_raw_error(const struct raw_response *r, long status, const char *code) {
-  char got[64];
-  if (r->status != status || strcmp(raw_error_code(r, got, sizeof got), code) != 0)
-    print_error("want %ld %s, got: %.500s\n", status, code, r->text);
-  assert_int_equal(r->status, status);
-  assert_string_equal(got, code);
 }
 
 /* Asserts a curl response's JSON error (status, code, field; field NULL: unchecked). */
@@ -241,7 +116,7 @@ static size_t task_count(struct server *server) {
  * names are answered. */
 static void test_host_header(void **state) {
   struct server *server = *state; /* --allow-host opforge.test */
-  char *own = fmt("Host: 127.0.0.1:%u", (unsigned)server_port(server));
+  char *own = fmt("Host: 127.0.0.1:%u", (unsigned)raw_server_port(server));
   const char *const ok[] = {"Host: 127.0.0.1", "Host: localhost", "Host: LOCALHOST:1",
                             "Host: opforge.test", "Host: opforge.test:8080", own};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
