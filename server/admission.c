@@ -11,6 +11,7 @@
 #include "server/client_limit.h"
 #include "server/config.h"
 #include "server/framing.h"
+#include "server/head_deadline.h"
 #include "server/metrics.h"
 #include "server/origin.h"
 #include "server/reply.h"
@@ -53,11 +54,23 @@ static const char *request_host(struct request *req) {
   return req->target_host[0] ? req->target_host : request_header(req, MHD_HTTP_HEADER_HOST);
 }
 
+/* How many connections the client of req has open, when that is over the limit, else
+ * 0. The count is taken at open and close; when it is over, the client's sockets are
+ * asked which it has not hung up, since the library reports a close only once a thread
+ * of its gets to it (not while every thread is busy, nor while the connection is
+ * suspended on an event stream). */
+static unsigned client_over_limit(const struct admission *a, struct request *req) {
+  const struct sockaddr *client = client_address(req->conn);
+  if (!client_limit_over(a->clients, client))
+    return 0;
+  unsigned live = head_deadline_live_from(a->heads, client);
+  return live > client_limit_limit(a->clients) ? live : 0;
+}
+
 /* 429 when the client has more connections open than allowed; the connection is then
  * closed after the answer, so the slot frees at once. */
-static enum MHD_Result refuse_client(const struct admission *a, struct request *req) {
-  const struct sockaddr *client = client_address(req->conn);
-  unsigned open = client_limit_count(a->clients, client);
+static enum MHD_Result refuse_client(const struct admission *a, struct request *req,
+                                     unsigned open) {
   metrics_limit_tripped(a->metrics, LIMIT_CONNECTIONS);
   log_warn("limit: a client with %u open connections refused (cap %u)", open,
            client_limit_limit(a->clients));
@@ -190,8 +203,9 @@ enum MHD_Result admission_check(const struct admission *a, struct request *req,
   bool absolute = take_absolute_form(req);
   if (atomic_load(a->shutting_down))
     return reply_error(req, API_ERR_SHUTTING_DOWN, NULL, "the server is shutting down");
-  if (client_limit_over(a->clients, client_address(req->conn)))
-    return refuse_client(a, req);
+  unsigned open = client_over_limit(a, req);
+  if (open)
+    return refuse_client(a, req, open);
   if (req->uri_len > cfg->max_url_bytes) {
     metrics_limit_tripped(a->metrics, LIMIT_URL);
     log_warn("limit: URL of %zu bytes refused (cap %zu)", req->uri_len, cfg->max_url_bytes);

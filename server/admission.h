@@ -11,6 +11,7 @@
 #include "server/request.h"
 
 struct client_limit;
+struct head_deadline;
 struct metrics;
 struct opforge_config;
 
@@ -19,6 +20,7 @@ struct admission {
   const struct opforge_config *cfg;
   struct metrics *metrics;
   struct client_limit *clients;
+  struct head_deadline *heads; /* the open connections, for which are still alive */
   const atomic_bool *shutting_down;
 };
 

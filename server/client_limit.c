@@ -9,7 +9,7 @@
 #include <string.h>
 
 struct client_entry {
-  unsigned char key[17]; /* family tag, then 4 or 16 address bytes (zero-padded) */
+  unsigned char key[CLIENT_KEY_LEN]; /* family tag, then 4 or 16 address bytes (zero-padded) */
   unsigned open;
 };
 
@@ -43,10 +43,8 @@ void client_limit_free(struct client_limit *l) {
   free(l);
 }
 
-/* The table key of addr in ret_key; false for families other than IPv4 and IPv6. The
- * port is left out: a client's connections differ only by it. */
-static bool key_of(const struct sockaddr *addr, unsigned char ret_key[17]) {
-  memset(ret_key, 0, 17);
+bool client_limit_key(const struct sockaddr *addr, unsigned char ret_key[CLIENT_KEY_LEN]) {
+  memset(ret_key, 0, CLIENT_KEY_LEN);
   if (!addr)
     return false;
   if (addr->sa_family == AF_INET) {
@@ -65,16 +63,16 @@ static bool key_of(const struct sockaddr *addr, unsigned char ret_key[17]) {
 }
 
 /* Index of key in l, or l->n when absent. Caller holds l->mu. */
-static size_t find(const struct client_limit *l, const unsigned char key[17]) {
+static size_t find(const struct client_limit *l, const unsigned char key[CLIENT_KEY_LEN]) {
   size_t i = 0;
-  while (i < l->n && memcmp(l->entries[i].key, key, 17) != 0)
+  while (i < l->n && memcmp(l->entries[i].key, key, CLIENT_KEY_LEN) != 0)
     i++;
   return i;
 }
 
 unsigned client_limit_opened(struct client_limit *l, const struct sockaddr *addr) {
-  unsigned char key[17];
-  if (!l || !key_of(addr, key))
+  unsigned char key[CLIENT_KEY_LEN];
+  if (!l || !client_limit_key(addr, key))
     return 0;
   pthread_mutex_lock(&l->mu);
   size_t i = find(l, key);
@@ -91,8 +89,8 @@ unsigned client_limit_opened(struct client_limit *l, const struct sockaddr *addr
 }
 
 void client_limit_closed(struct client_limit *l, const struct sockaddr *addr) {
-  unsigned char key[17];
-  if (!l || !key_of(addr, key))
+  unsigned char key[CLIENT_KEY_LEN];
+  if (!l || !client_limit_key(addr, key))
     return;
   pthread_mutex_lock(&l->mu);
   size_t i = find(l, key);
@@ -102,8 +100,8 @@ void client_limit_closed(struct client_limit *l, const struct sockaddr *addr) {
 }
 
 unsigned client_limit_count(struct client_limit *l, const struct sockaddr *addr) {
-  unsigned char key[17];
-  if (!l || !key_of(addr, key))
+  unsigned char key[CLIENT_KEY_LEN];
+  if (!l || !client_limit_key(addr, key))
     return 0;
   pthread_mutex_lock(&l->mu);
   size_t i = find(l, key);

@@ -9,6 +9,13 @@
 
 struct client_limit;
 
+/* A client's key: a family tag (4 or 6), then its 4 or 16 address bytes, zero-padded. */
+#define CLIENT_KEY_LEN 17
+
+/* The key of addr in ret_key; false for families other than IPv4 and IPv6 (ret_key is
+ * then zeroed). The port is left out: a client's connections differ only by it. */
+bool client_limit_key(const struct sockaddr *addr, unsigned char ret_key[CLIENT_KEY_LEN]);
+
 /* A counter for up to max_clients distinct addresses, each allowed limit open
  * connections. Returns NULL when out of memory; the caller frees with client_limit_free. */
 struct client_limit *client_limit_new(size_t max_clients, unsigned limit);

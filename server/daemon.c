@@ -2,6 +2,7 @@
 #include "server/daemon.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "server/body.h"
 #include "server/client_limit.h"
 #include "server/config.h"
+#include "server/conn_shed.h"
 #include "server/event_bus.h"
 #include "server/framing.h"
 #include "server/head_deadline.h"
@@ -26,6 +28,7 @@ struct daemon {
   struct client_limit *clients; /* open connections per client address */
   struct head_deadline *heads;  /* the request-head deadline of every connection */
   struct admission admission;
+  _Atomic unsigned long long shed_logged_ns; /* when shedding was last logged */
 };
 
 /* The client address of conn (borrowed from MHD), or NULL. */
@@ -42,8 +45,25 @@ static struct head_watch *watch_of(struct MHD_Connection *conn) {
   return info ? info->socket_context : NULL;
 }
 
-/* Watches each connection for the head deadline and counts it per client. The watch is
- * the socket context; it records whether client_limit counted the connection, so a
+/* Closes connections that wait for a request head when the table is nearly full (see
+ * server/conn_shed.h), never the one just opened; counts and logs them (the log at most
+ * once a second: under a flood every new connection sheds one). */
+static void shed_if_full(struct daemon *d, const struct head_watch *opened) {
+  unsigned max = d->app->cfg->max_connections;
+  unsigned n = conn_shed_count(head_deadline_count(d->heads), max);
+  unsigned shed = n ? head_deadline_shed(d->heads, n, opened) : 0;
+  if (!shed)
+    return;
+  metrics_limit_tripped_n(d->app->metrics, LIMIT_SHED, shed);
+  unsigned long long now = monotonic_ns(), last = atomic_load(&d->shed_logged_ns);
+  if (now - last >= 1000000000ull && atomic_compare_exchange_strong(&d->shed_logged_ns, &last, now))
+    log_warn("limit: the connection table is nearly full (%u of %u, --max-connections): "
+             "closed %u connection(s) still waiting for a request head, longest first",
+             head_deadline_count(d->heads), max, shed);
+}
+
+/* Watches each connection for the arrival deadlines and counts it per client. The watch
+ * is the socket context; it records whether client_limit counted the connection, so a
  * close is only subtracted for a counted open. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
@@ -51,10 +71,13 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
     const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn,
                                                                  MHD_CONNECTION_INFO_CONNECTION_FD);
-    struct head_watch *w = fd ? head_deadline_opened(d->heads, fd->connect_fd) : NULL;
+    const struct sockaddr *peer = client_address(conn);
+    struct head_watch *w = fd ? head_deadline_opened(d->heads, fd->connect_fd, peer) : NULL;
     if (w)
-      w->counted = client_limit_opened(d->clients, client_address(conn)) > 0;
+      w->counted = client_limit_opened(d->clients, peer) > 0;
     *socket_context = w;
+    if (w)
+      shed_if_full(d, w);
   } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
     struct head_watch *w = *socket_context;
     if (w->counted)
@@ -64,13 +87,18 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
   }
 }
 
-/* The sweeper closed n connections whose request head was late. */
-static void on_head_late(void *cls, unsigned n) {
+/* The sweeper closed n connections whose request head or body was late. */
+static void on_late(void *cls, enum head_deadline_reason why, unsigned n) {
   struct daemon *d = cls;
-  for (unsigned i = 0; i < n; i++)
-    metrics_limit_tripped(d->app->metrics, LIMIT_HEADER_DEADLINE);
-  log_warn("limit: %u connection(s) closed: no complete request head within %u s "
-           "(--header-deadline)", n, d->app->cfg->header_deadline_s);
+  const struct opforge_config *cfg = d->app->cfg;
+  metrics_limit_tripped_n(d->app->metrics,
+                          why == HEAD_LATE ? LIMIT_HEADER_DEADLINE : LIMIT_BODY_DEADLINE, n);
+  if (why == HEAD_LATE)
+    log_warn("limit: %u connection(s) closed: no complete request head within %u s "
+             "(--header-deadline)", n, cfg->header_deadline_s);
+  else
+    log_warn("limit: %u connection(s) closed: the request body was not complete within "
+             "%u s of its head (--body-deadline)", n, cfg->body_deadline_s);
 }
 
 /* MHD calls this first with the full request URI; the context it returns becomes
@@ -127,13 +155,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (!req)
     return MHD_NO;
   if (!req->conn) {
-    head_deadline_head_done(d->heads, watch_of(conn));
     req->conn = conn;
     req->method = method;
     req->url = url;
     req->app = d->app;
-    return admission_check(&d->admission, req, version);
+    enum MHD_Result r = admission_check(&d->admission, req, version);
+    head_deadline_head_done(d->heads, watch_of(conn), req->has_body && !req->close_after);
+    return r;
   }
+  if (*upload_data_size == 0)
+    head_deadline_body_done(d->heads, watch_of(conn)); /* the upload is complete */
   if (req->answered) {
     if (req->deferred)
       return drain(d, req, upload_data_size);
@@ -216,7 +247,7 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
     return -1;
   d->app = app;
   d->clients = client_limit_new(cfg->max_connections, cfg->max_connections_per_ip);
-  d->heads = head_deadline_new(cfg->header_deadline_s, on_head_late, d);
+  d->heads = head_deadline_new(cfg->header_deadline_s, cfg->body_deadline_s, on_late, d);
   if (!d->clients || !d->heads) {
     client_limit_free(d->clients);
     head_deadline_free(d->heads);
@@ -224,7 +255,7 @@ int daemon_start(struct app *app, struct daemon **ret_daemon, uint16_t *ret_port
     return -1;
   }
   d->admission = (struct admission){.cfg = cfg, .metrics = app->metrics,
-                                    .clients = d->clients,
+                                    .clients = d->clients, .heads = d->heads,
                                     .shutting_down = &app->shutting_down};
   unsigned hard_per_ip = hard_per_client_limit(cfg->max_connections_per_ip);
   unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |

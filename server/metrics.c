@@ -15,7 +15,8 @@ static const double latency_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.0
 #define N_BUCKETS (sizeof latency_buckets / sizeof latency_buckets[0])
 
 static const char *limit_names[LIMIT__COUNT] = {"body", "url", "connections", "page",
-                                                "reference", "header_deadline"};
+                                                "reference", "header_deadline",
+                                                "body_deadline", "shed"};
 
 struct request_series {
   const char *route;  /* borrowed from the route table or a static string */
@@ -93,8 +94,12 @@ void metrics_observe_request(struct metrics *m, const char *route, const char *m
 }
 
 void metrics_limit_tripped(struct metrics *m, enum metrics_limit which) {
+  metrics_limit_tripped_n(m, which, 1);
+}
+
+void metrics_limit_tripped_n(struct metrics *m, enum metrics_limit which, unsigned n) {
   pthread_mutex_lock(&m->lock);
-  m->limits[which]++;
+  m->limits[which] += n;
   pthread_mutex_unlock(&m->lock);
 }
 

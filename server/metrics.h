@@ -6,9 +6,12 @@
 
 struct metrics;
 
-/* Limits that clients can trip; each trip is logged and counted. */
+/* Limits that clients can trip; each trip is logged and counted. LIMIT_SHED counts the
+ * connections still waiting for a head that were closed to make room when the
+ * connection table filled up. */
 enum metrics_limit {
   LIMIT_BODY, LIMIT_URL, LIMIT_CONNECTIONS, LIMIT_PAGE, LIMIT_REFERENCE, LIMIT_HEADER_DEADLINE,
+  LIMIT_BODY_DEADLINE, LIMIT_SHED,
   LIMIT__COUNT
 };
 
@@ -24,6 +27,9 @@ void metrics_observe_request(struct metrics *m, const char *route, const char *m
 
 /* Counts one trip of a limit. Thread-safe. */
 void metrics_limit_tripped(struct metrics *m, enum metrics_limit which);
+
+/* Counts n trips of a limit at once. Thread-safe. */
+void metrics_limit_tripped_n(struct metrics *m, enum metrics_limit which, unsigned n);
 
 /* Appends the request counters, the latency histogram and the limit counters to a
  * malloc'd text buffer (*buf, *len, *cap grow as needed). Returns 0, -1 on allocation

@@ -30,6 +30,7 @@
 #include "tests/api/test_skills_api.h"
 #include "tests/api/test_protocol_api.h"
 #include "tests/api/test_framing_api.h"
+#include "tests/api/test_limits_api.h"
 
 /* A minimal KernelBench program: what every valid submission carries. */
 static const char REF[] =
@@ -2002,11 +2003,12 @@ int main(void) {
     cmocka_unit_test(test_spec_coverage),
   };
   /* The suites of other files run before the coverage check, which stays last. */
-  enum { GROUPS = 6 };
+  enum { GROUPS = 7 };
   const struct CMUnitTest *groups[GROUPS] = {NULL};
   size_t sizes[GROUPS] = {memory_api_tests(&groups[0]), engine_api_tests(&groups[1]),
                           best_api_tests(&groups[2]), protocol_api_tests(&groups[3]),
-                          skills_api_tests(&groups[4]), framing_api_tests(&groups[5])};
+                          skills_api_tests(&groups[4]), framing_api_tests(&groups[5]),
+                          limits_api_tests(&groups[6])};
   size_t n_base = sizeof tests / sizeof tests[0], n_all = n_base;
   for (size_t g = 0; g < GROUPS; g++)
     n_all += sizes[g];
