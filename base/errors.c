@@ -27,6 +27,7 @@ static const struct api_error_info error_table[API_ERR__COUNT] = {
   [API_ERR_TOO_MANY_REQUESTS] = {"too_many_requests", 429},
   [API_ERR_INTERNAL] = {"internal", 500},
   [API_ERR_STORE_BUSY] = {"store_busy", 503},
+  [API_ERR_INSUFFICIENT_STORAGE] = {"insufficient_storage", 507},
   [API_ERR_NOT_READY] = {"not_ready", 503},
   [API_ERR_SHUTTING_DOWN] = {"shutting_down", 503},
   [API_ERR_MEMORY_NOT_FOUND] = {"memory_node_not_found", 404},

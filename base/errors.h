@@ -28,6 +28,7 @@ enum api_error {
   API_ERR_TOO_MANY_REQUESTS,   /* 429 a per-client limit tripped */
   API_ERR_INTERNAL,            /* 500 a bug or an I/O failure; logged */
   API_ERR_STORE_BUSY,          /* 503 the store stayed locked past its retries */
+  API_ERR_INSUFFICIENT_STORAGE, /* 507 the disk holding the store is full */
   API_ERR_NOT_READY,           /* 503 store closed or migrations missing */
   API_ERR_SHUTTING_DOWN,       /* 503 the server is stopping */
   API_ERR_MEMORY_NOT_FOUND,    /* 404 no such memory node (global or local) */
