@@ -46,7 +46,8 @@ enum api_error {
   API_ERR_NAMESPACE_NOT_FOUND, /* 404 no such memory namespace */
   API_ERR_CROSS_SITE_REFUSED,  /* 403 a write from an origin that is not allowed */
   API_ERR_HOST_NOT_ALLOWED,    /* 421 the Host header names no address of this server */
-  API_ERR_INVALID_HEADER,      /* 400 a header is malformed (NUL byte, missing Host) */
+  API_ERR_INVALID_HEADER,      /* 400 the request head is malformed or its framing ambiguous */
+  API_ERR_NOT_EXPORTABLE,      /* 409 the best candidate cannot be written in the format asked */
   API_ERR__COUNT
 };
 

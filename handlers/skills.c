@@ -1,7 +1,6 @@
 /* /v1/skills[/{id}]: list, create, show, edit (enable, disable) and delete skill rules. */
 #include "handlers/skills.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,16 +12,19 @@
 #include "server/reply.h"
 #include "store/skills.h"
 
-/* The path's rule id (an integer 1..2^53 in decimal, no sign or leading zero); else
- * queues 400 invalid_id and returns 0 (the caller returns *ret_result). */
+/* The largest rule id the path takes: every id of the spec's pattern, 1 to 16 digits
+ * (SkillId); one that names no rule is then 404 skill_not_found. */
+#define SKILL_ID_MAX 9999999999999999LL
+
+/* The path's rule id (1 to 16 decimal digits, no sign or leading zero); else queues 400
+ * invalid_id and returns 0 (the caller returns *ret_result). */
 static long long require_skill_id(struct request *req, enum MHD_Result *ret_result) {
   const char *s = req->n_params > 0 ? req->params[0] : NULL;
-  char *end = NULL;
-  errno = 0;
-  long long id = s && s[0] >= '1' && s[0] <= '9' ? strtoll(s, &end, 10) : 0;
-  if (id > 0 && errno == 0 && end && *end == '\0' && id <= (1LL << 53))
+  long long id = 0;
+  if (parse_decimal(s, 1, SKILL_ID_MAX, &id))
     return id;
-  *ret_result = reply_error(req, API_ERR_INVALID_ID, "id", "id must be a positive integer");
+  *ret_result = reply_error(req, API_ERR_INVALID_ID, "id",
+                            "id must be a positive integer of at most 16 digits");
   return 0;
 }
 

@@ -513,9 +513,13 @@ static enum MHD_Result reply_kernelbench(struct request *req, const char *id, js
     result = reply_error(req, API_ERR_INTERNAL, NULL, "task %s has no profile to export from",
                          id);
   } else if (export_kernelbench(profile, candidate, &text, err, sizeof err) != 0) {
-    log_error("task %s: export of candidate %s failed: %s", id,
-              json_string_value(json_object_get(candidate, "id")), err);
-    result = reply_error(req, API_ERR_INTERNAL, NULL, "cannot export the candidate: %s", err);
+    /* The stored records cannot make this file (a program's node step with a profile
+     * that has no traced graph, say): the task's state, not a fault of the server. */
+    log_warn("task %s: export of candidate %s refused: %s", id,
+             json_string_value(json_object_get(candidate, "id")), err);
+    result = reply_error(req, API_ERR_NOT_EXPORTABLE, "format",
+                         "the best candidate cannot be exported as a KernelBench file: %s",
+                         err);
   } else {
     result = reply_python(req, json_string_value(json_object_get(task, "name")), text);
   }

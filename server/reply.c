@@ -91,6 +91,10 @@ static enum MHD_Result vreply_error(struct request *req, enum api_error err, con
                                     va_list ap) {
   char message[512];
   vsnprintf(message, sizeof message, fmt, ap);
+  /* The field names the key at fault; the empty key ("" at the top of a body) is named
+   * by its JSON pointer, "/", since the error shape's field is never empty. */
+  if (field && !*field)
+    field = "/";
   const struct api_error_info *info = api_error_info(err);
   json_t *body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", info->code,
                            "message", message, "field", field);

@@ -16,7 +16,8 @@ enum MHD_Result reply_json_with_header(struct request *req, unsigned status, jso
                                        const char *header, const char *value);
 
 /* Queues the error shape {"error":{"code","message","field"}} with the code's status.
- * field may be NULL. The message is formatted like printf and copied. */
+ * field may be NULL (null); "" (the empty key) is sent as "/". The message is formatted
+ * like printf and copied. */
 enum MHD_Result reply_error(struct request *req, enum api_error err, const char *field,
                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

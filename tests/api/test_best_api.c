@@ -25,6 +25,9 @@
 
 #define TASK_ID "6a1f0c3e-8b2d-4f5a-9c7e-1d2b3a4c5e6f"
 #define CANDIDATE_ID "2c9e7b1a-5d3f-4e8b-a6c4-0f1e2d3c4b5a"
+/* A second task whose best's plan names a tensor the profile lacks: no file can be made. */
+#define UNEXPORTABLE_ID "7b2e1d4f-9c3a-4e6b-8d5f-2a1b0c9d8e7f"
+#define UNEXPORTABLE_CANDIDATE "4d8a2f6c-1e3b-4a7d-9f5e-6c0b1a2d3e4f"
 
 static const char REFERENCE[] =
     "import torch\n"
@@ -59,6 +62,10 @@ static const char SOURCE[] =
 static const char PLAN[] =
     "{\"launches\":[{\"kernel\":\"relu\",\"grid\":[1,1,1],\"block\":[256,1,1],\"shared_bytes\":0,"
     "\"args\":[{\"tensor\":\"input:0\"},{\"tensor\":\"output:0\"},{\"i64\":256}]}]}";
+
+static const char PLAN_UNKNOWN_TENSOR[] =
+    "{\"launches\":[{\"kernel\":\"relu\",\"grid\":[1,1,1],\"block\":[256,1,1],\"shared_bytes\":0,"
+    "\"args\":[{\"tensor\":\"input:9\"},{\"tensor\":\"output:0\"},{\"i64\":256}]}]}";
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -133,31 +140,30 @@ struct seeded {
   struct server *server;
 };
 
-/* Writes the task, its profile and one committed correct step into DIR's store. */
-static void seed_store(const char *dir) {
-  struct store *s = NULL;
-  char err[256];
-  assert_int_equal(store_open(dir, &s, err, sizeof err), STORE_OK);
+/* Writes a finished task, its profile and one committed correct step (candidate_id with
+ * plan) into the store s. */
+static void seed_task(struct store *s, const char *task_id, const char *candidate_id,
+                      const char *plan) {
   json_t *body = json_pack("{s:s, s:s}", "name", "relu", "reference", REFERENCE), *task = NULL;
   struct submission sub = {0};
   struct validation_error verr;
   assert_int_equal(submission_parse(body, &sub, &verr), 0);
-  assert_int_equal(store_task_insert(s, TASK_ID, sub.name, sub.options, sub.reference, &task),
+  assert_int_equal(store_task_insert(s, task_id, sub.name, sub.options, sub.reference, &task),
                    STORE_OK);
   json_t *profile = load(PROFILE), *baselines = load("{\"eager_ms\":0.004}");
-  assert_int_equal(store_task_profile_set(s, TASK_ID, profile, baselines), STORE_OK);
+  assert_int_equal(store_task_profile_set(s, task_id, profile, baselines), STORE_OK);
   json_t *candidate = json_pack(
-      "{s:s, s:n, s:s, s:[s], s:o, s:{s:b}, s:s, s:n, s:s}", "id", CANDIDATE_ID, "parent_id",
-      "source", SOURCE, "options", "-DBLOCK=256", "plan", load(PLAN), "result", "correct", 1,
+      "{s:s, s:n, s:s, s:[s], s:o, s:{s:b}, s:s, s:n, s:s}", "id", candidate_id, "parent_id",
+      "source", SOURCE, "options", "-DBLOCK=256", "plan", load(plan), "result", "correct", 1,
       "direction", "vectorize", "strategy", "step_kind", "small");
   json_t *progress = json_pack("{s:i, s:i, s:f, s:f, s:i, s:i, s:s}", "step", 1, "budget_steps",
                                20, "best_speedup", 1.5, "best_ms", 0.0025, "correct", 1,
-                               "candidates", 1, "best_candidate", CANDIDATE_ID);
+                               "candidates", 1, "best_candidate", candidate_id);
   json_t *rows = json_array(), *event = json_object();
-  struct step_commit c = {.task_id = TASK_ID, .step = 1, .candidate = candidate,
+  struct step_commit c = {.task_id = task_id, .step = 1, .candidate = candidate,
                           .tree_rows = rows, .progress = progress, .event_data = event};
   assert_int_equal(store_step_commit(s, &c), STORE_OK);
-  assert_int_equal(store_task_finish(s, TASK_ID, "succeeded", NULL, NULL), STORE_OK);
+  assert_int_equal(store_task_finish(s, task_id, "succeeded", NULL, NULL), STORE_OK);
   json_decref(event);
   json_decref(rows);
   json_decref(progress);
@@ -167,6 +173,15 @@ static void seed_store(const char *dir) {
   json_decref(task);
   submission_clear(&sub);
   json_decref(body);
+}
+
+/* Writes the two tasks into DIR's store. */
+static void seed_store(const char *dir) {
+  struct store *s = NULL;
+  char err[256];
+  assert_int_equal(store_open(dir, &s, err, sizeof err), STORE_OK);
+  seed_task(s, TASK_ID, CANDIDATE_ID, PLAN);
+  seed_task(s, UNEXPORTABLE_ID, UNEXPORTABLE_CANDIDATE, PLAN_UNKNOWN_TENSOR);
   store_close(s);
 }
 
@@ -363,9 +378,29 @@ static void test_best_exports(void **state) {
   json_decref(best);
 }
 
+/* A best whose KernelBench file cannot be made from the task's records (here a plan
+ * naming a tensor the profile lacks) is 409 not_exportable with the reason, not 500;
+ * as JSON it is still answered. */
+static void test_best_not_exportable(void **state) {
+  struct seeded *sd = *state;
+  struct http_response *r =
+      get(sd->server, "/v1/tasks/" UNEXPORTABLE_ID "/best?format=kernelbench", 409);
+  static const char want[] =
+      "{\"error\":{\"code\":\"not_exportable\",\"message\":\"the best candidate cannot be "
+      "exported as a KernelBench file: launch 0 arg 0: unknown tensor 'input:9'\","
+      "\"field\":\"format\"}}";
+  if (strcmp(r->body, want) != 0)
+    print_error("got %s\n", r->body);
+  assert_string_equal(r->body, want);
+  http_response_free(r);
+  r = get(sd->server, "/v1/tasks/" UNEXPORTABLE_ID "/best", 200);
+  http_response_free(r);
+}
+
 static const struct CMUnitTest tests[] = {
   cmocka_unit_test_setup_teardown(test_best_refusals, start_plain, stop_plain),
   cmocka_unit_test_setup_teardown(test_best_exports, start_seeded, stop_seeded),
+  cmocka_unit_test_setup_teardown(test_best_not_exportable, start_seeded, stop_seeded),
 };
 
 size_t best_api_tests(const struct CMUnitTest **ret_tests) {

@@ -515,6 +515,40 @@ static void test_spec_agreement(void **state) {
   free(id);
 }
 
+/* Asserts the whole body of a curl response. */
+static void assert_body(const struct http_response *r, long status, const char *body) {
+  if (r->status != status || strcmp(r->body, body) != 0)
+    print_error("want %ld %s\n got %ld %s\n", status, body, r->status, r->body);
+  assert_int_equal(r->status, status);
+  assert_string_equal(r->body, body);
+}
+
+/* What schemathesis --checks all found (issue 33, item 11): every skill id of the
+ * spec's pattern (16 digits) is looked up (404 when none), one beyond it is invalid; the
+ * empty key is named by its JSON pointer "/", never by an empty field. */
+static void test_schemathesis_findings(void **state) {
+  struct server *server = *state;
+  struct http_response *r = http_get(server, "/v1/skills/9007199254740993");
+  assert_body(r, 404, "{\"error\":{\"code\":\"skill_not_found\",\"message\":\"no skill rule has "
+                      "id 9007199254740993\",\"field\":null}}");
+  http_response_free(r);
+  r = http_get(server, "/v1/skills/9999999999999999");
+  assert_int_equal(r->status, 404);
+  http_response_free(r);
+  r = http_get(server, "/v1/skills/10000000000000000");
+  assert_body(r, 400, "{\"error\":{\"code\":\"invalid_id\",\"message\":\"id must be a positive "
+                      "integer of at most 16 digits\",\"field\":\"id\"}}");
+  http_response_free(r);
+  r = http_send(server, "POST", "/v1/tasks", "{\"\": null}", NULL);
+  assert_body(r, 400, "{\"error\":{\"code\":\"unknown_field\",\"message\":\" is not a known "
+                      "field\",\"field\":null}}");
+  http_response_free(r);
+  r = http_send(server, "POST", "/v1/skills/adapt", "{\"\": 1}", NULL);
+  assert_body(r, 400, "{\"error\":{\"code\":\"unknown_field\",\"message\":\": unknown key\","
+                      "\"field\":\"/\"}}");
+  http_response_free(r);
+}
+
 static const struct CMUnitTest tests[] = {
   cmocka_unit_test_setup_teardown(test_host_header, start_cors, stop),
   cmocka_unit_test_setup_teardown(test_malformed_headers, start_plain, stop),
@@ -524,6 +558,7 @@ static const struct CMUnitTest tests[] = {
   cmocka_unit_test_setup_teardown(test_write_media_types, start_plain, stop),
   cmocka_unit_test_setup_teardown(test_library_answers, start_plain, stop),
   cmocka_unit_test_setup_teardown(test_spec_agreement, start_plain, stop),
+  cmocka_unit_test_setup_teardown(test_schemathesis_findings, start_plain, stop),
 };
 
 size_t protocol_api_tests(const struct CMUnitTest **ret_tests) {
