@@ -16,6 +16,10 @@ enum MHD_Result reply_store_failure(struct request *req, int store_rc,
     return reply_error(req, not_found_code, NULL, "no such resource");
   case STORE_BUSY:
     return reply_error(req, API_ERR_STORE_BUSY, NULL, "the store is busy; retry shortly");
+  case STORE_FULL:
+    return reply_error(req, API_ERR_INSUFFICIENT_STORAGE, NULL,
+                       "the disk holding the store is full: nothing was written; free "
+                       "space on it and retry");
   default:
     return reply_error(req, API_ERR_INTERNAL, NULL, "internal store error");
   }

@@ -1,4 +1,6 @@
 /* GET /healthz (the process answers) and GET /readyz (the store is open and migrated). */
+#include <limits.h>
+
 #include "handlers/handlers.h"
 #include "server/app.h"
 #include "server/evaluators.h"
@@ -17,6 +19,9 @@ enum MHD_Result handle_readyz(struct request *req) {
   if (!store_ready(req->app->store))
     return reply_error(req, API_ERR_NOT_READY, NULL,
                        "the store is not open or its migrations are not all applied");
+  char why[PATH_MAX + 200];
+  if (!store_has_space(req->app->store, why, sizeof why))
+    return reply_error(req, API_ERR_NOT_READY, NULL, "%s", why);
   return reply_json(req, 200, json_pack("{s:s, s:i}", "status", "ready", "schema_version",
                                         store_schema_version(req->app->store)));
 }

@@ -154,6 +154,7 @@ UINT_OPTION(parse_conn_timeout, connection_timeout_s, "--connection-timeout", 1,
 UINT_OPTION(parse_header_deadline, header_deadline_s, "--header-deadline", 1, 3600)
 UINT_OPTION(parse_body_deadline, body_deadline_s, "--body-deadline", 1, 3600)
 UINT_OPTION(parse_shutdown_grace, shutdown_grace_s, "--shutdown-grace", 0, 3600)
+UINT_OPTION(parse_lease, lease_s, "--lease-seconds", 3, 3600)
 UINT_OPTION(parse_keepalive, sse_keepalive_s, "--sse-keepalive", 1, 3600)
 UINT_OPTION(parse_eval_deadline, evaluate_deadline_s, "--evaluate-deadline", 1, 3600)
 UINT_OPTION(parse_profile_deadline, profile_deadline_s, "--profile-deadline", 1, 86400)
@@ -321,6 +322,10 @@ static const struct option_spec options[] = {
   {"--shutdown-grace", "OPFORGE_SHUTDOWN_GRACE",
    "seconds that evaluations in flight get on SIGTERM before their evaluators are stopped; "
    "their steps run again after a restart (5)", parse_shutdown_grace, NULL},
+  {"--lease-seconds", "OPFORGE_LEASE_SECONDS",
+   "a claim's lease: renewed every third of it while its task runs; a task whose claim "
+   "ran out (its server died, or its release failed) is taken over (60)", parse_lease,
+   NULL},
   {"--cors-origin", "OPFORGE_CORS_ORIGIN",
    "an origin allowed to call the API from a browser (repeatable; none)", parse_cors_origin,
    clear_cors_origins},
@@ -363,6 +368,7 @@ void config_defaults(struct opforge_config *cfg) {
   cfg->header_deadline_s = 10;
   cfg->body_deadline_s = 30;
   cfg->shutdown_grace_s = 5;
+  cfg->lease_s = 60;
   cfg->sse_keepalive_s = 15;
   cfg->evaluate_deadline_s = 60;
   cfg->profile_deadline_s = 600;

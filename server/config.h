@@ -40,6 +40,7 @@ struct opforge_config {
   unsigned header_deadline_s;      /* a request line and headers must arrive within it */
   unsigned body_deadline_s;        /* a request body must arrive within it of its head */
   unsigned shutdown_grace_s;       /* on SIGTERM, evaluations in flight get this long */
+  unsigned lease_s;                /* a claim's lease; renewed every third of it */
   unsigned sse_keepalive_s;
   char python[PATH_MAX];           /* empty = default search */
   char evaluator[PATH_MAX];        /* empty = default search */

@@ -7,8 +7,10 @@
 
 struct data_lock;
 
-/* Takes DIR/opforge.lock with flock(LOCK_EX | LOCK_NB) and writes this process's pid
- * into it. The lock lasts until data_lock_release (or the process's end, even by
+/* Takes DIR/opforge.lock with flock(LOCK_EX | LOCK_NB), then DIR/opforge.db the same way
+ * (a second server whose first deleted opforge.lock still finds the database locked). The
+ * file is not written here: data_lock_write_pid does that once the server is up, so a
+ * start that fails leaves it as it was. The lock lasts until data_lock_release (or the process's end, even by
  * kill -9: the kernel drops it with the descriptor). When another process holds it,
  * returns -1 with a message naming that process's pid in err (the pid it wrote; 0 in
  * *ret_holder when unreadable); other failures also return -1 with the reason in err
@@ -17,7 +19,11 @@ struct data_lock;
 int data_lock_acquire(const char *dir, struct data_lock **ret_lock, pid_t *ret_holder,
                       char *err, size_t errlen);
 
-/* Releases the lock and frees it. The file stays (removing it would let two processes
+/* Writes this process's pid into the lock file (over the old one, then cut to length: a
+ * failed write leaves the file as it was). Returns 0, or -1 with the reason in err. */
+int data_lock_write_pid(struct data_lock *lock, char *err, size_t errlen);
+
+/* Releases the lock and frees it (clearing the pid when data_lock_write_pid wrote it). The file stays (removing it would let two processes
  * lock two different files of the same name). Accepts NULL. */
 void data_lock_release(struct data_lock *lock);
 

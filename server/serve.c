@@ -1,6 +1,7 @@
 /* `opforge serve`: start-up, the wait for a signal, and the graceful shutdown. */
 #include "server/serve.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,10 +49,6 @@ static int ensure_data_dir(const char *dir) {
 
 static struct search_config search_cfg;
 
-/* How long a claim holds without renewal; the keeper renews every third of it, so a
- * crashed server's tasks are free for another host after at most this long (this host's
- * next server takes them at once). */
-#define CLAIM_LEASE_S 60
 
 /* What serve holds besides the app: the data directory and the claims' lease. */
 static struct data_lock *data_lock;
@@ -72,13 +69,14 @@ static int own_data_dir(const struct opforge_config *cfg) {
 /* Releases the stale claims (see store_claims_release_stale) and starts renewing ours. */
 static int adopt_claims(struct app *app) {
   int released = 0;
-  if (store_claims_configure(app->store, NULL, CLAIM_LEASE_S) != STORE_OK ||
+  unsigned lease_s = app->cfg->lease_s;
+  if (store_claims_configure(app->store, NULL, lease_s) != STORE_OK ||
       store_claims_release_stale(app->store, &released) != STORE_OK)
     return -1;
   if (released)
     log_info("%d task(s) left running by an earlier server resume", released);
   log_info("claims are held as %s", store_claims_instance(app->store));
-  return claim_lease_start(app->store, CLAIM_LEASE_S, &lease_keeper);
+  return claim_lease_start(app->store, lease_s, &lease_keeper);
 }
 
 /* The loop's notify callback: wakes the task's event streams. */
@@ -119,7 +117,11 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
     return -1;
   }
   if (store_memory_seed_if_empty(app->store, NULL) != STORE_OK) {
-    log_error("store: cannot load the seed memory");
+    char why[PATH_MAX + 200];
+    if (!store_has_space(app->store, why, sizeof why))
+      log_error("store: cannot load the seed memory: %s", why);
+    else
+      log_error("store: cannot load the seed memory");
     return -1;
   }
   app->metrics = metrics_new();
@@ -131,6 +133,10 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
   /* Tasks left running by a crash lose their claim and resume from their last step. */
   if (adopt_claims(app) != 0)
     return -1;
+  if (data_lock_write_pid(data_lock, err, sizeof err) != 0) {
+    log_error("%s", err);
+    return -1;
+  }
   return start_workers(app, cfg);
 }
 

@@ -148,6 +148,13 @@ sqlite3_stmt *store_stmt(struct store *s, const char *sql) {
   return c ? conn_stmt(c, sql) : NULL;
 }
 
+void store_note_write(struct store *s, int status) {
+  if (status == STORE_FULL)
+    atomic_store(&s->full, true);
+  else if (status == STORE_OK)
+    atomic_store(&s->full, false);
+}
+
 struct store *store_handle_new(const char *data_dir) {
   struct store *s = st_calloc(1, sizeof *s);
   if (!s)
@@ -174,6 +181,7 @@ struct store *store_handle_new(const char *data_dir) {
   pthread_mutex_init(&s->lock, NULL);
   store_durable_init(&s->durable);
   claims_held_init(&s->held);
+  atomic_init(&s->full, false);
   s->generation = atomic_fetch_add(&next_generation, 1);
   return s;
 }

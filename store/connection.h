@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,8 @@ struct store {
   struct store_conn *conns;
   int schema_version;
   struct claims_held held; /* the claims this process's workers run (claims_held.c) */
+  atomic_bool full;        /* the last write failed for a full disk (cleared by the next
+                              write that succeeds): /readyz says so */
 };
 
 /* A handle for DATA_DIR/opforge.db with no connection yet; NULL on failure (logged).
@@ -53,6 +56,10 @@ struct store *store_handle_new(const char *data_dir);
 /* Closes every connection registered with s (finalizing its statements) and frees s.
  * Accepts NULL. Call it only after all threads that used s are done. */
 void store_handle_free(struct store *s);
+
+/* Records the outcome of a write: STORE_FULL marks the store full, STORE_OK clears it
+ * (other statuses leave it). Thread-safe. */
+void store_note_write(struct store *s, int status);
 
 /* The calling thread's connection, opened and registered on first use. Owned by the
  * store. NULL on failure (logged). */

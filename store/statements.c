@@ -17,6 +17,8 @@ int st_run(struct store *s, const char *sql, const char *a, const char *b, const
     }
   int rc = st_step(st);
   int result = rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+  if (!sqlite3_stmt_readonly(st))
+    store_note_write(s, result);
   if (result == STORE_OK && ret_changes)
     *ret_changes = sqlite3_changes(sqlite3_db_handle(st));
   st_done(st);

@@ -13,6 +13,8 @@ enum store_status {
   STORE_CONSTRAINT = -3, /* SQLite refused the statement itself (a CHECK, NOT NULL or
                             trigger constraint, a type mismatch, a value too big): the
                             same call fails the same way again, so retrying is useless */
+  STORE_FULL = -4,       /* the disk holding the database is full: nothing was written;
+                            the same write succeeds once space is freed */
 };
 
 /* The store: one database file, one connection per thread. store/store.h opens it. */

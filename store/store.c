@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "store/connection.h"
 #include "store/migrate.h"
@@ -28,6 +29,13 @@ static bool set_wal(struct store *s, char *err, size_t errlen) {
   return wal;
 }
 
+/* A start-up failure on a full disk says so, instead of SQLite's own words. */
+static void explain_full_disk(struct store *s, char *err, size_t errlen) {
+  char why[4096 + 200];
+  if (!store_has_space(s, why, sizeof why))
+    snprintf(err, errlen, "%s; nothing was changed", why);
+}
+
 int store_open(const char *data_dir, struct store **ret_store, char *err, size_t errlen) {
   if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
     snprintf(err, errlen, "cannot create %s: %s", data_dir, strerror(errno));
@@ -43,11 +51,8 @@ int store_open(const char *data_dir, struct store **ret_store, char *err, size_t
     store_close(s);
     return STORE_ERROR;
   }
-  if (!set_wal(s, err, errlen)) {
-    store_close(s);
-    return STORE_ERROR;
-  }
-  if (store_migrate(s, err, errlen) != STORE_OK) {
+  if (!set_wal(s, err, errlen) || store_migrate(s, err, errlen) != STORE_OK) {
+    explain_full_disk(s, err, errlen);
     store_close(s);
     return STORE_ERROR;
   }
@@ -67,4 +72,22 @@ bool store_ready(struct store *s) {
 
 int store_schema_version(struct store *s) {
   return s ? s->schema_version : 0;
+}
+
+bool store_has_space(struct store *s, char *why, size_t whylen) {
+  struct statvfs vfs;
+  unsigned long long free_bytes = 0, least = STORE_MIN_FREE_BYTES;
+  bool known = statvfs(s->path, &vfs) == 0;
+  if (known) {
+    free_bytes = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+    unsigned long long share = (unsigned long long)vfs.f_blocks * vfs.f_frsize / 32;
+    least = share < least ? share : least;  /* a small disk: a 32nd of it */
+  }
+  bool full = atomic_load(&s->full);
+  if (!full && (!known || free_bytes >= least))
+    return true;
+  snprintf(why, whylen, "the disk holding the store (%s) is full: %s%llu KiB free; free some "
+           "space (writes resume at once)", s->path,
+           full ? "the last write failed, " : "", free_bytes >> 10);
+  return false;
 }

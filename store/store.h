@@ -25,4 +25,10 @@ bool store_ready(struct store *s);
 /* Highest applied migration number (0 when none). */
 int store_schema_version(struct store *s);
 
+/* Space for writes: false, with a reason in why, when the last write failed because the
+ * disk holding the database is full, or when less than STORE_MIN_FREE_BYTES (or, on a
+ * disk smaller than 32 times that, a 32nd of it) are free on it now. */
+#define STORE_MIN_FREE_BYTES (8u << 20)
+bool store_has_space(struct store *s, char *why, size_t whylen);
+
 #endif

@@ -61,6 +61,7 @@ int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
   long delay = TX_BACKOFF_FIRST_MS;
   for (int attempt = 1;; attempt++) {
     int status = tx_attempt(s, c, fn, arg);
+    store_note_write(s, status);
     if (status == STORE_OK)
       return store_durable_wait(&s->durable, s->path); /* durable before it returns */
     if (status != STORE_BUSY)

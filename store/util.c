@@ -1,5 +1,6 @@
 /* Store helpers: logging, checked allocation and JSON, SQLite wrappers, the clock. */
 #include "store/util.h"
+#include "base/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,12 +11,12 @@
 #include "store/fault.h"
 
 void store_log(const char *fmt, ...) {
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  fputs("opforge: store: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  log_error("store: %s", msg);  /* one line with the time and the level, as every log */
 }
 
 void *st_malloc(size_t size) {
@@ -165,6 +166,8 @@ int st_status(int rc) {
   if (st_is_busy(rc))
     return STORE_BUSY;
   switch (rc & 0xff) {
+  case SQLITE_FULL:
+    return STORE_FULL;
   case SQLITE_CONSTRAINT:
   case SQLITE_MISMATCH:
   case SQLITE_TOOBIG:
