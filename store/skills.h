@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "store/skill_example.h"
 #include "store/skills_validate.h"
 #include "store/status.h"
 
@@ -62,18 +63,6 @@ int store_skills_import(struct store *s, const json_t *doc, struct memory_invali
                         json_t **ret_counts);
 
 /* ---- what a failure teaches (store/skills_step.c) ---- */
-
-/* One failure (strings and JSON borrowed; NULL where unknown). */
-struct skill_example {
-  const char *task_id, *candidate_id;
-  const char *family;         /* the op family of the region that failed */
-  const char *failure_class;  /* base/outcome.h's class (or the stage) */
-  const char *signature;      /* the normalized signature (engine/skills_rule.h) */
-  const char *message;        /* the failure's message (cut to SKILL_MESSAGE_MAX) */
-  const char *moved;          /* the knob the step's strategy moved */
-  json_t *knobs;              /* the candidate's knobs {"VEC":4,"MODE":"online"} */
-  json_t *features;           /* the region's features {"inner":512,"numel":131072} */
-};
 
 /* Builds the rule of a group of failures that reached the task count: examples (borrowed)
  * is the group, oldest first, in the shape of struct skill_example plus "created_at".

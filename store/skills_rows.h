@@ -7,7 +7,9 @@
 #include <sqlite3.h>
 #include <stdbool.h>
 
-#include "store/skills.h"
+#include "store/memory_validate.h"
+#include "store/skill_example.h"
+#include "store/status.h"
 #include "store/util.h"
 
 /* Columns every rule query selects, in this order; example_count comes last. */

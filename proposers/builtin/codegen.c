@@ -169,15 +169,3 @@ int cg_check_common(const struct knob_set *k, char *why, size_t whylen) {
   return 0;
 }
 
-int cg_row_check(const struct row_layout *L, const struct knob_set *k, const char *refusal,
-                 char *why, size_t whylen) {
-  if (refusal) {
-    snprintf(why, whylen, "MODE %s: %s", k->mode, refusal);
-    return -1;
-  }
-  if (L->warp && k->block % L->group != 0) {
-    snprintf(why, whylen, "BLOCK=%d is not a multiple of %d lanes per row", k->block, L->group);
-    return -1;
-  }
-  return 0;
-}

@@ -10,7 +10,6 @@
 #include <stddef.h>
 
 #include "proposers/builtin/builtin.h"
-#include "proposers/builtin/reduction.h"
 
 /* ---- text building ---- */
 
@@ -74,10 +73,5 @@ int cg_candidate(const char *src, const struct knob_set *k, json_t *plan, const 
  * (BM, BN, BK, TM, TN, STAGES > 1) unset. 0, or -1 with the reason in why. */
 int cg_check_common(const struct knob_set *k, char *why, size_t whylen);
 
-/* The checks the row kernels (norm, softmax) share once their layout L is resolved: the
- * MODE refusal their family found (NULL for none; borrowed) and whole rows of lanes per
- * block. Returns 0, or -1 with the reason in why. */
-int cg_row_check(const struct row_layout *L, const struct knob_set *k, const char *refusal,
-                 char *why, size_t whylen);
 
 #endif

@@ -767,7 +767,7 @@ static int nm_check(json_t *match, const struct knob_set *k, char *why, size_t w
   if (row_layout_resolve(c, k, &L, why, whylen) != 0)
     return -1;
   refusal = rows_refusal(match, k->mode, &L);
-  return cg_row_check(&L, k, refusal, why, whylen);
+  return row_layout_check(&L, k, refusal, why, whylen);
 }
 
 /* ---- generation ---- */

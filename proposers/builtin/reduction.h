@@ -105,4 +105,10 @@ int row_layout_resolve(const long long c[3], const struct knob_set *k, struct ro
  * match's builtin_sm_count): a fast layout with MODE "". */
 void row_layout_defaults(const long long c[3], int sm_count, struct knob_set *ret);
 
+/* The checks the row kernels (norm, softmax) share once their layout L is resolved: the
+ * MODE refusal their family found (NULL for none; borrowed) and whole rows of lanes per
+ * block. Returns 0, or -1 with the reason in why. */
+int row_layout_check(const struct row_layout *L, const struct knob_set *k,
+                     const char *refusal, char *why, size_t whylen);
+
 #endif

@@ -178,7 +178,7 @@ static int sm_check(json_t *match, const struct knob_set *k, char *why, size_t w
   sm_canon(match, c);
   if (cg_check_common(k, why, whylen) != 0 || row_layout_resolve(c, k, &L, why, whylen) != 0)
     return -1;
-  return cg_row_check(&L, k, sm_mode_refusal(match, k, &L), why, whylen);
+  return row_layout_check(&L, k, sm_mode_refusal(match, k, &L), why, whylen);
 }
 
 static char *sm_fragment(json_t *match, const struct knob_set *k, const struct row_layout *L) {

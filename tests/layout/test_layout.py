@@ -82,6 +82,41 @@ def test_no_include_cycles():
     assert cycles == [], "\n".join(cycles)
 
 
+def unit_of(path):
+    """A file's unit: its path without .c or .h, so that a .c and its .h are one; a
+    private header named after its unit (engine/loop_internal.h) belongs to that unit."""
+    unit = os.path.splitext(path)[0]
+    return unit[:-len("_internal")] if unit.endswith("_internal") else unit
+
+
+def test_no_include_cycles_between_units():
+    """The same over units (each .c/.h pair counted as one): a .c that includes b.h while
+    b.c includes a.h is a cycle even though no file includes itself."""
+    graph = {}
+    for p in source_files((".c", ".h")):
+        deps = graph.setdefault(unit_of(p), set())
+        for i in includes(p):
+            if os.path.exists(os.path.join(ROOT, i)) and unit_of(i) != unit_of(p):
+                deps.add(unit_of(i))
+    state, cycles = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    assert cycles == [], "\n".join(cycles)
+
+
 def test_no_design_document_outside_the_repository_is_cited():
     cited = re.compile(r"DESIGN(\.md| section| \d)|gpu_contracts|notes/")
     hits = []
