@@ -1,5 +1,6 @@
 /* /v1/tasks: submit, list, show, cancel and delete tasks. */
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +55,12 @@ enum MHD_Result handle_tasks_create(struct request *req) {
 static int parse_limit(struct request *req, int *ret_limit, enum MHD_Result *ret_result) {
   long long v;
   if (query_integer(req, "limit", 1, LIST_MAX_LIMIT, LIST_DEFAULT_LIMIT, &v, ret_result) != 0) {
-    metrics_limit_tripped(req->app->metrics, LIMIT_PAGE);
+    /* Only a well-formed page size over the cap is the limit tripping; "abc" or 0 is a
+     * malformed parameter (400 all the same). */
+    const char *text = request_query(req, "limit");
+    long long asked;
+    if (parse_decimal(text, 0, LLONG_MAX, &asked) && asked > LIST_MAX_LIMIT)
+      metrics_limit_tripped(req->app->metrics, LIMIT_PAGE);
     return -1;
   }
   *ret_limit = (int)v;

@@ -1882,7 +1882,13 @@ static void test_metrics(void **state) {
   struct server *server = *state;
   for (int i = 0; i < 3; i++)
     http_response_free(http_get(server, "/v1/tasks"));
+  long page_trips = limit_trips(server, "page");
   http_response_free(http_get(server, "/v1/tasks?limit=0"));
+  /* A malformed limit is a 400, not the page limit tripping; one over the cap is. */
+  http_response_free(http_get(server, "/v1/tasks?limit=abc"));
+  assert_int_equal(limit_trips(server, "page"), page_trips);
+  http_response_free(http_get(server, "/v1/tasks?limit=100000"));
+  assert_int_equal(limit_trips(server, "page"), page_trips + 1);
   char *ids[3];
   for (int i = 0; i < 3; i++)
     ids[i] = create_task(server, "metered");
@@ -1893,7 +1899,7 @@ static void test_metrics(void **state) {
   assert_true(metric_value(m, "opforge_http_requests_total{route=\"/v1/tasks\",method=\"GET\","
                               "status=\"200\"}") == 3);
   assert_true(metric_value(m, "opforge_http_requests_total{route=\"/v1/tasks\",method=\"GET\","
-                              "status=\"400\"}") == 1);
+                              "status=\"400\"}") == 3);
   assert_true(metric_value(m, "opforge_http_requests_total{route=\"/v1/tasks\",method=\"POST\","
                               "status=\"202\"}") == 3);
   assert_true(metric_value(m, "opforge_tasks{status=\"queued\"}") == 2);
