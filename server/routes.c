@@ -6,6 +6,7 @@
 #include "handlers/memory_score.h"
 #include "handlers/skills.h"
 #include "handlers/task_best.h"
+#include "handlers/ui.h"
 #include "server/router.h"
 
 const struct route opforge_routes[] = {
@@ -54,5 +55,8 @@ const struct route opforge_routes[] = {
   {.method = "GET", .pattern = "/v1/skills/{id}", .handler = handle_skill_get},
   {.method = "PATCH", .pattern = "/v1/skills/{id}", .handler = handle_skill_update},
   {.method = "DELETE", .pattern = "/v1/skills/{id}", .handler = handle_skill_delete},
+  {.method = "GET", .pattern = "/ui", .handler = handle_ui_redirect},
+  {.method = "GET", .pattern = "/ui/", .handler = handle_ui_index},
+  {.method = "GET", .pattern = "/ui/{file}", .handler = handle_ui_file},
   {.method = NULL},
 };
