@@ -4,7 +4,8 @@
 
 /* `opforge submit FILE.py [options]`: argv[0] is "submit". Returns the exit status:
  * 0 submitted (or, with --wait, the task succeeded), 1 refused, unreachable, or the
- * task failed or was cancelled, 2 bad usage or an unusable file. */
+ * task failed or was cancelled, 2 bad usage or an unusable file. (`opforge tune`,
+ * cli/tune.h, tells these apart for CI jobs.) */
 int cli_submit_main(int argc, char **argv);
 
 /* `opforge status [ID] [options]`: argv[0] is "status". Returns the exit status: 0

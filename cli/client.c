@@ -26,6 +26,7 @@ struct cli_client {
   unsigned retry_first_ms;
   size_t max_reply;       /* CLI_MAX_REPLY_BYTES or $OPFORGE_MAX_REPLY_BYTES */
   bool quiet_too_large;   /* cli_request returns CLI_REPLY_TOO_LARGE without a message */
+  bool unreachable;       /* the last transfer failed without an answer */
 };
 
 /* A growing byte buffer, always NUL-terminated when data is not NULL. */
@@ -276,9 +277,14 @@ void cli_print_server_error(long status, const json_t *body) {
             status, status);
 }
 
-/* Prints the `cannot reach` line for a failed transfer. */
-static void print_transport_error(const struct cli_client *client, CURLcode rc,
+bool cli_client_unreachable(const struct cli_client *client) {
+  return client->unreachable;
+}
+
+/* Prints the `cannot reach` line for a failed transfer, and notes that it failed so. */
+static void print_transport_error(struct cli_client *client, CURLcode rc,
                                   const char *errbuf) {
+  client->unreachable = true;
   fprintf(stderr, "error: cannot reach %s: %s\n", client->base,
           errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc));
 }
@@ -321,14 +327,22 @@ static struct curl_slist *base_headers(const struct cli_client *client, const ch
 
 /* The headers of a JSON request, with a Content-Type when it has a body. Returns the list
  * (the caller frees it with curl_slist_free_all), or NULL when out of memory. */
-static struct curl_slist *json_headers(const struct cli_client *client, bool has_body) {
+static struct curl_slist *json_headers(const struct cli_client *client, bool has_body,
+                                       const char *extra) {
   struct curl_slist *h = base_headers(client, "Accept: application/json");
-  if (!h || !has_body)
-    return h;
-  struct curl_slist *more = curl_slist_append(h, "Content-Type: application/json");
-  if (!more)
-    curl_slist_free_all(h);
-  return more;
+  if (h && has_body) {
+    struct curl_slist *more = curl_slist_append(h, "Content-Type: application/json");
+    if (!more)
+      curl_slist_free_all(h);
+    h = more;
+  }
+  if (h && extra) {
+    struct curl_slist *more = curl_slist_append(h, extra);
+    if (!more)
+      curl_slist_free_all(h);
+    h = more;
+  }
+  return h;
 }
 
 /* Sets the options common to JSON requests and the event stream. */
@@ -366,6 +380,12 @@ static int parse_reply(const char *url, long status, const struct buf *reply,
 
 int cli_request(struct cli_client *client, const char *method, const char *path,
                 const json_t *body, long *ret_status, json_t **ret_json) {
+  return cli_request_with_header(client, method, path, NULL, body, ret_status, ret_json);
+}
+
+int cli_request_with_header(struct cli_client *client, const char *method, const char *path,
+                            const char *header, const json_t *body, long *ret_status,
+                            json_t **ret_json) {
   char url[CLI_MAX_URL];
   char errbuf[CURL_ERROR_SIZE] = "";
   if (make_url(client, path, url) != 0)
@@ -375,7 +395,7 @@ int cli_request(struct cli_client *client, const char *method, const char *path,
     fprintf(stderr, "error: out of memory\n");
     return -1;
   }
-  struct curl_slist *headers = json_headers(client, payload != NULL);
+  struct curl_slist *headers = json_headers(client, payload != NULL, header);
   if (!headers) {
     free(payload);
     fprintf(stderr, "error: out of memory\n");
@@ -394,6 +414,7 @@ int cli_request(struct cli_client *client, const char *method, const char *path,
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, payload);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(payload));
   }
+  client->unreachable = false;
   CURLcode rc = curl_easy_perform(easy);
   long status = 0;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
@@ -728,6 +749,7 @@ int cli_sse_follow(struct cli_client *client, const char *path, char *last_id,
     fprintf(stderr, "error: cannot initialise libcurl\n");
     return -1;
   }
+  client->unreachable = false;
   unsigned failures = 0;
   unsigned delay = client->retry_first_ms;
   int ret;

@@ -21,6 +21,10 @@ enum cli_exit {
   CLI_EXIT_OK = 0,
   CLI_EXIT_FAIL = 1,  /* the server said no, could not be reached, or the task failed */
   CLI_EXIT_USAGE = 2, /* bad options or an unusable input file */
+  /* `opforge tune` tells these apart from CLI_EXIT_FAIL, so a CI job can react: */
+  CLI_EXIT_UNREACHABLE = 3, /* the server could not be reached */
+  CLI_EXIT_AUTH = 4,        /* the server refused the token (401, 403) */
+  CLI_EXIT_WAIT_LIMIT = 5,  /* --wait-limit passed with tasks unfinished */
 };
 
 struct cli_client;
@@ -59,6 +63,17 @@ void cli_client_set_quiet_too_large(struct cli_client *client, bool quiet);
  * (cli_client_set_quiet_too_large) and returns CLI_REPLY_TOO_LARGE. */
 int cli_request(struct cli_client *client, const char *method, const char *path,
                 const json_t *body, long *ret_status, json_t **ret_json);
+
+/* cli_request with one more request header (header: a whole "Name: value" line, copied;
+ * NULL for none), such as an Idempotency-Key. */
+int cli_request_with_header(struct cli_client *client, const char *method, const char *path,
+                            const char *header, const json_t *body, long *ret_status,
+                            json_t **ret_json);
+
+/* Whether the client's last request (cli_request*, or a connection of cli_sse_follow)
+ * failed because the server could not be reached (no connection, a timeout, a
+ * connection dropped before the answer), as opposed to an answer it did not like. */
+bool cli_client_unreachable(const struct cli_client *client);
 
 /* cli_request, and then the common case: returns 0 with *ret_json (the caller's
  * reference, possibly NULL) when the status is 2xx; otherwise prints the server's error

@@ -13,6 +13,7 @@
 #include "cli/propose.h"
 #include "cli/sandbox_cmd.h"
 #include "cli/skills.h"
+#include "cli/tune.h"
 #include "cli/kernel.h"
 #include "base/log.h"
 #include "server/serve.h"
@@ -28,6 +29,7 @@ static const struct command commands[] = {
   {"serve", serve_main, "run the HTTP service (opforge serve --help)"},
   {"submit", cli_submit_main, "submit a KernelBench program (opforge submit --help)"},
   {"status", cli_status_main, "list tasks or show one (opforge status --help)"},
+  {"tune", cli_tune_main, "tune programs for CI: follow, export, JUnit, thresholds (opforge tune --help)"},
   {"propose", cli_propose_main, "print the builtin proposer's candidate (opforge propose --help)"},
   {"profile", cli_profile_main, "profile a KernelBench program (opforge profile --help)"},
   {"bench", cli_bench_main, "benchmark KernelBench programs (opforge bench --help)"},

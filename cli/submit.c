@@ -2,16 +2,18 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "cli/submit_options.h"
+#include "cli/tune_follow.h"
+#include "cli/tune_progress.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#define MAX_FOLLOW_ROUNDS 5 /* streams that end while the task is not final */
+#define KEY_MAX 128 /* the server's limit on an Idempotency-Key */
 
 /* What the command line asked for. Strings point into argv. */
 struct submit_opts {
@@ -19,12 +21,9 @@ struct submit_opts {
   const char *server;
   const char *token_file;
   const char *name;
-  const char *policy;
-  const char *proposer;
-  const char *precision;
-  long long steps, seconds, trials, seed;
-  bool has_steps, has_seconds, has_trials, has_seed;
-  bool wait;
+  const char *key;          /* --idempotency-key */
+  struct submit_options submission;
+  bool wait, events;
 };
 
 /* Prints the help text. */
@@ -35,35 +34,29 @@ static void usage(FILE *out) {
         CLI_DEFAULT_SERVER ")\n"
         "  --token-file F     bearer token file (default $OPFORGE_TOKEN, "
         "$OPFORGE_TOKEN_FILE)\n"
-        "  --name N           task name (default: the file name without .py)\n"
-        "  --policy P         single|refine|flat|htam|tree|htam+tree\n"
-        "  --proposer P       builtin|llm|test\n"
-        "  --steps N          step budget\n"
-        "  --seconds N        time budget in seconds\n"
-        "  --precision P      fp32|tf32|bf16\n"
-        "  --trials N         correctness trials\n"
-        "  --seed N           random seed\n"
-        "  --wait             follow the task until it ends; exit 0 only if it succeeded\n"
+        "  --name N           task name (default: the file name without .py)\n",
+        out);
+  submit_options_usage(out);
+  fputs("  --idempotency-key K  send K as the Idempotency-Key: the same K with the same\n"
+        "                     submission within 24 h gives the same task back\n"
+        "  --wait             follow the task until it ends; exit 0 only if it succeeded.\n"
+        "                     On a terminal one live line; elsewhere one line per step\n"
+        "  --events           with --wait, print each event as its JSON line instead\n"
         "  --help             show this text\n",
         out);
 }
 
-enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_NAME, OPT_POLICY, OPT_PROPOSER, OPT_STEPS,
-       OPT_SECONDS, OPT_PRECISION, OPT_TRIALS, OPT_SEED, OPT_WAIT, OPT_HELP };
+enum { OPT_SERVER = 256, OPT_TOKEN_FILE, OPT_NAME, OPT_KEY, OPT_WAIT, OPT_EVENTS, OPT_HELP };
 
 static const struct option long_opts[] = {
     {"server", required_argument, NULL, OPT_SERVER},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"name", required_argument, NULL, OPT_NAME},
-    {"policy", required_argument, NULL, OPT_POLICY},
-    {"proposer", required_argument, NULL, OPT_PROPOSER},
-    {"steps", required_argument, NULL, OPT_STEPS},
-    {"seconds", required_argument, NULL, OPT_SECONDS},
-    {"precision", required_argument, NULL, OPT_PRECISION},
-    {"trials", required_argument, NULL, OPT_TRIALS},
-    {"seed", required_argument, NULL, OPT_SEED},
+    {"idempotency-key", required_argument, NULL, OPT_KEY},
     {"wait", no_argument, NULL, OPT_WAIT},
+    {"events", no_argument, NULL, OPT_EVENTS},
     {"help", no_argument, NULL, OPT_HELP},
+    SUBMIT_OPTION_ENTRIES,
     {NULL, 0, NULL, 0},
 };
 
@@ -75,227 +68,130 @@ static int apply_opt(void *opts, int c, const char *arg) {
   case OPT_SERVER: o->server = arg; return 0;
   case OPT_TOKEN_FILE: o->token_file = arg; return 0;
   case OPT_NAME: o->name = arg; return 0;
-  case OPT_POLICY: o->policy = arg; return 0;
-  case OPT_PROPOSER: o->proposer = arg; return 0;
-  case OPT_PRECISION: o->precision = arg; return 0;
+  case OPT_KEY: o->key = arg; return 0;
   case OPT_WAIT: o->wait = true; return 0;
-  case OPT_STEPS: o->has_steps = true; return cli_parse_int("--steps", arg, &o->steps);
-  case OPT_SECONDS: o->has_seconds = true; return cli_parse_int("--seconds", arg, &o->seconds);
-  case OPT_TRIALS: o->has_trials = true; return cli_parse_int("--trials", arg, &o->trials);
-  case OPT_SEED: o->has_seed = true; return cli_parse_int("--seed", arg, &o->seed);
-  default: return -1;
+  case OPT_EVENTS: o->events = true; return 0;
+  default: return submit_options_apply(&o->submission, c, arg) == 0 ? 0 : -1;
   }
 }
 
-static const struct cli_options submit_options = {
+static const struct cli_options submit_cli_options = {
     .shortopts = ":", .longopts = long_opts, .help = OPT_HELP, .usage = usage,
     .apply = apply_opt,
 };
 
-/* Builds the submission around reference (a JSON string, taken over). Returns a new
- * reference the caller releases, or NULL after printing why. */
-static json_t *build_body(const struct submit_opts *o, json_t *reference) {
-  json_t *body = json_object();
-  char name[CLI_TASK_NAME_MAX + 1];
-  cli_task_name(o->file, name);
-  int rc = body ? 0 : -1;
-  rc |= cli_json_put(body, "reference", reference);
-  rc |= cli_json_put(body, "name", json_string(o->name ? o->name : name));
-  if (o->policy)
-    rc |= cli_json_put(body, "policy", json_string(o->policy));
-  if (o->proposer)
-    rc |= cli_json_put(body, "proposer", json_string(o->proposer));
-  if (o->precision)
-    rc |= cli_json_put(body, "precision", json_string(o->precision));
-  if (o->has_trials)
-    rc |= cli_json_put(body, "trials", json_integer(o->trials));
-  if (o->has_seed)
-    rc |= cli_json_put(body, "seed", json_integer(o->seed));
-  if (o->has_steps || o->has_seconds) {
-    json_t *budget = json_object();
-    if (o->has_steps)
-      rc |= cli_json_put(budget, "steps", json_integer(o->steps));
-    if (o->has_seconds)
-      rc |= cli_json_put(budget, "seconds", json_integer(o->seconds));
-    rc |= cli_json_put(body, "budget", budget); /* filled first: body takes it over */
-  }
-  if (rc != 0) {
-    fprintf(stderr, "error: out of memory (or a --name that is not UTF-8)\n");
-    json_decref(body);
-    return NULL;
-  }
-  return body;
-}
-
 /* ---- --wait ---- */
 
+/* The follower's hooks: events to the view, its live line redrawn. */
 struct waiter {
-  struct cli_client *client;
-  char task_path[128];
-  bool tty;
-  bool line_open; /* a progress line is on screen without its newline */
+  struct tune_task *task;
+  struct tune_view view;
 };
 
-/* Fetches the task; NULL (printed) when that fails. The caller releases the result. */
-static json_t *fetch_task(struct waiter *w) {
-  json_t *task = NULL;
-  if (cli_call(w->client, "GET", w->task_path, NULL, &task) != 0)
-    return NULL;
-  if (!json_is_object(task)) {
-    fprintf(stderr, "error: bad_reply: the task is not a JSON object\n");
-    json_decref(task);
-    return NULL;
-  }
-  return task;
-}
-
-/* Whether status (NULL allowed) is one a task never leaves. */
-static bool is_final(const char *status) {
-  return status && (strcmp(status, "succeeded") == 0 || strcmp(status, "failed") == 0 ||
-                    strcmp(status, "cancelled") == 0);
-}
-
-/* Rewrites the one progress line from the task's current state. */
-static void draw_progress(struct waiter *w, const json_t *task) {
-  const json_t *progress = json_object_get(task, "progress");
-  const char *status = json_string_value(json_object_get(task, "status"));
-  char step[48], best[48];
-  cli_format_step(progress, step, sizeof step);
-  cli_format_speedup(progress, best, sizeof best);
-  printf("\r%s  step %s  best %s\033[K", status ? status : "?", step, best);
-  fflush(stdout);
-  w->line_open = true;
-}
-
-/* Prints one event as a plain line: time, type, and the event's data when not empty. */
-static void print_event_line(const struct cli_sse_event *ev) {
-  json_t *msg = json_loadb(ev->data, ev->data_len, 0, NULL);
-  const char *time_s = json_string_value(json_object_get(msg, "time"));
-  const char *type = json_string_value(json_object_get(msg, "type"));
-  json_t *data = json_object_get(msg, "data");
-  char *data_s = NULL;
-  if (data && !json_is_null(data) && !(json_is_object(data) && json_object_size(data) == 0))
-    data_s = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-  if (msg)
-    printf("%s %s%s%s\n", time_s ? time_s : "-", type ? type : ev->type, data_s ? " " : "",
-           data_s ? data_s : "");
-  else /* not the agreed shape: show it as it came */
-    printf("- %s %s\n", ev->type, ev->data);
-  fflush(stdout);
-  free(data_s);
-  json_decref(msg);
-}
-
-/* The SSE callback of --wait: a plain line per event, or a redrawn progress line on a
- * terminal. Never stops the stream: the server ends it once the task is final. */
-static int on_event(const struct cli_sse_event *ev, void *user) {
+static void on_event(void *user, size_t i, const json_t *event) {
   struct waiter *w = user;
-  if (!w->tty) {
-    print_event_line(ev);
-    return 0;
-  }
-  /* Events carry per-type data; the task itself is the one place with the whole state. */
-  json_t *task = fetch_task(w);
-  if (task)
-    draw_progress(w, task);
-  json_decref(task);
-  return 0;
+  (void)i;
+  tune_view_event(&w->view, w->task, event, false);
 }
 
-/* Follows the events until the stream ends with the task final. Returns the exit status. */
-static int wait_for_task(struct cli_client *client, const char *id) {
-  struct waiter w = {.client = client, .tty = isatty(STDOUT_FILENO) == 1};
-  char *esc = cli_escape(id);
-  char events_path[160];
-  if (!esc) {
-    fprintf(stderr, "error: out of memory\n");
-    return CLI_EXIT_FAIL;
-  }
-  snprintf(w.task_path, sizeof w.task_path, "/v1/tasks/%s", esc);
-  snprintf(events_path, sizeof events_path, "/v1/tasks/%s/events", esc);
-  free(esc);
-  char last_id[CLI_SSE_ID_MAX] = "";
+static void on_tick(void *user) {
+  struct waiter *w = user;
+  tune_view_redraw(&w->view, w->task, 1, tune_now_wall());
+}
+
+/* Takes the task's final record (its error) and prints why it did not succeed. Returns
+ * the exit status. */
+static int task_outcome(struct cli_client *client, struct tune_task *t) {
+  char path[CLI_MAX_URL];
+  char *esc = cli_escape(t->id);
   json_t *task = NULL;
-  for (int round = 0; round < MAX_FOLLOW_ROUNDS; round++) {
+  long status = 0;
+  if (esc) {
+    snprintf(path, sizeof path, "/v1/tasks/%s", esc);
+    if (cli_request(client, "GET", path, NULL, &status, &task) == 0 && status == 200)
+      tune_task_take(t, task);
     json_decref(task);
-    task = NULL;
-    if (cli_sse_follow(client, events_path, last_id, on_event, &w) < 0)
-      break;
-    task = fetch_task(&w);
-    if (!task || is_final(json_string_value(json_object_get(task, "status"))))
-      break;
-    /* The stream ended early (a restarting server, say): pick it up where it stopped. */
-    struct timespec pause = {.tv_sec = 1};
-    nanosleep(&pause, NULL);
   }
-  const char *status = task ? json_string_value(json_object_get(task, "status")) : NULL;
-  if (task && w.tty)
-    draw_progress(&w, task);
-  if (w.line_open)
-    putchar('\n');
-  fflush(stdout);
-  int ret = CLI_EXIT_FAIL;
-  if (status && strcmp(status, "succeeded") == 0) {
-    ret = CLI_EXIT_OK;
-  } else if (status && strcmp(status, "failed") == 0) {
-    json_t *err = json_object_get(task, "error");
-    const char *code = json_string_value(json_object_get(err, "code"));
-    const char *msg = json_string_value(json_object_get(err, "message"));
-    fprintf(stderr, "error: %s: %s\n", code ? code : "task_failed", msg ? msg : "the task failed");
-  } else if (task && !is_final(status)) {
-    fprintf(stderr, "error: the event stream ended while the task is still %s\n",
-            status ? status : "unknown");
+  free(esc);
+  if (t->state == TUNE_SUCCEEDED)
+    return CLI_EXIT_OK;
+  if (t->state == TUNE_FAILED)
+    fprintf(stderr, "error: %s: %s\n", t->error_code[0] ? t->error_code : "task_failed",
+            t->error_message[0] ? t->error_message : "the task failed");
+  else if (t->state == TUNE_LOST)
+    fprintf(stderr, "error: task_not_found: the task was deleted while it was followed\n");
+  return CLI_EXIT_FAIL;
+}
+
+/* Follows the task until its stream ends with the task final. Returns the exit status. */
+static int wait_for_task(struct cli_client *client, struct tune_task *t, bool events) {
+  struct waiter w = {.task = t};
+  tune_view_init(&w.view, stdout, events, false);
+  const struct tune_follow_hooks hooks = {.on_event = on_event, .on_tick = on_tick, .user = &w};
+  tune_view_redraw(&w.view, t, 1, tune_now_wall());
+  enum tune_follow_result rc = tune_follow(cli_client_base_url(client), t, 1, INFINITY, &hooks);
+  tune_view_clear(&w.view);
+  if (rc != TUNE_FOLLOW_DONE)
+    return CLI_EXIT_FAIL; /* printed */
+  return task_outcome(client, t);
+}
+
+/* ---- submitting ---- */
+
+/* Posts the body; prints the id. Returns the exit status; t takes the task. */
+static int post_task(struct cli_client *client, const json_t *body, const char *key,
+                     struct tune_task *t) {
+  char header[KEY_MAX + 32];
+  long status = 0;
+  json_t *task = NULL;
+  if (key)
+    snprintf(header, sizeof header, "Idempotency-Key: %s", key);
+  if (cli_request_with_header(client, "POST", "/v1/tasks", key ? header : NULL, body, &status,
+                              &task) != 0)
+    return CLI_EXIT_FAIL;
+  int ret = CLI_EXIT_OK;
+  if (status < 200 || status > 299) {
+    submit_print_refusal(status, task);
+    ret = CLI_EXIT_FAIL;
+  } else if (!json_is_string(json_object_get(task, "id"))) {
+    fprintf(stderr, "error: bad_reply: the server's reply names no task id\n");
+    ret = CLI_EXIT_FAIL;
+  } else {
+    tune_task_take(t, task);
+    printf("%s\n", t->id);
+    fflush(stdout);
   }
   json_decref(task);
   return ret;
 }
 
-/* Posts the body; prints the id. Returns the exit status; *ret_id gets a malloc'ed copy
- * of the id on success (the caller frees it). */
-static int post_task(struct cli_client *client, const json_t *body, char **ret_id) {
-  json_t *task = NULL;
-  if (cli_call(client, "POST", "/v1/tasks", body, &task) != 0)
-    return CLI_EXIT_FAIL;
-  const char *id = json_string_value(json_object_get(task, "id"));
-  if (!id) {
-    fprintf(stderr, "error: bad_reply: the server's reply names no task id\n");
-    json_decref(task);
-    return CLI_EXIT_FAIL;
-  }
-  printf("%s\n", id);
-  fflush(stdout);
-  char *copy = strdup(id);
-  json_decref(task);
-  if (!copy) {
-    fprintf(stderr, "error: out of memory\n");
-    return CLI_EXIT_FAIL;
-  }
-  *ret_id = copy;
-  return CLI_EXIT_OK;
-}
-
 int cli_submit_main(int argc, char **argv) {
   struct submit_opts o = {0};
-  int ret = cli_parse_file_args(argc, argv, &submit_options, &o, &o.file);
-  if (ret >= 0)
-    return ret;
-  json_t *reference = NULL;
-  if (cli_read_program(o.file, CLI_REFERENCE_MAX, "a reference", &reference) != 0)
-    return CLI_EXIT_USAGE;
-  json_t *body = build_body(&o, reference);
-  if (!body)
-    return CLI_EXIT_USAGE;
-  struct cli_client *client = NULL;
-  if (cli_client_new(o.server, o.token_file, &client) != 0) {
-    json_decref(body);
-    return CLI_EXIT_USAGE;
+  int ret = cli_parse_file_args(argc, argv, &submit_cli_options, &o, &o.file);
+  if (ret < 0 && o.key && (strlen(o.key) == 0 || strlen(o.key) > KEY_MAX)) {
+    fprintf(stderr, "error: --idempotency-key must be 1 to 128 characters\n");
+    ret = CLI_EXIT_USAGE;
   }
-  char *id = NULL;
-  ret = post_task(client, body, &id);
+  json_t *reference = NULL, *body = NULL;
+  struct tune_task t;
+  if (ret < 0) {
+    tune_task_init(&t, o.file);
+    if (o.name)
+      snprintf(t.name, sizeof t.name, "%s", o.name);
+    if (cli_read_program(o.file, CLI_REFERENCE_MAX, "a reference", &reference) != 0 ||
+        !(body = submit_options_body(&o.submission, reference, o.name ? o.name : t.name)))
+      ret = CLI_EXIT_USAGE;
+  }
+  struct cli_client *client = NULL;
+  if (ret < 0 && cli_client_new(o.server, o.token_file, &client) != 0)
+    ret = CLI_EXIT_USAGE;
+  if (ret < 0) {
+    ret = post_task(client, body, o.key, &t);
+    if (ret == CLI_EXIT_OK && o.wait)
+      ret = wait_for_task(client, &t, o.events);
+  }
   json_decref(body);
-  if (ret == CLI_EXIT_OK && o.wait)
-    ret = wait_for_task(client, id);
-  free(id);
   cli_client_free(client);
+  submit_options_clear(&o.submission);
   return ret;
 }

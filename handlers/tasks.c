@@ -1,8 +1,11 @@
 /* /v1/tasks: submit, list, show, cancel and delete tasks. */
-#include <stdio.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "handlers/submission.h"
 #include "engine/workers.h"
@@ -12,43 +15,136 @@
 #include "server/event_bus.h"
 #include "base/ids.h"
 #include "base/log.h"
+#include "base/sha256.h"
 #include "server/metrics.h"
 #include "server/reply.h"
+#include "store/idempotency.h"
 #include "store/tasks.h"
 
 #define LIST_DEFAULT_LIMIT 50
 #define LIST_MAX_LIMIT 500
 
-enum MHD_Result handle_tasks_create(struct request *req) {
-  enum MHD_Result result;
-  json_t *body = body_parse_object(req, &result);
-  if (!body)
-    return result;
+/* ---- POST /v1/tasks, with an optional Idempotency-Key ---- */
+
+#define IDEMPOTENCY_HEADER "Idempotency-Key"
+
+/* Whether key is 1..STORE_IDEMPOTENCY_KEY_MAX visible ASCII characters (0x21-0x7E). */
+static bool idempotency_key_valid(const char *key) {
+  size_t len = strlen(key);
+  if (len == 0 || len > STORE_IDEMPOTENCY_KEY_MAX)
+    return false;
+  for (size_t i = 0; i < len; i++)
+    if (key[i] < 0x21 || key[i] > 0x7e)
+      return false;
+  return true;
+}
+
+/* The SHA-256 (hex) of body's canonical JSON: compact, keys sorted, so key order and
+ * spacing do not make two submissions differ. -1 when out of memory. */
+static int body_digest(const json_t *body, char ret_hex[SHA256_HEX_BYTES]) {
+  char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+  if (!text)
+    return -1;
+  sha256_hex(text, strlen(text), ret_hex);
+  free(text);
+  return 0;
+}
+
+/* Unix milliseconds (keys are compared with times stored by earlier processes). */
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Queues the answer to a submission: the task (taken over) with Location, as 202 when
+ * it was just created and 200 when an Idempotency-Key replayed it. */
+static enum MHD_Result reply_task(struct request *req, unsigned status, json_t *task) {
+  char location[128];
+  snprintf(location, sizeof location, "/v1/tasks/%s",
+           json_string_value(json_object_get(task, "id")));
+  return reply_json_with_header(req, status, task, MHD_HTTP_HEADER_LOCATION, location);
+}
+
+/* Answers a submission whose key is held: 200 with its task when digest is the one it
+ * was stored with, 409 idempotency_conflict otherwise. Returns true with *ret_result set
+ * when it answered (a store failure too), false when the key is free. */
+static bool answer_held_key(struct request *req, const char *key, const char *digest,
+                            enum MHD_Result *ret_result) {
+  struct store_idempotency held;
+  int rc = store_idempotency_find(req->app->store, key, wall_ms(), &held);
+  json_t *task = NULL;
+  if (rc == STORE_OK && strcmp(held.digest, digest) != 0) {
+    *ret_result = reply_error(req, API_ERR_IDEMPOTENCY_CONFLICT, IDEMPOTENCY_HEADER,
+                              "this Idempotency-Key was used with another submission "
+                              "(task %s) in the last 24 hours; use a new key",
+                              held.task_id);
+    return true;
+  }
+  if (rc == STORE_OK)
+    rc = store_task_get(req->app->store, held.task_id, false, &task);
+  if (rc == STORE_NOT_FOUND)  /* no key, or its task was deleted a moment ago */
+    return false;
+  if (rc != STORE_OK) {
+    *ret_result = reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
+    return true;
+  }
+  log_info("task %s: submission replayed by its Idempotency-Key", held.task_id);
+  *ret_result = reply_task(req, 200, task);
+  return true;
+}
+
+/* Validates and stores the submission in body (borrowed), under key when not NULL.
+ * Queues the answer and returns it. */
+static enum MHD_Result create_task(struct request *req, json_t *body, const char *key,
+                                   const char *digest) {
   struct submission sub = {0};
   struct validation_error verr;
   if (submission_parse(body, &sub, &verr) != 0 ||
       submission_resolve(&sub, req->app->store, req->app->search, &verr) != 0) {
     if (verr.code == API_ERR_INVALID_REFERENCE && strstr(verr.message, "limit"))
       metrics_limit_tripped(req->app->metrics, LIMIT_REFERENCE);
-    result = reply_error(req, verr.code, verr.field[0] ? verr.field : NULL, "%s", verr.message);
     submission_clear(&sub);
-    json_decref(body);
-    return result;
+    return reply_error(req, verr.code, verr.field[0] ? verr.field : NULL, "%s", verr.message);
   }
   char id[ID_LEN + 1];
   id_new(id);
   json_t *task = NULL;
-  int rc = store_task_insert(req->app->store, id, sub.name, sub.options, sub.reference, &task);
+  int rc = key ? store_idempotency_insert_task(req->app->store, key, digest, wall_ms(), id,
+                                               sub.name, sub.options, sub.reference, &task)
+               : store_task_insert(req->app->store, id, sub.name, sub.options, sub.reference,
+                                   &task);
   submission_clear(&sub);
-  json_decref(body);
+  enum MHD_Result result;
+  if (rc == STORE_CONFLICT && key && answer_held_key(req, key, digest, &result))
+    return result;  /* a concurrent submission with the key was stored first */
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
   event_bus_notify(req->app->bus, id);
   workers_kick(req->app->workers);
   log_info("task %s submitted", id);
-  char location[64];
-  snprintf(location, sizeof location, "/v1/tasks/%s", id);
-  return reply_json_with_header(req, 202, task, MHD_HTTP_HEADER_LOCATION, location);
+  return reply_task(req, 202, task);
+}
+
+/* A held key is looked up before the body is validated: a retry gets its task back even
+ * when something the validation reads (a memory namespace) changed since. */
+enum MHD_Result handle_tasks_create(struct request *req) {
+  const char *key = request_header(req, IDEMPOTENCY_HEADER);
+  if (key && !idempotency_key_valid(key))
+    return reply_error(req, API_ERR_INVALID_HEADER, IDEMPOTENCY_HEADER,
+                       IDEMPOTENCY_HEADER " must be 1 to %d visible ASCII characters",
+                       STORE_IDEMPOTENCY_KEY_MAX);
+  enum MHD_Result result;
+  json_t *body = body_parse_object(req, &result);
+  if (!body)
+    return result;
+  char digest[SHA256_HEX_BYTES] = "";
+  if (key && body_digest(body, digest) != 0)
+    result = reply_error(req, API_ERR_INTERNAL, NULL, "out of memory");
+  else if (!key || !answer_held_key(req, key, digest, &result))
+    result = create_task(req, body, key, digest);
+  json_decref(body);
+  return result;
 }
 
 /* Parses ?limit= (1..LIST_MAX_LIMIT); queues 400 and returns -1 when malformed. */
