@@ -17,6 +17,8 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1955,6 +1957,210 @@ static void test_media_types(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* ---------------------------------------------------------------- idempotency */
+
+/* POSTs body to /v1/tasks with "Idempotency-Key: key" (key NULL: no header; a key ending
+ * in ';' is sent as curl's empty header), on server or, when base is set, the server at
+ * base. The caller frees the response. */
+static struct http_response *post_keyed(struct server *server, const char *base,
+                                        const char *body, const char *key) {
+  char *header = key ? fmt(key[strlen(key) - 1] == ';' ? "Idempotency-Key;" :
+                           "Idempotency-Key: %s", key) : NULL;
+  const char *headers[] = {header, NULL};
+  struct http_request req = {.method = "POST", .path = "/v1/tasks", .body = body,
+                             .headers = key ? headers : NULL};
+  struct http_response *r = base ? http_do_url(base, &req) : http_do(server, &req);
+  free(header);
+  return r;
+}
+
+/* Asserts r is status (200 or 202) with a task and its Location; returns the id (caller
+ * frees). */
+static char *keyed_task_id(const struct http_response *r, long status) {
+  if (r->status != status)
+    print_error("want %ld, got %ld: %.300s\n", status, r->status, r->body);
+  assert_int_equal(r->status, status);
+  json_t *task = http_json(r);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  assert_non_null(id);
+  char *location = fmt("/v1/tasks/%s", id);
+  assert_non_null(http_header(r, "Location"));
+  assert_string_equal(http_header(r, "Location"), location);
+  assert_null(json_object_get(task, "reference"));
+  free(location);
+  json_decref(task);
+  return id;
+}
+
+/* The number of tasks the server (or the one at base) holds. */
+static size_t task_total(struct server *server, const char *base) {
+  struct http_request req = {.method = "GET", .path = "/v1/tasks?limit=500"};
+  struct http_response *r = base ? http_do_url(base, &req) : http_do(server, &req);
+  assert_int_equal(r->status, 200);
+  json_t *page = http_json(r);
+  size_t n = json_array_size(json_object_get(page, "items"));
+  json_decref(page);
+  http_response_free(r);
+  return n;
+}
+
+/* A key replays its task (200, whatever the key order and spacing of the body), refuses
+ * another body (409), is checked (400), and is free again once its task is deleted. */
+static void test_idempotency_key(void **state) {
+  struct server *server = *state;
+  char *ref = json_quote(REF);
+  char *a = fmt("{\"name\":\"idem\",\"reference\":%s}", ref);
+  char *a_reordered = fmt("{ \"reference\" : %s ,\n \"name\" : \"idem\" }", ref);
+  char *b = fmt("{\"name\":\"idem2\",\"reference\":%s}", ref);
+  struct http_response *r = post_keyed(server, NULL, a, "ci-run-7/alpha.py");
+  char *first = keyed_task_id(r, 202);
+  http_response_free(r);
+  r = post_keyed(server, NULL, a, "ci-run-7/alpha.py");
+  char *again = keyed_task_id(r, 200);
+  assert_string_equal(again, first);
+  http_response_free(r);
+  r = post_keyed(server, NULL, a_reordered, "ci-run-7/alpha.py");
+  char *reordered = keyed_task_id(r, 200);
+  assert_string_equal(reordered, first);
+  http_response_free(r);
+  r = post_keyed(server, NULL, b, "ci-run-7/alpha.py");
+  assert_error(r, 409, "idempotency_conflict", "Idempotency-Key");
+  http_response_free(r);
+  r = post_keyed(server, NULL, "{\"name\":", "ci-run-7/alpha.py");
+  assert_error(r, 400, "bad_json", NULL);
+  http_response_free(r);
+  assert_int_equal(task_total(server, NULL), 1);
+
+  /* Another key, or none, is another submission. */
+  r = post_keyed(server, NULL, a, "ci-run-8/alpha.py");
+  char *other = keyed_task_id(r, 202);
+  assert_string_not_equal(other, first);
+  http_response_free(r);
+  for (int i = 0; i < 2; i++) {
+    r = post_keyed(server, NULL, a, NULL);
+    free(keyed_task_id(r, 202));
+    http_response_free(r);
+  }
+  assert_int_equal(task_total(server, NULL), 4);
+
+  /* 1 to 128 visible ASCII characters. */
+  char *k128 = repeat('k', 128), *k129 = repeat('k', 129);
+  const char *bad[] = {";", k129, "two words", "caf\xc3\xa9", "tab\there"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    r = post_keyed(server, NULL, a, bad[i]);
+    assert_error(r, 400, "invalid_header", "Idempotency-Key");
+    http_response_free(r);
+  }
+  r = post_keyed(server, NULL, a, k128);
+  free(keyed_task_id(r, 202));
+  http_response_free(r);
+  assert_int_equal(task_total(server, NULL), 5);
+
+  /* A key whose task was deleted names nothing. */
+  char *path = fmt("/v1/tasks/%s", first);
+  r = http_send(server, "DELETE", path, NULL, NULL);
+  assert_int_equal(r->status, 204);
+  http_response_free(r);
+  r = post_keyed(server, NULL, b, "ci-run-7/alpha.py");
+  char *after = keyed_task_id(r, 202);
+  assert_string_not_equal(after, first);
+  http_response_free(r);
+  free(path), free(after), free(k128), free(k129), free(other), free(reordered);
+  free(again), free(first), free(a), free(a_reordered), free(b), free(ref);
+}
+
+/* Starts `opforge serve --gpus none` on data (kept between starts) and writes its base
+ * URL into url (64 bytes). Returns the pid. */
+static pid_t start_on(const char *data, char *url) {
+  const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
+                        data, "--gpus", "none", NULL};
+  static const char *const drop[] = {"OPFORGE_", NULL};
+  char **envp = harness_environment(drop, NULL);
+  char *log = fmt("%s/server.log", data);
+  pid_t pid = -1;
+  int out = -1;
+  assert_non_null(envp);
+  assert_int_equal(harness_spawn(argv, envp, log, &pid, &out), 0);
+  free(envp);
+  if (harness_wait_listening(out, 20000, url, 64) != 0) {
+    harness_dump_log(log, 4000);
+    fail();
+  }
+  close(out);
+  free(log);
+  return pid;
+}
+
+/* SIGTERM, and asserts a clean exit. */
+static void stop_on(pid_t pid) {
+  kill(pid, SIGTERM);
+  int status = harness_wait_exit(pid, 20000);
+  assert_true(status != -1 && WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Runs sql on the store at data while no server holds it. */
+static void store_sql(const char *data, const char *sql) {
+  char *path = fmt("%s/opforge.db", data);
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *err = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+  if (rc != SQLITE_OK)
+    print_error("%s: %s\n", sql, err ? err : "?");
+  sqlite3_free(err);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+  free(path);
+}
+
+/* Keys live in the store: a restarted server still replays and refuses; a key 24 hours
+ * old is free. */
+static void test_idempotency_across_restart(void **state) {
+  (void)state;
+  char dir[] = "/tmp/opforge-idem-XXXXXX", url[64];
+  assert_non_null(mkdtemp(dir));
+  char *data = fmt("%s/data", dir);
+  char *ref = json_quote(REF);
+  char *a = fmt("{\"name\":\"kept\",\"reference\":%s}", ref);
+  char *b = fmt("{\"name\":\"other\",\"reference\":%s}", ref);
+  assert_int_equal(mkdir(data, 0700), 0);
+  pid_t pid = start_on(data, url);
+  struct http_response *r = post_keyed(NULL, url, a, "restart-key");
+  char *id = keyed_task_id(r, 202);
+  http_response_free(r);
+  stop_on(pid);
+
+  pid = start_on(data, url);
+  r = post_keyed(NULL, url, a, "restart-key");
+  char *replayed = keyed_task_id(r, 200);
+  assert_string_equal(replayed, id);
+  http_response_free(r);
+  r = post_keyed(NULL, url, b, "restart-key");
+  assert_error(r, 409, "idempotency_conflict", "Idempotency-Key");
+  http_response_free(r);
+  assert_int_equal(task_total(NULL, url), 1);
+  stop_on(pid);
+
+  /* 24 hours later the key is free, and the new submission holds it. */
+  store_sql(data, "UPDATE idempotency_keys SET created_ms = created_ms - 86400000");
+  pid = start_on(data, url);
+  r = post_keyed(NULL, url, b, "restart-key");
+  char *fresh = keyed_task_id(r, 202);
+  assert_string_not_equal(fresh, id);
+  http_response_free(r);
+  r = post_keyed(NULL, url, b, "restart-key");
+  char *fresh_again = keyed_task_id(r, 200);
+  assert_string_equal(fresh_again, fresh);
+  http_response_free(r);
+  assert_int_equal(task_total(NULL, url), 2);
+  stop_on(pid);
+  store_sql(data, "SELECT 1"); /* the file is still a database */
+  harness_remove_tree(dir);
+  free(fresh_again), free(fresh), free(replayed), free(id), free(a), free(b), free(ref);
+  free(data);
+}
+
 /* ---------------------------------------------------------------- coverage */
 
 static void test_spec_coverage(void **state) {
@@ -2006,6 +2212,8 @@ int main(void) {
     WITH(setup_server, test_metrics),
     WITH(setup_server, test_data_dir_has_one_owner),
     WITH(setup_server, test_media_types),
+    WITH(setup_server, test_idempotency_key),
+    cmocka_unit_test(test_idempotency_across_restart),
     cmocka_unit_test(test_spec_coverage),
   };
   /* The suites of other files run before the coverage check, which stays last. */

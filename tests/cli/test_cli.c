@@ -107,7 +107,7 @@ static bool starts_with_time(const char *s) {
 /* Submits child_reference_ok (written to file name) with extra args; returns the id (malloc'ed). */
 static char *submit_ok(const char *name, const char *const *extra) {
   const char *path = scratch_file(name, child_reference_ok, strlen(child_reference_ok));
-  const char *args[24] = {"submit", path, "--server", g.base};
+  const char *args[40] = {"submit", path, "--server", g.base};
   int n = 4;
   for (int i = 0; extra && extra[i]; i++)
     args[n++] = extra[i];
@@ -212,6 +212,122 @@ static void test_submit_sends_options(void **state) {
                                                       "budget_steps")), 3);
   json_decref(task);
   free(id);
+}
+
+/* Every field of a submission has its option; the task records them. */
+static void test_submit_sends_every_field(void **state) {
+  (void)state;
+  NEED_SERVER();
+  static const char search[] = "{\"lambda\": 0.9, \"retrieval\": \"hierarchical\", \"tree_c\": 0.1}";
+  char search_file[PATH_MAX + 32];
+  snprintf(search_file, sizeof search_file, "%s", scratch_file("search.json", search,
+                                                               strlen(search)));
+  const char *extra[] = {"--policy", "best_of_n", "--memory", "default", "--search-file",
+                         search_file, "--search", "retrieval=flat", "--search", "prefix_len=2",
+                         "--search", "deterministic=true", "--llm-usd", "0.25",
+                         "--llm-tokens", "5000", "--stop-at-floor", "0.9", "--atol", "0.002",
+                         "--rtol", "0.003", "--llm-model", "m1", "--llm-temperature", "0.5",
+                         "--llm-max-tokens", "2048", "--steps", "6", NULL};
+  char *id = submit_ok("every.py", extra);
+  json_t *task = get_task(id);
+  json_t *o = json_object_get(task, "options");
+  json_t *budget = json_object_get(o, "budget"), *tol = json_object_get(o, "tolerance");
+  json_t *llm = json_object_get(o, "llm"), *s = json_object_get(o, "search");
+  assert_string_equal(jstr(o, "policy"), "best_of_n");
+  assert_string_equal(jstr(o, "memory"), "default");
+  assert_float_equal(json_number_value(json_object_get(budget, "llm_usd")), 0.25, 0);
+  assert_int_equal(json_integer_value(json_object_get(budget, "llm_tokens")), 5000);
+  assert_float_equal(json_number_value(json_object_get(budget, "stop_at_floor")), 0.9, 0);
+  assert_int_equal(json_integer_value(json_object_get(budget, "steps")), 6);
+  assert_float_equal(json_number_value(json_object_get(tol, "atol")), 0.002, 0);
+  assert_float_equal(json_number_value(json_object_get(tol, "rtol")), 0.003, 0);
+  assert_string_equal(jstr(llm, "model"), "m1");
+  assert_float_equal(json_number_value(json_object_get(llm, "temperature")), 0.5, 0);
+  assert_int_equal(json_integer_value(json_object_get(llm, "max_tokens")), 2048);
+  /* --search wins over the file's key; the file's other keys stay. */
+  assert_string_equal(jstr(s, "retrieval"), "flat");
+  assert_float_equal(json_number_value(json_object_get(s, "lambda")), 0.9, 0);
+  assert_float_equal(json_number_value(json_object_get(s, "tree_c")), 0.1, 0);
+  assert_int_equal(json_integer_value(json_object_get(s, "prefix_len")), 2);
+  assert_true(json_is_true(json_object_get(s, "deterministic")));
+  json_decref(task);
+  free(id);
+}
+
+/* A value of the wrong type is the CLI's to refuse (2); a value out of range or a name
+ * the server does not know is the server's (1), printed with its code, message and
+ * field. */
+static void test_submit_refusals_name_the_field(void **state) {
+  (void)state;
+  NEED_SERVER();
+  const char *path = scratch_file("refused.py", child_reference_ok, strlen(child_reference_ok));
+  static const struct {
+    const char *opt, *value;
+    int status;
+    const char *err;
+  } cases[] = {
+      {"--atol", "abc", 2, "error: --atol expects a number, got 'abc'\n"},
+      {"--llm-tokens", "1.5", 2, "error: --llm-tokens expects an integer, got '1.5'\n"},
+      {"--search", "novalue", 2, "error: --search expects KEY=VALUE, got 'novalue'\n"},
+      {"--search-file", "/nonexistent/s.json", 2,
+       "error: --search-file /nonexistent/s.json: unable to open /nonexistent/s.json: No such "
+       "file or directory\n"},
+      {"--atol", "2", 1,
+       "error: invalid_field: tolerance.atol must be in (0, 1] (field tolerance.atol)\n"},
+      {"--policy", "greedy", 1,
+       "error: invalid_field: policy must be one of: single, refine, flat, htam, tree, "
+       "htam+tree, best_of_n (field policy)\n"},
+      {"--memory", "absent_ns", 1,
+       "error: memory_namespace_not_found: no memory namespace is named 'absent_ns' (field "
+       "memory)\n"},
+      {"--stop-at-floor", "1.5", 1,
+       "error: invalid_field: budget.stop_at_floor must be in [0, 1] (field "
+       "budget.stop_at_floor)\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[] = {"submit", path, "--server", g.base, cases[i].opt, cases[i].value, NULL};
+    struct proc p;
+    int rc = run_cli(&p, args, NULL);
+    if (rc != cases[i].status || strcmp(text_str(&p.err), cases[i].err) != 0)
+      print_error("case %zu: exit %d, stderr '%s'\n", i, rc, text_str(&p.err));
+    assert_int_equal(rc, cases[i].status);
+    assert_string_equal(text_str(&p.err), cases[i].err);
+    assert_string_equal(text_str(&p.out), "");
+    proc_clear(&p);
+  }
+  /* An unknown search key: its path is the field. */
+  const char *args[] = {"submit", path, "--server", g.base, "--search", "bogus_key=1", NULL};
+  struct proc p;
+  assert_int_equal(run_cli(&p, args, NULL), 1);
+  assert_one_line_starting(text_str(&p.err), "error: unknown_field: search.");
+  assert_non_null(strstr(text_str(&p.err), " (field search.bogus_key)\n"));
+  proc_clear(&p);
+}
+
+/* --idempotency-key: the same key and submission give the same task; another
+ * submission under the key is refused. */
+static void test_submit_idempotency_key(void **state) {
+  (void)state;
+  NEED_SERVER();
+  const char *extra[] = {"--idempotency-key", "cli-test-key-1", NULL};
+  char *first = submit_ok("keyed.py", extra);
+  char *again = submit_ok("keyed.py", extra);
+  assert_string_equal(again, first);
+  const char *path = scratch_file("keyed.py", child_reference_ok, strlen(child_reference_ok));
+  const char *other[] = {"submit", path, "--server", g.base, "--idempotency-key",
+                         "cli-test-key-1", "--steps", "3", NULL};
+  struct proc p;
+  assert_int_equal(run_cli(&p, other, NULL), 1);
+  char want[256];
+  snprintf(want, sizeof want,
+           "error: idempotency_conflict: this Idempotency-Key was used with another "
+           "submission (task %s) in the last 24 hours; use a new key (field Idempotency-Key)\n",
+           first);
+  assert_string_equal(text_str(&p.err), want);
+  assert_string_equal(text_str(&p.out), "");
+  proc_clear(&p);
+  free(first);
+  free(again);
 }
 
 static void test_submit_sanitizes_default_name(void **state) {
@@ -506,21 +622,13 @@ static void test_server_from_environment(void **state) {
 
 /* ---- submit --wait ---- */
 
-/* The type field of a plain event line ("<time> <type>[ <data>]"). */
-static void event_type(const char *line, char *out, size_t outlen) {
-  assert_true(starts_with_time(line));
-  const char *type = line + 25;
-  size_t n = strcspn(type, " ");
-  assert_true(n < outlen);
-  memcpy(out, type, n);
-  out[n] = '\0';
-}
-
-/* Starts submit --wait, cancels the task delay_ms after its id is out, and returns the
- * exit status with p holding the output; *ret_id gets the id (malloc'ed). */
-static int submit_wait_and_cancel(struct proc *p, bool pty, int delay_ms, char **ret_id) {
+/* Starts submit --wait (and extra, when not NULL), cancels the task delay_ms after its id
+ * is out, and returns the exit status with p holding the output; *ret_id gets the id
+ * (malloc'ed). */
+static int submit_wait_and_cancel(struct proc *p, bool pty, int delay_ms, char **ret_id,
+                                  const char *extra) {
   const char *path = scratch_file("wait_me.py", child_reference_ok, strlen(child_reference_ok));
-  const char *args[] = {"submit", path, "--server", g.base, "--wait", NULL};
+  const char *args[] = {"submit", path, "--server", g.base, "--wait", extra, NULL};
   proc_start(p, g.bin, args, NULL, pty);
   assert_true(proc_pump(p, "\n", WAIT_MS));
   assert_true(p->out.len >= 37);
@@ -536,13 +644,31 @@ static int submit_wait_and_cancel(struct proc *p, bool pty, int delay_ms, char *
   return proc_finish(p, WAIT_MS);
 }
 
+/* Off a terminal: the id, then one readable line per event that says something, and no
+ * carriage return or escape code anywhere. */
 static void test_wait_plain_lines(void **state) {
   (void)state;
   NEED_SERVER();
   struct proc p;
   char *id = NULL;
   /* Late enough that the stream is usually waiting: the event must wake it. */
-  assert_int_equal(submit_wait_and_cancel(&p, false, 500, &id), 1);
+  assert_int_equal(submit_wait_and_cancel(&p, false, 500, &id, NULL), 1);
+  assert_string_equal(text_str(&p.err), "");
+  char want[256];
+  snprintf(want, sizeof want, "%s\n[wait_me] queued\n[wait_me] cancelled after 0 steps\n", id);
+  assert_string_equal(text_str(&p.out), want);
+  assert_null(strchr(text_str(&p.out), '\r'));
+  assert_null(strchr(text_str(&p.out), '\033'));
+  free(id), proc_clear(&p);
+}
+
+/* --events: the id, then each event's JSON as the server sent it, one per line. */
+static void test_wait_raw_events(void **state) {
+  (void)state;
+  NEED_SERVER();
+  struct proc p;
+  char *id = NULL;
+  assert_int_equal(submit_wait_and_cancel(&p, false, 300, &id, "--events"), 1);
   assert_string_equal(text_str(&p.err), "");
   char **lines, *copy;
   size_t n = split_lines(text_str(&p.out), &lines, &copy);
@@ -550,33 +676,41 @@ static void test_wait_plain_lines(void **state) {
     print_error("stdout was:\n%s", text_str(&p.out));
   assert_int_equal(n, 4); /* every task's stream ends with "finished" (issue 12) */
   assert_string_equal(lines[0], id);
-  char type[64];
-  event_type(lines[1], type, sizeof type);
-  assert_string_equal(type, "queued");
-  event_type(lines[2], type, sizeof type);
-  assert_string_equal(type, "cancelled");
-  event_type(lines[3], type, sizeof type);
-  assert_string_equal(type, "finished");
-  assert_int_equal(p.out.s[p.out.len - 1], '\n');
+  static const char *const types[] = {"queued", "cancelled", "finished"};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *event = json_loads(lines[i + 1], 0, NULL);
+    assert_non_null(event);
+    assert_string_equal(jstr(event, "type"), types[i]);
+    assert_int_equal(json_integer_value(json_object_get(event, "seq")), (json_int_t)i + 1);
+    char time_text[64];
+    snprintf(time_text, sizeof time_text, "%s ", jstr(event, "time"));
+    assert_true(starts_with_time(time_text));
+    assert_true(json_is_object(json_object_get(event, "data")));
+    json_decref(event);
+  }
   free(lines), free(copy), free(id), proc_clear(&p);
 }
 
+/* On a terminal: the live line (name, state, erased to the end of the line), redrawn in
+ * place, then the task's final line; never the plain event lines. */
 static void test_wait_terminal_progress_line(void **state) {
   (void)state;
   NEED_SERVER();
   struct proc p;
   char *id = NULL;
-  assert_int_equal(submit_wait_and_cancel(&p, true, 0, &id), 1);
+  assert_int_equal(submit_wait_and_cancel(&p, true, 1200, &id, NULL), 1);
   const char *out = text_str(&p.out);
   char first[64];
   snprintf(first, sizeof first, "%s\r\n", id); /* the pty turns \n into \r\n */
   assert_memory_equal(out, first, strlen(first));
-  static const char last[] = "\rcancelled  step 0/20  best -\033[K\r\n";
+  assert_non_null(strstr(out, "wait_me  queued  0:0"));
+  assert_non_null(strstr(out, "\033[K\r\n\033[1A\r\033[J")); /* erased and redrawn */
+  static const char last[] = "\033[1A\r\033[J[wait_me] cancelled after 0 steps\r\n";
   if (p.out.len < sizeof last - 1 || strcmp(out + p.out.len - (sizeof last - 1), last) != 0)
     print_error("terminal output was: %s\n", out);
   assert_true(p.out.len >= sizeof last - 1);
   assert_string_equal(out + p.out.len - (sizeof last - 1), last);
-  assert_null(strstr(out, "Z queued")); /* no plain event lines on a terminal */
+  assert_null(strstr(out, "[wait_me] queued")); /* no plain event lines on a terminal */
   free(id), proc_clear(&p);
 }
 
@@ -898,6 +1032,9 @@ int main(void) {
       cmocka_unit_test(test_sse_client_errors_are_final),
       cmocka_unit_test(test_submit_prints_id_and_task_exists),
       cmocka_unit_test(test_submit_sends_options),
+      cmocka_unit_test(test_submit_sends_every_field),
+      cmocka_unit_test(test_submit_refusals_name_the_field),
+      cmocka_unit_test(test_submit_idempotency_key),
       cmocka_unit_test(test_submit_sanitizes_default_name),
       cmocka_unit_test(test_submit_kernelbench_relu),
       cmocka_unit_test(test_submit_missing_file),
@@ -910,6 +1047,7 @@ int main(void) {
       cmocka_unit_test(test_status_errors),
       cmocka_unit_test(test_server_from_environment),
       cmocka_unit_test(test_wait_plain_lines),
+      cmocka_unit_test(test_wait_raw_events),
       cmocka_unit_test(test_wait_terminal_progress_line),
       cmocka_unit_test(test_unreachable_server),
       cmocka_unit_test(test_tokens),
