@@ -92,7 +92,11 @@ static void say_submitted(struct tune_run *run, const struct tune_task *t) {
   char best[32] = "";
   if (!isnan(t->best_speedup))
     snprintf(best, sizeof best, ", best %.2fx", t->best_speedup);
-  if (t->origin == TUNE_NEW)
+  if (t->origin == TUNE_NEW && t->replaces[0])
+    tune_view_say(&run->view, false,
+                  "[%s] submitted again: task %s (task %s of an earlier run did not succeed)",
+                  t->name, t->id, t->replaces);
+  else if (t->origin == TUNE_NEW)
     tune_view_say(&run->view, false, "[%s] submitted: task %s", t->name, t->id);
   else
     tune_view_say(&run->view, false, "[%s] %s: task %s, %s%s (an earlier run submitted it)",

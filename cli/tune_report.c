@@ -185,7 +185,8 @@ static json_t *task_json(const struct tune_report *r, const struct tune_task *t)
                                                string_or_null(t->error_field))
                                    : json_null();
   return json_pack(
-      "{s:s, s:s, s:o, s:o, s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+      "{s:s, s:s, s:o, s:o, s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+      "s:o}",
       "file", t->file, "name", t->name, "id", string_or_null(t->id), "url",
       string_or_null(url), "status", tune_state_name(t->state), "origin",
       tune_origin_name(t->origin), "passed", tune_task_passes(t, r->fail_under),
@@ -194,7 +195,8 @@ static json_t *task_json(const struct tune_report *r, const struct tune_task *t)
       t->step >= 0 ? json_integer(t->step) : json_null(), "budget_steps",
       t->budget_steps >= 0 ? json_integer(t->budget_steps) : json_null(), "stop_reason",
       string_or_null(t->stop_reason), "wall_s", number_or_null(tune_task_wall_s(t, r->now_s)),
-      "error", error, "note", string_or_null(note), "export", export_json(r, t));
+      "error", error, "note", string_or_null(note), "export", export_json(r, t), "replaces",
+      string_or_null(t->replaces));
 }
 
 json_t *tune_report_json(const struct tune_report *r) {

@@ -114,6 +114,9 @@ enum tune_submit_result tune_submit(struct cli_client *client, struct tune_task 
                  attempt + 1 < TUNE_KEY_ATTEMPTS;
     if (!again)
       return result;
+    char replaced[TUNE_ID_MAX];
+    snprintf(replaced, sizeof replaced, "%s", t->id);
     tune_task_init(t, t->file);
+    snprintf(t->replaces, sizeof t->replaces, "%s", replaced);
   }
 }

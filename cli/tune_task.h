@@ -41,6 +41,8 @@ struct tune_task {
   char id[TUNE_ID_MAX];         /* "" until submitted */
   enum tune_state state;
   enum tune_origin origin;
+  char replaces[TUNE_ID_MAX];   /* the failed or cancelled task an earlier run made under
+                                   the previous key, which this one runs again; "" if none */
   long step, budget_steps;      /* -1 when unknown */
   long budget_seconds;          /* options.budget.seconds; -1 when unknown */
   double best_speedup;          /* over eager; NAN when no correct candidate */
