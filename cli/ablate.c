@@ -18,7 +18,7 @@
 #include "cli/memory.h"
 
 #define MAX_FILES 1000
-#define MAX_ARMS 7
+#define MAX_ARMS 12
 #define STEPS_MAX 1000
 #define SECONDS_MAX 86400
 #define POLL_S 0.5
@@ -38,6 +38,12 @@ static const struct arm_spec arm_table[MAX_ARMS] = {
   {"noskills", "htam+tree", "{\"skills\":false}",
    "AdaExplore without skill memory"},
   {"bestofn", "best_of_n", "{}", "AdaExplore's best-of-N: independent large steps, no tree"},
+  {"lastonly", "htam+tree", "{\"prefix_len\":1}",
+   "HTAM scoring transitions from the last direction only"},
+  {"htam", "htam", "{}", "HTAM's own per-step chain (its paper's loop), no tree"},
+  {"single", "single", "{}", "single-shot generation: one large step"},
+  {"large", "htam+tree", "{\"steps\":\"large\"}", "the tree with large steps only"},
+  {"small", "htam+tree", "{\"steps\":\"small\"}", "the tree with small steps only"},
 };
 
 struct ablate_opts {
@@ -55,7 +61,8 @@ static void usage(FILE *out) {
         "the best time after 5, 10 and 20 steps, the step that came within 95% of the\n"
         "final best, the correct candidates; then per-arm geometric means over eager.\n"
         "  --steps N          step budget of each task (1..1000, required)\n"
-        "  --arms A,B,...     of full, noprefix, nolocal, flat, refine, noskills, bestofn\n"
+        "  --arms A,B,...     of full, noprefix, lastonly, nolocal, flat, refine,\n"
+        "                     noskills, bestofn, htam, single, large, small, or all\n"
         "                     (default full,noprefix,nolocal,flat,refine)\n"
         "  --server URL       server base URL (default $OPFORGE_SERVER, else "
         CLI_DEFAULT_SERVER ")\n"
@@ -125,6 +132,11 @@ static const struct arm_spec *find_arm(const char *name, size_t len) {
  * after printing why. */
 static int parse_arms(const char *text, const struct arm_spec **ret_arms) {
   int n = 0;
+  if (strcmp(text, "all") == 0) {
+    for (size_t i = 0; i < MAX_ARMS; i++)
+      ret_arms[n++] = &arm_table[i];
+    return n;
+  }
   for (const char *p = text; *p;) {
     size_t len = strcspn(p, ",");
     const struct arm_spec *arm = find_arm(p, len);
@@ -132,8 +144,9 @@ static int parse_arms(const char *text, const struct arm_spec **ret_arms) {
     for (int i = 0; arm && i < n; i++)
       repeat = repeat || ret_arms[i] == arm;
     if (!arm || repeat) {
-      fprintf(stderr, "error: --arms: %s '%.*s' (known: full, noprefix, nolocal, flat, "
-              "refine, noskills, bestofn)\n", arm ? "repeated arm" : "unknown arm", (int)len, p);
+      fprintf(stderr, "error: --arms: %s '%.*s' (known: full, noprefix, lastonly, nolocal, "
+              "flat, refine, noskills, bestofn, htam, single, large, small; or all)\n",
+              arm ? "repeated arm" : "unknown arm", (int)len, p);
       return -1;
     }
     ret_arms[n++] = arm;

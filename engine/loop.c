@@ -351,10 +351,15 @@ static int between_steps(struct task_run *run, enum loop_result *ret) {
 static bool llm_budget_spent(struct task_run *run) {
   json_t *budget = json_object_get(run->options, "budget");
   json_t *tokens = json_object_get(budget, "llm_tokens");
-  long long used = run->spent.prompt_tokens + run->spent.completion_tokens;
+  /* What the task spent, committed or not: a step that found nothing new commits no
+   * usage, yet its calls were paid. */
+  long long used = run->spent.prompt_tokens + run->spent.completion_tokens +
+                   run->step_usage.prompt_tokens + run->step_usage.completion_tokens;
+  double spent_usd = run->spent.cost_usd + run->step_usage.cost_usd;
   run->limit.tokens = json_is_integer(tokens) ? json_integer_value(tokens) - used : LLONG_MAX;
-  run->limit.cost_usd = json_number_value(json_object_get(budget, "llm_usd")) - run->spent.cost_usd;
-  return run->limit.tokens <= 0 || (run->spent.cost_usd > 0 && run->limit.cost_usd <= 0);
+  run->limit.cost_usd = json_number_value(json_object_get(budget, "llm_usd")) - spent_usd;
+  run->limit.calls = (int)run->cfg.max_calls_per_step;
+  return run->limit.tokens <= 0 || (spent_usd > 0 && run->limit.cost_usd <= 0);
 }
 
 /* How many tries in a row may find nothing new before the task's space is exhausted:

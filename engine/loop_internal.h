@@ -154,6 +154,13 @@ json_t *loop_cached_result(const struct task_run *run, json_t *candidate);
  * *ret_candidate is the composed child program (caller owns) and *ret_region_candidate
  * the region's candidate (caller owns); on failure *ret_failure (caller owns). Returns
  * STEP_NOTHING_NEW when every move tried repeats an evaluated program or does not fit. */
+/* HTAM's local choice by the proposer (search.local_choice llm, a proposer with
+ * choose_strategy, an arm that shows local memory): the proposer picks the strategy among
+ * the direction's; on failure the policy's choice stays. The call is paid from the step's
+ * budget like any other. */
+void loop_local_choice(struct task_run *run, struct policy_choice *choice,
+                       const struct memory_view *memory, const struct step_context *c);
+
 enum step_result loop_propose(struct task_run *run, struct policy_choice *choice,
                               const struct memory_view *memory, const struct step_context *c,
                               json_t **ret_candidate, json_t **ret_region_candidate,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "engine/loop_internal.h"
 #include "store/candidates.h"
 
@@ -53,33 +54,58 @@ static json_t *applicable_strategies(struct task_run *run, const struct memory_v
   return out;
 }
 
+/* What of the memory a proposal may carry, by the task's arm (docs/architecture.md,
+ * "LLM proposer", the table of what each arm's prompts contain): the refine policy reads
+ * no memory and no skill; without local memory only the direction is named; best-of-N's
+ * samples are independent, so they see no pool of earlier kernels. */
+struct request_view {
+  bool memory;     /* the direction (global memory) */
+  bool local;      /* the strategy, its record and the direction's other strategies */
+  bool skills;     /* the skill rules (pitfalls) */
+  bool pool;       /* the representative pool of a large step */
+};
+
+static struct request_view request_view_of(const struct task_run *run) {
+  if (!run->proposer.prompted)  /* a template proposer applies the strategy's move */
+    return (struct request_view){.memory = true, .local = true, .skills = true, .pool = true};
+  bool memory = run->traits->direction != DIRECTION_FEEDBACK;
+  return (struct request_view){.memory = memory, .local = memory && run->cfg.local_memory,
+                               .skills = memory, .pool = run->traits->node != NODE_ROOT};
+}
+
 /* Fills *req for choice in the context's region: its sub-profile, and its candidate in
- * the base program as the parent. The context array is loaded (release with
- * request_clear); the rest is borrowed. */
+ * the base program as the parent, with what the task's arm lets it see of the memory.
+ * The context, strategies and skills arrays are loaded (release with request_clear); the
+ * rest is borrowed. */
 static void request_init(struct task_run *run, const struct policy_choice *choice,
                          const struct memory_view *memory, const struct step_context *c,
                          struct proposal_request *req) {
+  struct request_view view = request_view_of(run);
   json_t *strategy_node = NULL;
-  for (size_t i = 0; i < memory->n_locals; i++)
+  for (size_t i = 0; view.local && i < memory->n_locals; i++)
     if (strcmp(memory->locals[i].id, choice->strategy) == 0)
       strategy_node = memory->local_nodes[i];
+  bool pool = view.pool || choice->kind != TREE_STEP_LARGE;
   *req = (struct proposal_request){
     .task_id = run->id,
     .task_name = json_string_value(json_object_get(run->task, "name")),
     .task_options = run->options,
     .profile = run->partition.regions[c->region].profile,
     .step = run->step + 1,
-    .direction = choice->direction,
-    .direction_node = memory_view_global_node(memory, choice->direction),
-    .strategy = choice->strategy[0] ? choice->strategy : NULL,
+    .direction = view.memory ? choice->direction : NULL,
+    .direction_node = view.memory ? memory_view_global_node(memory, choice->direction) : NULL,
+    .strategy = view.local && choice->strategy[0] ? choice->strategy : NULL,
     .strategy_node = strategy_node,
     .parent = c->choices[c->region],
-    .context = proposal_context(run, choice->node, choice->kind),
+    .context = pool ? proposal_context(run, choice->node, choice->kind) : json_array(),
     .usage = &run->step_usage,
     .limit = &run->limit,
-    .strategies = applicable_strategies(run, memory, choice->direction),
+    .strategies = view.local ? applicable_strategies(run, memory, choice->direction)
+                             : json_array(),
     .reference = json_string_value(json_object_get(run->task, "reference")),
-    .skills = skills_for(&run->skills, run->state.family),
+    .skills = view.skills ? skills_for(&run->skills, run->state.family) : NULL,
+    .context_bytes = run->cfg.context_bytes,
+    .two_call = run->cfg.small_step == SEARCH_SMALL_TWO_CALL,
   };
 }
 
@@ -87,6 +113,30 @@ static void request_clear(struct proposal_request *req) {
   json_decref(req->context);
   json_decref(req->strategies);
   json_decref(req->skills);
+}
+
+void loop_local_choice(struct task_run *run, struct policy_choice *choice,
+                       const struct memory_view *memory, const struct step_context *c) {
+  struct proposer *p = &run->proposer;
+  if (run->cfg.local_choice != SEARCH_LOCAL_LLM || !p->choose_strategy ||
+      !choice->strategy[0] || !request_view_of(run).local)
+    return;
+  struct proposal_request req;
+  request_init(run, choice, memory, c, &req);
+  const char *id = NULL;
+  json_t *failure = NULL;
+  if (p->choose_strategy(p->self, &req, &id, &failure) == 0) {
+    if (strcmp(id, choice->strategy) != 0)
+      log_info("task %s step %d: the proposer chose strategy %s (the policy's: %s)", run->id,
+               run->step + 1, id, choice->strategy);
+    snprintf(choice->strategy, sizeof choice->strategy, "%s", id);
+  } else {
+    const char *cls = json_string_value(json_object_get(failure, "class"));
+    log_warn("task %s step %d: the proposer's local choice failed (%s); strategy %s stays",
+             run->id, run->step + 1, cls ? cls : "?", choice->strategy);
+  }
+  json_decref(failure);
+  request_clear(&req);
 }
 
 /* Asks the proposer once for choice, a small or a large step (a small step needs a
@@ -181,10 +231,18 @@ static bool budget_failure(json_t *failure) {
   return cls && strcmp(cls, "parse/llm_budget_exhausted") == 0;
 }
 
+/* True when failure says the step made every paid call it may (search.max_calls_per_step):
+ * nothing was asked, so nothing is recorded; the next step asks again. */
+static bool calls_used_up(json_t *failure) {
+  const char *cls = json_string_value(json_object_get(failure, "class"));
+  return cls && strcmp(cls, "parse/llm_call_limit") == 0;
+}
+
 /* Whether the attempt leaves nothing to evaluate or record: no candidate but a move
- * that did not fit, or a program evaluated before. */
+ * that did not fit or a step out of calls, or a program evaluated before. */
 static bool nothing_new(const struct attempt *a) {
-  return a->repeat || (!a->program && invalid_move(a->failure));
+  return a->repeat ||
+         (!a->program && (invalid_move(a->failure) || calls_used_up(a->failure)));
 }
 
 /* While attempt *a leaves nothing new, tries up to retry_limit() other strategies that

@@ -360,6 +360,8 @@ enum step_result loop_step(struct task_run *run, int attempt) {
       run->state.family = run->partition.regions[ctx.region].family;
     if (policy_choose_direction(&in, &choice) != 0)
       res = STEP_STORE_ERROR;
+    else if (!ctx.first)
+      loop_local_choice(run, &choice, &memory, &ctx);
   }
   /* The first step proposes the proposer's own starting point in every region (for the
    * builtin proposer, the families' tuned defaults) without a strategy's move, so the

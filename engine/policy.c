@@ -205,6 +205,12 @@ static void choose_node(const struct policy_input *in, struct policy_choice *ret
     ret->node = tree_descend(in->tree, in->cfg, &d) == 0 ? d.node : 0;
     if (tree_step_kind(in->tree, in->cfg, ret->node, in->rng, &ret->kind, NULL) != 0)
       ret->kind = TREE_STEP_LARGE;
+    /* The ablation arms of one kind of step (a small step without a kernel to patch is
+     * a large one: engine/loop_propose.c). */
+    if (in->cfg->steps == SEARCH_STEPS_LARGE)
+      ret->kind = TREE_STEP_LARGE;
+    else if (in->cfg->steps == SEARCH_STEPS_SMALL)
+      ret->kind = TREE_STEP_SMALL;
     return;
   }
   case NODE_ROOT:

@@ -10,6 +10,9 @@
 enum key_kind { K_DOUBLE, K_UINT, K_BOOL, K_ENUM };
 
 static const char *const retrieval_names[] = {"hierarchical", "flat", NULL};
+static const char *const steps_names[] = {"mixed", "large", "small", NULL};
+static const char *const small_step_names[] = {"one_call", "two_call", NULL};
+static const char *const local_choice_names[] = {"ucb", "llm", NULL};
 
 /* One configurable field: its key, where it lives, its default and inclusive range
  * (lo_open excludes lo, for constants that divide). */
@@ -60,6 +63,11 @@ static const struct key_spec keys[] = {
   D(tree_reward_span, 1.2, 0, 10, false),
   D(speedup_min, 0.1, 0, 1, true),    /* (0, 1]: below speedup_max whatever it is */
   D(speedup_max, 10, 1, 1e6, true),   /* (1, 1e6] */
+  U(max_calls_per_step, 4, 1, 64),
+  E(steps, SEARCH_STEPS_MIXED, steps_names),
+  E(small_step, SEARCH_SMALL_ONE_CALL, small_step_names),
+  E(local_choice, SEARCH_LOCAL_UCB, local_choice_names),
+  U(context_bytes, 24576, 0, 262144),
 };
 #undef D
 #undef U

@@ -18,6 +18,18 @@ enum search_retrieval {
   SEARCH_RETRIEVAL_FLAT,         /* one pool of every strategy, directions ignored */
 };
 
+/* Which kinds of step the tree takes (the ablation arms "large steps only" and "small
+ * steps only"; chain and root policies keep their own). */
+enum search_steps { SEARCH_STEPS_MIXED, SEARCH_STEPS_LARGE, SEARCH_STEPS_SMALL };
+
+/* How a small step asks a writing proposer: one call, or a reviser call that says what to
+ * change, then a tuner call that writes the edits (AdaExplore's public code). */
+enum search_small_step { SEARCH_SMALL_ONE_CALL, SEARCH_SMALL_TWO_CALL };
+
+/* Who picks the strategy within HTAM's chosen direction: UCB over the strategies'
+ * records, or the LLM, in a short call that sees those records (HTAM's step 3). */
+enum search_local_choice { SEARCH_LOCAL_UCB, SEARCH_LOCAL_LLM };
+
 /* Plain data, no ownership. The JSON key of each field is its name; the default and the
  * accepted range are in the table in search_config.c. */
 struct search_config {
@@ -55,6 +67,13 @@ struct search_config {
   double tree_reward_span;  /* added at the highest speed-up: 1.2 */
   double speedup_min;       /* speed-up clip, low end: 0.1 */
   double speedup_max;       /* speed-up clip, high end: 10 */
+  unsigned max_calls_per_step; /* paid proposer calls one step may make, retries of
+                                  repeated programs and skill reflection included: 4 */
+  enum search_steps steps;  /* "mixed", "large" or "small" (tree policies) */
+  enum search_small_step small_step; /* "one_call" or "two_call" */
+  enum search_local_choice local_choice; /* "ucb" or "llm" */
+  unsigned context_bytes;   /* a small step's ancestors' sources and metrics, in bytes of
+                               prompt: 24576 */
 };
 
 /* Sets every field to its default. */

@@ -60,7 +60,7 @@ struct skills_failure {
   json_t *task_options;
   struct proposer *proposer;  /* reflects (an LLM) when it can; else failures are grouped */
   struct proposal_usage *usage;
-  const struct proposal_limit *limit;
+  struct proposal_limit *limit;
 };
 
 /* What one failure records: the update for store_skills_record (or the step commit), and

@@ -2,6 +2,7 @@
  * the skill memory, through the LLM proposer's prompts when an endpoint is configured,
  * else by grouping signatures. Each failure is recorded in its own transaction and at most
  * once (a candidate examined before is skipped), so passes may be repeated. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,7 @@ static void one(struct pass *p, json_t *task, json_t *profile, json_t *c) {
   moved_knob(p->s, ns ? ns : MEMORY_DEFAULT_NAMESPACE, json_string_value(json_object_get(c, "strategy")), moved,
              sizeof moved);
   struct skill_run sr = {.on = true};
-  struct proposal_limit limit = {.tokens = 1LL << 62, .cost_usd = 1e300};
+  struct proposal_limit limit = {.tokens = 1LL << 62, .cost_usd = 1e300, .calls = INT_MAX};
   const char *family = json_string_value(json_object_get(json_object_get(task, "baselines"), "family"));
   struct skills_failure f = {
     .task_id = json_string_value(json_object_get(task, "id")), .candidate_id = id,

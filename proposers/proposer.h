@@ -18,11 +18,16 @@ struct proposal_usage {
   double cost_usd;
 };
 
-/* What a task may still spend on proposing: its budget less what it spent. A field <= 0
- * is used up; a budget the task does not set is LLONG_MAX tokens or HUGE_VAL dollars. */
+/* What a task may still spend on proposing: its budget less what it spent, and the paid
+ * calls left to the step. A proposer that calls a paid service spends from it as it goes
+ * (every call of a step, retries and reflections included, sees what the earlier ones
+ * spent) and sends no call whose worst case (every prompt byte a token, plus the whole
+ * completion cap) could pass it. A field <= 0 is used up; a budget the task does not set
+ * is LLONG_MAX tokens or HUGE_VAL dollars; calls is INT_MAX where nothing caps them. */
 struct proposal_limit {
   long long tokens;   /* prompt and completion tokens together (budget.llm_tokens) */
   double cost_usd;    /* budget.llm_usd */
+  int calls;          /* paid calls left in this step (search.max_calls_per_step) */
 };
 
 /* What the loop asks for in one step; everything is borrowed for the call. */
@@ -44,15 +49,20 @@ struct proposal_request {
    * be NULL, and the others ignore them. */
   struct proposal_usage *usage; /* the proposer adds what each call of this request cost
                                    (written, not reset: the caller zeroes it) */
-  const struct proposal_limit *limit; /* what the task may still spend, or NULL for no
-                                   limit: a proposer fails with class
-                                   parse/llm_budget_exhausted rather than call past it */
+  struct proposal_limit *limit; /* what the task may still spend, or NULL for no limit:
+                                   the proposer spends from it and fails with class
+                                   parse/llm_budget_exhausted (parse/llm_call_limit when
+                                   the step's calls are used up) rather than call past it */
   json_t *skills;             /* array of {"rule","score"}: the skill rules; those with a
                                  score of at least 3 go into prompts as common pitfalls */
   json_t *strategies;         /* array of local memory nodes: the candidate strategies of
                                  the direction for the region's family, with their stats
                                  and evidence */
   const char *reference;      /* the task's reference program (PyTorch source) */
+  size_t context_bytes;       /* a small step's ancestors' sources get at most this many
+                                 bytes of its prompt (search.context_bytes); 0: none */
+  bool two_call;              /* a small step asks a reviser first, then writes the edits
+                                 (search.small_step two_call) */
 };
 
 /* Skill memory (AdaExplore): one failed step, for a proposer that can turn a failure into
@@ -66,7 +76,8 @@ struct skill_reflection {
   const char *failure;              /* the failure log: stage, class, message */
   json_t *rules;                    /* the rules to match against: [{"id","rule","score"}] */
   struct proposal_usage *usage;     /* what the calls cost is added here (may be NULL) */
-  const struct proposal_limit *limit; /* what the task may still spend (may be NULL) */
+  struct proposal_limit *limit;     /* what the task may still spend (may be NULL), spent
+                                       from as for a proposal */
 };
 
 /* What a reflection concluded. */
@@ -91,6 +102,10 @@ struct proposer {
    * region at once: true when that is cheap and deterministic (templates), false when
    * every proposal is a paid call (an LLM). */
   bool starts_every_region;
+  /* Whether its proposals are written from a prompt (the LLM proposer): the task's arm
+   * then decides what of the memory the request carries (engine/loop_propose.c). A
+   * template proposer always gets the strategy whose move it applies. */
+  bool prompted;
   /* Whether this proposer can write candidates for the profile (a task's or a region's,
    * borrowed). Returns 0 and sets *ret_family (static string: the op family HTAM learns
    * under), or -1 with the reason in why. */
@@ -103,6 +118,12 @@ struct proposer {
   /* A small step: a patch of req->parent under its strategy. */
   int (*propose_small)(void *self, const struct proposal_request *req, json_t **ret_candidate,
                        json_t **ret_failure);
+  /* HTAM's local choice by the proposer (search.local_choice llm): picks one of
+   * req->strategies (the direction's, with their records) for the step. Returns 0 and
+   * *ret_id (borrowed from req->strategies), or -1 with *ret_failure (caller owns) when it
+   * could not; the engine then keeps its own choice. May be NULL. */
+  int (*choose_strategy)(void *self, const struct proposal_request *req, const char **ret_id,
+                         json_t **ret_failure);
   /* Learns from the evaluated outcome of a candidate it proposed for req (candidate and
    * result borrowed). May be NULL. */
   void (*learn)(void *self, const struct proposal_request *req, json_t *candidate,

@@ -158,6 +158,18 @@ class Evaluator:
         info["type"] = "cuda"
         self.device_info = info
 
+    GPU_FACTS = ("name", "capability", "arch", "sm_count", "memory_bytes", "l2_bytes",
+                 "hbm_peak_GBps", "max_shared_optin", "max_threads_per_block", "clock_khz")
+
+    def gpu_facts(self):
+        """The device's hardware facts that the profile carries for prompts (the LLM
+        proposer states them; nothing about a device is written into the memory), or
+        None on a CPU or meta evaluator."""
+        if not self.is_cuda:
+            return None
+        return {k: self.device_info.get(k) for k in self.GPU_FACTS
+                if self.device_info.get(k) is not None}
+
     def _capability(self):
         """(major, minor) of the device, or None."""
         cap = self.device_info.get("capability")
@@ -467,6 +479,7 @@ class Evaluator:
         ins = named_inputs(inputs)
         state = named_state(task.model)
         prof = {"name": task.name, "device": task.device, "sm_count": self._sm_count(),
+                "gpu": self.gpu_facts(),
                 "inputs": [tensor_spec(n, t) for n, t in ins],
                 "scalar_inputs": [{"name": "input:%d" % i, "value": json_safe(v)}
                                   for i, v in enumerate(inputs)

@@ -314,17 +314,51 @@ static int section_pool(json_t *context, char **ret, char *err, size_t errlen) {
   return rc;
 }
 
-/* The recent work, newest first in the request, listed oldest first. */
-static int section_history(json_t *context, char **ret, char *err, size_t errlen) {
+/* The metrics of an evaluated candidate: its time, speed-ups and floor fraction as the
+ * verdict gives them, and its compile's registers and spills where known. */
+static void metrics(json_t *cand, struct ltext *out) {
+  json_t *compile = json_object_get(json_object_get(cand, "result"), "compile");
+  json_t *regs = json_object_get(compile, "registers");
+  json_t *spills = json_object_get(compile, "spills");
+  if (json_is_integer(regs) && json_integer_value(regs) > 0)
+    ltext_printf(out, "; %lld registers", (long long)json_integer_value(regs));
+  if (json_is_integer(spills) && json_integer_value(spills) > 0)
+    ltext_printf(out, ", %lld bytes spilled", (long long)json_integer_value(spills));
+}
+
+/* The recent work, newest first in the request, listed oldest first: every candidate's
+ * verdict and metrics, and each ancestor's source (the newest is the current kernel,
+ * shown above) as far as req->context_bytes allows, the nearest ancestors first. */
+static int section_history(const struct proposal_request *req, char **ret, char *err,
+                           size_t errlen) {
+  json_t *context = req->context;
+  size_t n = json_array_size(context), budget = req->context_bytes;
+  bool *shown = calloc(n ? n : 1, sizeof *shown);
+  if (!shown) {
+    snprintf(err, errlen, "out of memory building the prompt");
+    return -1;
+  }
+  for (size_t i = 1; i < n; i++) {  /* nearest ancestors first */
+    const char *src = json_string_value(json_object_get(json_array_get(context, i), "source"));
+    size_t len = src ? strlen(src) : 0;
+    if (len > 0 && len + 64 <= budget) {
+      shown[i] = true;
+      budget -= len + 64;
+    }
+  }
   struct ltext attempts = {0};
-  for (size_t i = json_array_size(context); i-- > 0;) {
+  for (size_t i = n; i-- > 0;) {
     json_t *cand = json_array_get(context, i);
     ltext_puts(&attempts, "- ");
     prompt_origin(cand, &attempts);
     ltext_puts(&attempts, ": ");
     prompt_verdict(cand, &attempts);
+    metrics(cand, &attempts);
     ltext_puts(&attempts, "\n");
+    if (shown[i])
+      kernel_blocks(cand, &attempts);
   }
+  free(shown);
   int rc = 0;
   if (attempts.len) {
     struct tvar vars[] = {{"attempts", ltext_str(&attempts)}};
@@ -336,15 +370,35 @@ static int section_history(json_t *context, char **ret, char *err, size_t errlen
   return rc;
 }
 
+/* A failed current kernel's failure message and compile log, in full up to
+ * LLM_FAILURE_LOG_MAX bytes each (a one-line verdict is too little to fix it from). */
+static void failure_log(json_t *result, struct ltext *out) {
+  json_t *failure = json_object_get(result, "failure");
+  const char *msg = json_string_value(json_object_get(failure, "message"));
+  const char *log = json_string_value(json_object_get(json_object_get(result, "compile"), "log"));
+  if (msg && *msg) {
+    size_t len = strlen(msg);
+    ltext_printf(out, "Its failure, in full:\n\n```\n%.*s\n```\n", (int)(len > LLM_FAILURE_LOG_MAX
+                 ? LLM_FAILURE_LOG_MAX : len), msg);
+  }
+  if (log && *log) {
+    size_t len = strlen(log);
+    ltext_printf(out, "Its compile log:\n\n```\n%.*s\n```\n", (int)(len > LLM_FAILURE_LOG_MAX
+                 ? LLM_FAILURE_LOG_MAX : len), log);
+  }
+}
+
 /* What to do: fix a failed kernel first; apply the strategy under its direction. */
-static int section_guidance(const struct proposal_request *req, char **ret, char *err,
-                            size_t errlen) {
+static int section_guidance(const struct proposal_request *req, const char *advice, char **ret,
+                            char *err, size_t errlen) {
   struct ltext g = {0};
   json_t *last = json_array_get(req->context, 0);
   json_t *failure = json_object_get(json_object_get(last, "result"), "failure");
-  if (json_is_object(failure))
+  if (json_is_object(failure)) {
     ltext_puts(&g, "The current kernel failed (see above): fix that first, with the smallest "
                    "change that does it.\n");
+    failure_log(json_object_get(last, "result"), &g);
+  }
   if (json_is_object(req->direction_node)) {
     const char *intent = json_string_value(json_object_get(req->direction_node, "intent"));
     ltext_printf(&g, "Direction: %s. ", node_name(req->direction_node)
@@ -356,6 +410,17 @@ static int section_guidance(const struct proposal_request *req, char **ret, char
     strategy_text(req->strategy_node, &g);
   if (!g.len)
     ltext_puts(&g, "Make the kernel faster without changing what it computes.\n");
+  if (advice && *advice) {
+    char *text = NULL;
+    struct tvar avars[] = {{"advice", advice}};
+    if (render("advice.txt", avars, N_VARS(avars), &text, err, errlen) != 0) {
+      ltext_clear(&g);
+      return -1;
+    }
+    ltext_puts(&g, "\n");
+    ltext_puts(&g, text);
+    free(text);
+  }
   struct tvar vars[] = {{"guidance", ltext_str(&g)}};
   int rc = render("guidance.txt", vars, N_VARS(vars), ret, err, errlen);
   ltext_clear(&g);
@@ -408,8 +473,13 @@ static void parent_parts(json_t *parent, char **s) {
   s[S_OPTIONS] = ltext_take(&t);
 }
 
-int llm_prompt_build(const struct proposal_request *req, bool small, struct llm_prompt *ret,
-                     char *err, size_t errlen) {
+/* What a prompt asks for: a large step, a small step's edits, a small step's review in
+ * words (two_call's first call), or its edits after that review. */
+enum prompt_mode { MODE_LARGE, MODE_SMALL, MODE_REVISER, MODE_TUNER };
+
+static int build(const struct proposal_request *req, enum prompt_mode mode, const char *advice,
+                 struct llm_prompt *ret, char *err, size_t errlen) {
+  bool small = mode != MODE_LARGE;
   char *s[S_COUNT] = {0};
   int rc = section_rules(req, &s[S_RULES], err, errlen);
   if (rc == 0)
@@ -421,12 +491,14 @@ int llm_prompt_build(const struct proposal_request *req, bool small, struct llm_
   if (rc == 0 && !small)
     rc = section_pool(req->context, &s[S_POOL], err, errlen);
   if (rc == 0 && small)
-    rc = section_history(req->context, &s[S_HISTORY], err, errlen);
+    rc = section_history(req, &s[S_HISTORY], err, errlen);
   if (rc == 0 && small)
-    rc = section_guidance(req, &s[S_GUIDANCE], err, errlen);
+    rc = section_guidance(req, mode == MODE_TUNER ? advice : NULL, &s[S_GUIDANCE], err, errlen);
   if (rc == 0)
-    rc = render(small ? "answer_small.txt" : "answer_large.txt", NULL, 0, &s[S_ANSWER], err,
-                errlen);
+    rc = render(mode == MODE_REVISER ? "answer_reviser.txt"
+                : small              ? "answer_small.txt"
+                                     : "answer_large.txt",
+                NULL, 0, &s[S_ANSWER], err, errlen);
   if (rc == 0 && small)
     parent_parts(req->parent, s);
   unsigned need = small ? (1u << S_RULES | 1u << S_PITFALLS | 1u << S_REGION | 1u << S_HISTORY |
@@ -460,4 +532,82 @@ int llm_prompt_build(const struct proposal_request *req, bool small, struct llm_
   ret->system = system;
   ret->user = user;
   return 0;
+}
+
+int llm_prompt_build(const struct proposal_request *req, bool small, struct llm_prompt *ret,
+                     char *err, size_t errlen) {
+  return build(req, small ? MODE_SMALL : MODE_LARGE, NULL, ret, err, errlen);
+}
+
+int llm_prompt_build_reviser(const struct proposal_request *req, struct llm_prompt *ret,
+                             char *err, size_t errlen) {
+  return build(req, MODE_REVISER, NULL, ret, err, errlen);
+}
+
+int llm_prompt_build_tuner(const struct proposal_request *req, const char *advice,
+                           struct llm_prompt *ret, char *err, size_t errlen) {
+  return build(req, MODE_TUNER, advice, ret, err, errlen);
+}
+
+/* The strategies with their ids, names, records and edit patterns. */
+static void choice_list(const struct proposal_request *req, struct ltext *out) {
+  size_t i;
+  json_t *node;
+  json_array_foreach(req->strategies, i, node) {
+    const char *id = json_string_value(json_object_get(node, "id"));
+    const char *pattern = json_string_value(json_object_get(node, "edit_pattern"));
+    if (!id)
+      continue;
+    ltext_printf(out, "- id `%s`: %s (", id, node_name(node) ? node_name(node) : id);
+    record(out, node);
+    ltext_puts(out, "). ");
+    item(out, pattern ? pattern : "");
+    ltext_puts(out, "\n");
+  }
+}
+
+int llm_prompt_build_local_choice(const struct proposal_request *req, struct llm_prompt *ret,
+                                  char *err, size_t errlen) {
+  struct ltext list = {0};
+  choice_list(req, &list);
+  char *region = NULL, *user = NULL, *system = NULL;
+  const char *dir = node_name(req->direction_node);
+  int rc = section_region(req, &region, err, errlen);
+  struct tvar vars[] = {{"direction", dir ? dir : (req->direction ? req->direction : "?")},
+                        {"region", region ? region : ""},
+                        {"strategies", ltext_str(&list)}};
+  if (rc == 0)
+    rc = render("local_choice.txt", vars, N_VARS(vars), &user, err, errlen);
+  if (rc == 0)
+    rc = render("system.txt", NULL, 0, &system, err, errlen);
+  free(region);
+  ltext_clear(&list);
+  if (rc != 0) {
+    free(user);
+    free(system);
+    return -1;
+  }
+  ret->system = system;
+  ret->user = user;
+  return 0;
+}
+
+const char *llm_local_choice_parse(const char *answer, json_t *strategies) {
+  for (const char *line = answer; line && *line;) {
+    size_t len = strcspn(line, "\n");
+    const char *a = line, *b = line + len;
+    while (a < b && strchr(" \t`*-", *a))
+      a++;
+    while (b > a && strchr(" \t`*.\r", b[-1]))
+      b--;
+    size_t i;
+    json_t *node;
+    json_array_foreach(strategies, i, node) {
+      const char *id = json_string_value(json_object_get(node, "id"));
+      if (id && strlen(id) == (size_t)(b - a) && strncmp(id, a, (size_t)(b - a)) == 0)
+        return id;
+    }
+    line = line[len] ? line + len + 1 : NULL;
+  }
+  return NULL;
 }

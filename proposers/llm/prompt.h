@@ -19,6 +19,7 @@
 #define LLM_PITFALL_MIN_SCORE 3   /* skill rules below this score are left out */
 #define LLM_PITFALLS_MAX 20
 #define LLM_SHOWN_SOURCE_MAX (24u * 1024u)  /* bytes of a pool kernel's source shown */
+#define LLM_FAILURE_LOG_MAX 4096u  /* bytes of the current kernel's failure and compile log */
 
 /* The two messages of one request (both owned; llm_prompt_clear). */
 struct llm_prompt {
@@ -32,6 +33,26 @@ struct llm_prompt {
 int llm_prompt_build(const struct proposal_request *req, bool small, struct llm_prompt *ret,
                      char *err, size_t errlen);
 
+/* The two calls of a two-call small step (search.small_step two_call): the reviser's
+ * prompt is the small step's with an answer that asks for advice in words (no code); the
+ * tuner's is the small step's with that advice (borrowed) in its guidance. Returns as
+ * llm_prompt_build. */
+int llm_prompt_build_reviser(const struct proposal_request *req, struct llm_prompt *ret,
+                             char *err, size_t errlen);
+int llm_prompt_build_tuner(const struct proposal_request *req, const char *advice,
+                           struct llm_prompt *ret, char *err, size_t errlen);
+
+/* The short prompt of HTAM's local choice by the LLM (search.local_choice llm): the
+ * direction, the region, and req->strategies with their records and ids. Returns 0 with
+ * ret, or -1 with err. */
+int llm_prompt_build_local_choice(const struct proposal_request *req, struct llm_prompt *ret,
+                                  char *err, size_t errlen);
+
+/* The strategy id the answer names: the first line that is exactly the id of one of
+ * strategies (after trimming blanks, backticks and a final period), or NULL (borrowed
+ * from strategies). */
+const char *llm_local_choice_parse(const char *answer, json_t *strategies);
+
 void llm_prompt_clear(struct llm_prompt *p);
 
 /* ---- Parts (prompt_parts.c), each appended to out; shared with the tests. ---- */
@@ -44,6 +65,12 @@ void prompt_tensors(json_t *profile, struct ltext *out);
 
 /* Size, floor, eager time and SM count, as far as the profile has them. */
 void prompt_facts(json_t *profile, struct ltext *out);
+
+/* One line of the GPU's facts, all from the profile (its "gpu" object and floor basis,
+ * else its sm_count): the model, compute capability, SMs, L2, shared memory per block,
+ * threads per block, memory bandwidth (peak and measured) and fp32 peak; nothing when the
+ * profile names no GPU. */
+void prompt_hardware(json_t *profile, struct ltext *out);
 
 /* How an evaluated candidate did, from its "result": "correct, 1.250 ms, 1.60x eager,
  * 80% of the floor" or "failed at compile (compile/syntax_error): message". */

@@ -193,9 +193,44 @@ void prompt_facts(json_t *profile, struct ltext *out) {
     time_ms(out, json_number_value(eager));
     ltext_puts(out, " for the whole task.\n");
   }
-  json_t *sms = json_object_get(profile, "sm_count");
-  if (json_is_integer(sms))
-    ltext_printf(out, "The GPU has %lld SMs.\n", (long long)json_integer_value(sms));
+  prompt_hardware(profile, out);
+}
+
+/* The number at key of obj, or -1 when absent or not a number. */
+static double fact(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+void prompt_hardware(json_t *profile, struct ltext *out) {
+  json_t *gpu = json_object_get(profile, "gpu");
+  json_t *basis = json_object_get(profile, "floor_basis");
+  double sms = fact(gpu, "sm_count") > 0 ? fact(gpu, "sm_count") : fact(profile, "sm_count");
+  const char *name = json_string_value(json_object_get(gpu, "name"));
+  const char *cap = json_string_value(json_object_get(gpu, "capability"));
+  const char *arch = json_string_value(json_object_get(gpu, "arch"));
+  if (!name && sms <= 0)
+    return;
+  ltext_printf(out, "The GPU: %s", name ? name : "a CUDA GPU");
+  if (cap)
+    ltext_printf(out, ", compute capability %s%s%s%s", cap, arch ? " (" : "", arch ? arch : "",
+                 arch ? ")" : "");
+  if (sms > 0)
+    ltext_printf(out, ", %.0f SMs", sms);
+  if (fact(gpu, "l2_bytes") > 0)
+    ltext_printf(out, ", %.1f MB of L2", fact(gpu, "l2_bytes") / 1e6);
+  if (fact(gpu, "max_shared_optin") > 0)
+    ltext_printf(out, ", %.0f KiB of shared memory per block (opt-in)",
+                 fact(gpu, "max_shared_optin") / 1024);
+  if (fact(gpu, "max_threads_per_block") > 0)
+    ltext_printf(out, ", at most %.0f threads per block", fact(gpu, "max_threads_per_block"));
+  if (fact(gpu, "hbm_peak_GBps") > 0)
+    ltext_printf(out, ", memory bandwidth %.2f TB/s peak", fact(gpu, "hbm_peak_GBps") / 1e3);
+  if (fact(basis, "copy_bw_Bps") > 0)
+    ltext_printf(out, " (%.2f TB/s measured for a copy)", fact(basis, "copy_bw_Bps") / 1e12);
+  if (fact(basis, "fp32_peak_flops") > 0)
+    ltext_printf(out, ", fp32 SIMT peak %.1f TFLOP/s", fact(basis, "fp32_peak_flops") / 1e12);
+  ltext_puts(out, ".\n");
 }
 
 void prompt_verdict(json_t *candidate, struct ltext *out) {

@@ -21,10 +21,13 @@
 /* A region longer than this many call nodes is left to shorter regions and library steps:
  * one prompt should describe one fusable piece of work. */
 #define LLM_MAX_REGION_NODES 24
-/* Bytes per token, to estimate a prompt's size before sending it. */
-#define BYTES_PER_TOKEN 4
+/* A prompt's tokens before it is sent, at worst: one per byte (a token is never shorter
+ * than a byte) and the chat template's own tokens around the messages. */
+#define PROMPT_OVERHEAD_TOKENS 64
 /* Fewer completion tokens than this left in the budget is too few for an answer. */
 #define MIN_COMPLETION_TOKENS 256
+/* The completion cap of the local choice: an id on one line, a little thinking before it. */
+#define LLM_LOCAL_CHOICE_MAX_TOKENS 1024
 
 struct llm_proposer {
   struct llm_settings s;
@@ -101,13 +104,19 @@ static int call_options(const struct llm_proposer *p, json_t *task_options,
   return 0;
 }
 
-/* Fits the completion cap into what the task may still spend on a prompt of prompt_bytes;
- * -1 with the failure when too little is left to ask at all. */
-static int fit_budget(const struct llm_proposer *p, const struct proposal_limit *limit,
+/* Reserves one call of the step and fits the completion cap into what the task may
+ * still spend, the prompt of prompt_bytes counted at its worst (a token a byte): the call
+ * then cannot pass the budget whatever the endpoint answers. -1 with the failure when the
+ * step's calls are used up or too little is left to ask at all. */
+static int fit_budget(const struct llm_proposer *p, struct proposal_limit *limit,
                       size_t prompt_bytes, struct call_options *o, json_t **ret_failure) {
   if (!limit)
     return 0;
-  double prompt_tokens = (double)prompt_bytes / BYTES_PER_TOKEN + 16;
+  if (limit->calls <= 0) {
+    return failure(ret_failure, "parse/llm_call_limit", "the step made every paid call it "
+                   "may (search.max_calls_per_step); the next step asks again");
+  }
+  double prompt_tokens = (double)prompt_bytes + PROMPT_OVERHEAD_TOKENS;
   double tokens_left = (double)limit->tokens - prompt_tokens;
   double usd_left = limit->cost_usd - prompt_tokens * p->s.price_in / 1e6;
   bool priced = p->s.price_in > 0 || p->s.price_out > 0;
@@ -121,22 +130,80 @@ static int fit_budget(const struct llm_proposer *p, const struct proposal_limit 
   if (o->max_tokens < MIN_COMPLETION_TOKENS || (priced && usd_left <= 0)) {
     char message[300];
     snprintf(message, sizeof message, "the task's LLM budget is used up: %lld tokens and "
-             "%.4f USD were left, a prompt of about %.0f tokens and an answer need more",
+             "%.6f USD were left, a prompt of up to %.0f tokens and an answer need more",
              limit->tokens, limit->cost_usd, prompt_tokens);
     return failure(ret_failure, "parse/llm_budget_exhausted", message);
   }
+  limit->calls--;
   return 0;
 }
 
-/* Adds what reply cost to usage (may be NULL). */
+/* Adds what reply cost to usage (may be NULL) and takes it from limit (may be NULL), so
+ * the next call of the step sees what is left. */
 static void account(const struct llm_proposer *p, const struct llm_reply *reply,
-                    struct proposal_usage *usage) {
-  if (!usage)
-    return;
-  usage->prompt_tokens += reply->prompt_tokens;
-  usage->completion_tokens += reply->completion_tokens;
-  usage->cost_usd += (double)reply->prompt_tokens * p->s.price_in / 1e6 +
-                     (double)reply->completion_tokens * p->s.price_out / 1e6;
+                    struct proposal_usage *usage, struct proposal_limit *limit) {
+  double cost = (double)reply->prompt_tokens * p->s.price_in / 1e6 +
+                (double)reply->completion_tokens * p->s.price_out / 1e6;
+  if (usage) {
+    usage->prompt_tokens += reply->prompt_tokens;
+    usage->completion_tokens += reply->completion_tokens;
+    usage->cost_usd += cost;
+  }
+  if (limit) {
+    limit->tokens -= reply->prompt_tokens + reply->completion_tokens;
+    limit->cost_usd -= cost;
+  }
+}
+
+/* One paid call of prompt for req: the budget reserved (the worst case), the endpoint
+ * asked, the cost spent from req's usage and limit. Returns 0 with *ret_reply (caller
+ * clears), or -1 with *ret_failure; prompt is cleared either way. kind names the call in
+ * the log. */
+static int call(struct llm_proposer *p, const struct proposal_request *req,
+                struct llm_prompt *prompt, struct call_options *o, const char *kind,
+                struct llm_reply *ret_reply, json_t **ret_failure) {
+  size_t prompt_bytes = strlen(prompt->system) + strlen(prompt->user);
+  if (fit_budget(p, req->limit, prompt_bytes, o, ret_failure) != 0) {
+    llm_prompt_clear(prompt);
+    return -1;
+  }
+  struct llm_request rq = {o->model, prompt->system, prompt->user, o->temperature,
+                           o->max_tokens};
+  struct llm_error lerr;
+  int rc = llm_chat(p->client, &rq, ret_reply, &lerr);
+  llm_prompt_clear(prompt);
+  if (rc != 0) {
+    log_warn("llm: task %s step %d: %s: %s", req->task_id ? req->task_id : "?", req->step,
+             lerr.cls, lerr.message);
+    return failure(ret_failure, lerr.cls, lerr.message);
+  }
+  account(p, ret_reply, req->usage, req->limit);
+  log_info("llm: task %s step %d: %s, model %s, %zu prompt bytes, %lld+%lld tokens%s, "
+           "%.0f ms, %u attempt(s)", req->task_id ? req->task_id : "?", req->step, kind,
+           ret_reply->model, prompt_bytes, ret_reply->prompt_tokens,
+           ret_reply->completion_tokens, ret_reply->usage_estimated ? " (estimated)" : "",
+           ret_reply->latency_ms, ret_reply->attempts);
+  return 0;
+}
+
+/* The reviser's advice of a two-call small step (caller frees), or NULL with *ret_failure. */
+static char *revise(struct llm_proposer *p, const struct proposal_request *req,
+                    struct call_options o, json_t **ret_failure) {
+  struct llm_prompt prompt = {0};
+  char err[256];
+  if (llm_prompt_build_reviser(req, &prompt, err, sizeof err) != 0) {
+    failure(ret_failure, "parse/llm_prompt", err);
+    return NULL;
+  }
+  struct llm_reply reply;
+  if (call(p, req, &prompt, &o, "review (two-call small step)", &reply, ret_failure) != 0)
+    return NULL;
+  size_t len = strlen(reply.content);
+  char *advice = strndup(reply.content, len > LLM_FAILURE_LOG_MAX ? LLM_FAILURE_LOG_MAX : len);
+  llm_reply_clear(&reply);
+  if (!advice)
+    failure(ret_failure, "parse/llm_prompt", "out of memory");
+  return advice;
 }
 
 static int llm_propose(struct llm_proposer *p, const struct proposal_request *req, bool small,
@@ -145,32 +212,19 @@ static int llm_propose(struct llm_proposer *p, const struct proposal_request *re
   if (call_options(p, req->task_options, &o, ret_failure) != 0)
     return -1;
   small = small && json_is_string(json_object_get(req->parent, "source"));
+  char *advice = small && req->two_call ? revise(p, req, o, ret_failure) : NULL;
+  if (small && req->two_call && !advice)
+    return -1;
   struct llm_prompt prompt = {0};
   char err[256];
-  if (llm_prompt_build(req, small, &prompt, err, sizeof err) != 0)
+  int rc = advice ? llm_prompt_build_tuner(req, advice, &prompt, err, sizeof err)
+                  : llm_prompt_build(req, small, &prompt, err, sizeof err);
+  free(advice);
+  if (rc != 0)
     return failure(ret_failure, "parse/llm_prompt", err);
-  if (fit_budget(p, req->limit, strlen(prompt.system) + strlen(prompt.user), &o,
-                 ret_failure) != 0) {
-    llm_prompt_clear(&prompt);
-    return -1;
-  }
-  struct llm_request call = {o.model, prompt.system, prompt.user, o.temperature, o.max_tokens};
   struct llm_reply reply;
-  struct llm_error lerr;
-  int rc = llm_chat(p->client, &call, &reply, &lerr);
-  size_t prompt_bytes = strlen(prompt.user);
-  llm_prompt_clear(&prompt);
-  if (rc != 0) {
-    log_warn("llm: task %s step %d: %s: %s", req->task_id ? req->task_id : "?", req->step,
-             lerr.cls, lerr.message);
-    return failure(ret_failure, lerr.cls, lerr.message);
-  }
-  account(p, &reply, req->usage);
-  log_info("llm: task %s step %d: %s step, model %s, %zu prompt bytes, %lld+%lld tokens%s, "
-           "%.0f ms, %u attempt(s)", req->task_id ? req->task_id : "?", req->step,
-           small ? "small" : "large", reply.model, prompt_bytes, reply.prompt_tokens,
-           reply.completion_tokens, reply.usage_estimated ? " (estimated)" : "", reply.latency_ms,
-           reply.attempts);
+  if (call(p, req, &prompt, &o, small ? "small step" : "large step", &reply, ret_failure) != 0)
+    return -1;
   struct answer_error aerr;
   json_t *cand = small ? answer_parse_small(reply.content, req->parent, req->profile, &aerr)
                        : answer_parse_large(reply.content, req->profile, &aerr);
@@ -187,6 +241,34 @@ static int llm_propose(struct llm_proposer *p, const struct proposal_request *re
   }
   llm_reply_clear(&reply);
   *ret_candidate = cand;
+  return 0;
+}
+
+/* HTAM's local choice: a short call listing the direction's strategies with their records;
+ * the answer must name one of them. Its completion is capped short. */
+static int llm_choose_strategy(void *self, const struct proposal_request *req,
+                               const char **ret_id, json_t **ret_failure) {
+  struct llm_proposer *p = self;
+  struct call_options o;
+  if (json_array_size(req->strategies) == 0)
+    return failure(ret_failure, "parse/llm_prompt", "no strategy to choose from");
+  if (call_options(p, req->task_options, &o, ret_failure) != 0)
+    return -1;
+  if (o.max_tokens > LLM_LOCAL_CHOICE_MAX_TOKENS)
+    o.max_tokens = LLM_LOCAL_CHOICE_MAX_TOKENS;
+  struct llm_prompt prompt = {0};
+  char err[256];
+  if (llm_prompt_build_local_choice(req, &prompt, err, sizeof err) != 0)
+    return failure(ret_failure, "parse/llm_prompt", err);
+  struct llm_reply reply;
+  if (call(p, req, &prompt, &o, "local choice", &reply, ret_failure) != 0)
+    return -1;
+  const char *id = llm_local_choice_parse(reply.content, req->strategies);
+  llm_reply_clear(&reply);
+  if (!id)
+    return failure(ret_failure, "parse/llm_no_choice",
+                   "the answer names none of the direction's strategies");
+  *ret_id = id;
   return 0;
 }
 
@@ -240,7 +322,7 @@ static char *skill_call(struct llm_proposer *p, const struct skill_reflection *r
     snprintf(why, whylen, "%s: %s", lerr.cls, lerr.message);
     return NULL;
   }
-  account(p, &reply, req->usage);
+  account(p, &reply, req->usage, req->limit);
   char *content = reply.content;
   reply.content = NULL;
   llm_reply_clear(&reply);
@@ -314,7 +396,9 @@ int proposer_llm_new(const struct llm_settings *settings, struct proposer *ret, 
     return -1;
   }
   p->s = *settings;
-  *ret = (struct proposer){.name = "llm", .self = p, .supports = llm_supports,
+  *ret = (struct proposer){.name = "llm", .self = p, .prompted = true,
+                           .choose_strategy = llm_choose_strategy,
+                           .supports = llm_supports,
                            .propose_large = llm_large, .propose_small = llm_small,
                            .reflect = llm_reflect, .free = llm_free};
   return 0;

@@ -182,16 +182,16 @@ const struct llm_option llm_options[] = {
   {"--llm-price-in", "OPFORGE_LLM_PRICE_IN", "USD per million prompt tokens (0)", set_price_in},
   {"--llm-price-out", "OPFORGE_LLM_PRICE_OUT", "USD per million completion tokens (0)",
    set_price_out},
-  {"--llm-temperature", "OPFORGE_LLM_TEMPERATURE", "default sampling temperature (0.2)",
+  {"--llm-temperature", "OPFORGE_LLM_TEMPERATURE", "default sampling temperature (1.0, as the papers' public code samples)",
    set_temperature},
-  {"--llm-max-tokens", "OPFORGE_LLM_MAX_TOKENS", "default completion token cap (8192)",
+  {"--llm-max-tokens", "OPFORGE_LLM_MAX_TOKENS", "default completion token cap (16384)",
    set_max_tokens},
   {"--llm-connect-timeout", "OPFORGE_LLM_CONNECT_TIMEOUT", "seconds to connect (10)",
    set_connect_timeout},
   {"--llm-timeout", "OPFORGE_LLM_TIMEOUT", "seconds for one whole request (300)", set_timeout},
   {"--llm-max-response", "OPFORGE_LLM_MAX_RESPONSE",
    "bytes of one answer; past it the request is aborted (1048576)", set_max_response},
-  {"--llm-retries", "OPFORGE_LLM_RETRIES", "retries on 429, 5xx and transport errors (4)",
+  {"--llm-retries", "OPFORGE_LLM_RETRIES", "retries on 429, 5xx and transport errors (5)",
    set_retries},
   {"--llm-backoff-ms", "OPFORGE_LLM_BACKOFF_MS",
    "first retry's base delay, doubled each retry, with jitter (1000)", set_backoff},
@@ -206,12 +206,14 @@ const struct llm_option llm_options[] = {
 
 void llm_settings_defaults(struct llm_settings *s) {
   memset(s, 0, sizeof *s);
-  s->temperature = 0.2;
-  s->max_tokens = 8192;
+  /* The papers' sampling (AdaExplore's public code): a low temperature would undo the
+   * diversity that the tree's large steps and best-of-N rely on. */
+  s->temperature = 1.0;
+  s->max_tokens = 16384;
   s->connect_timeout_s = 10;
   s->timeout_s = 300;
   s->max_response_bytes = 1u << 20;
-  s->retries = 4;
+  s->retries = 5;
   s->backoff_ms = 1000;
   s->max_backoff_ms = 30000;
   s->max_wait_s = 120;

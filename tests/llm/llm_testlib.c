@@ -153,5 +153,7 @@ void llm_request_of(json_t *doc, struct proposal_request *ret) {
     .skills = json_object_get(doc, "skills"),
     .strategies = json_object_get(doc, "strategies"),
     .reference = str(doc, "reference"),
+    .context_bytes = (size_t)json_integer_value(json_object_get(doc, "context_bytes")),
+    .two_call = json_is_true(json_object_get(doc, "two_call")),
   };
 }

@@ -14,7 +14,8 @@
  *   "status": the HTTP status (200)
  *   "content": the message; "{{n}}" in it becomes the number of the request (1, 2, ...)
  *   "usage": {"prompt_tokens","completion_tokens"} ({"prompt_tokens":100,
- *            "completion_tokens":50}); null sends none
+ *            "completion_tokens":50}); null sends none; "max" bills the worst case: a
+ *            token per byte of the messages and the request's whole max_tokens
  *   "finish_reason": ("stop")
  *   "error": an error body {"error":{"message":...}} instead of a completion
  *   "raw": the body as is (not JSON)
@@ -55,6 +56,15 @@ static void sleep_ms(long ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
   }
+}
+
+/* The bytes of every message's content of the request. */
+static size_t message_bytes(json_t *req) {
+  size_t n = 0, i;
+  json_t *m;
+  json_array_foreach(json_object_get(req, "messages"), i, m)
+    n += json_string_length(json_object_get(m, "content"));
+  return n;
 }
 
 /* The text of the last message of the request, "" when none. */
@@ -203,7 +213,14 @@ static enum MHD_Result answer(struct MHD_Connection *conn, struct upload *up) {
                                json_string_value(json_object_get(reply, "finish_reason"))
                                    ? json_string_value(json_object_get(reply, "finish_reason"))
                                    : "stop");
-      if (!usage)
+      if (json_is_string(usage) && strcmp(json_string_value(usage), "max") == 0) {
+        /* The worst an endpoint may bill: a token per prompt byte, the whole cap. */
+        json_int_t in = (json_int_t)message_bytes(req);
+        json_int_t out = json_integer_value(json_object_get(req, "max_tokens"));
+        json_object_set_new(body, "usage", json_pack("{s:I, s:I, s:I}", "prompt_tokens", in,
+                                                     "completion_tokens", out, "total_tokens",
+                                                     in + out));
+      } else if (!usage)
         json_object_set_new(body, "usage", json_pack("{s:i, s:i, s:i}", "prompt_tokens", 100,
                                                      "completion_tokens", 50, "total_tokens",
                                                      150));

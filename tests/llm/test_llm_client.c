@@ -4,6 +4,7 @@
  * limit per endpoint, the key scrubbed from messages, usage and cost, the budget limit and
  * the task's llm options. Plus the pure retry policy and Retry-After parsing. */
 #include <pthread.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,35 +503,123 @@ static void test_proposer_small_edits(void **state) {
   prop_stop(&r);
 }
 
+/* The bytes of a logged request's messages (system and user), as the proposer counts its
+ * prompt's worst case. */
+static size_t logged_prompt_bytes(json_t *q) {
+  size_t n = 0, i;
+  json_t *m;
+  json_array_foreach(json_object_get(q, "messages"), i, m)
+    n += json_string_length(json_object_get(m, "content"));
+  return n;
+}
+
 static void test_proposer_budget_limit(void **state) {
   (void)state;
   struct prop_run r;
   prop_start("{\"content\": \"" GOOD_ANSWER "\"}", "request_large_first.json", &r);
   json_t *failure;
-  struct proposal_limit tiny = {.tokens = 300, .cost_usd = 10};
+  struct proposal_limit tiny = {.tokens = 300, .cost_usd = 10, .calls = 4};
   r.req.limit = &tiny;
   assert_null(propose(&r, false, &failure));
   expect_failure(failure, "parse/llm_budget_exhausted");
   json_decref(failure);
-  struct proposal_limit broke = {.tokens = 1000000, .cost_usd = 0};
+  struct proposal_limit broke = {.tokens = 1000000, .cost_usd = 0, .calls = 4};
   r.req.limit = &broke;
   assert_null(propose(&r, false, &failure));
   expect_failure(failure, "parse/llm_budget_exhausted");
   json_decref(failure);
+  struct proposal_limit no_calls = {.tokens = 1000000, .cost_usd = 10, .calls = 0};
+  r.req.limit = &no_calls;
+  assert_null(propose(&r, false, &failure));
+  expect_failure(failure, "parse/llm_call_limit");
+  json_decref(failure);
   json_t *reqs = scripted_llm_requests(&r.s);
   assert_int_equal(json_array_size(reqs), 0);  /* nothing was sent */
   json_decref(reqs);
-  /* Enough for the prompt and a short answer: max_tokens shrinks to fit. */
-  struct proposal_limit some = {.tokens = 3000, .cost_usd = 10};
-  r.req.limit = &some;
+  /* Enough for the prompt at its worst (a token a byte, 64 of the template's) and an
+   * answer of 1000: max_tokens shrinks to exactly that, and the call's cost is taken
+   * from the limit (the endpoint's 100 + 50 tokens at 0.5 and 2 USD a million). */
+  r.req.limit = NULL;
   json_t *cand = propose(&r, false, &failure);
   assert_non_null(cand);
   json_decref(cand);
   reqs = scripted_llm_requests(&r.s);
-  json_int_t max = json_integer_value(json_object_get(json_array_get(reqs, 0), "max_tokens"));
-  assert_true(max >= 256 && max < 3000);
+  size_t bytes = logged_prompt_bytes(json_array_get(reqs, 0));
   json_decref(reqs);
-  assert_int_equal(r.usage.prompt_tokens, 100);
+  struct proposal_limit some = {.tokens = (long long)bytes + 64 + 1000, .cost_usd = 10,
+                                .calls = 2};
+  r.req.limit = &some;
+  cand = propose(&r, false, &failure);
+  assert_non_null(cand);
+  json_decref(cand);
+  reqs = scripted_llm_requests(&r.s);
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(reqs, 1), "max_tokens")),
+                   1000);
+  json_decref(reqs);
+  assert_int_equal(some.tokens, (long long)bytes + 64 + 1000 - 150);
+  assert_true(fabs(some.cost_usd - (10 - (100 * 0.5e-6 + 50 * 2e-6))) < 1e-12);
+  assert_int_equal(some.calls, 1);
+  prop_stop(&r);
+}
+
+/* The user message of request i of the endpoint's log (borrowed from reqs). */
+static const char *logged_user(json_t *reqs, size_t i) {
+  return json_string_value(json_object_get(
+      json_array_get(json_object_get(json_array_get(reqs, i), "messages"), 1), "content"));
+}
+
+/* search.small_step two_call: a reviser call (advice in words, no code), then the edits
+ * written with that advice in the guidance; both calls are paid (usage 2 x 100 + 50). */
+static void test_proposer_two_call_small_step(void **state) {
+  (void)state;
+  struct prop_run r;
+  prop_start("{\"content\": \"Declare vv: it is x[i]; the rest is fine.\"},"
+             "{\"content\": \"<old_str_1>vv</old_str_1>\\n<new_str_1>x[i]</new_str_1>\"}",
+             "request_small.json", &r);
+  r.req.two_call = true;
+  json_t *failure;
+  json_t *cand = propose(&r, true, &failure);
+  assert_non_null(cand);
+  assert_non_null(strstr(json_string_value(json_object_get(cand, "source")),
+                         "float v = x[i] + b[i % cols];"));
+  json_decref(cand);
+  json_t *reqs = scripted_llm_requests(&r.s);
+  assert_int_equal(json_array_size(reqs), 2);
+  assert_non_null(strstr(logged_user(reqs, 0), "Do not write code yet."));
+  assert_null(strstr(logged_user(reqs, 0), "<old_str_1>\nlines copied"));
+  assert_non_null(strstr(logged_user(reqs, 1), "A reviewer read the current kernel and "
+                                               "advises:\n\nDeclare vv: it is x[i]; the rest "
+                                               "is fine."));
+  assert_non_null(strstr(logged_user(reqs, 1), "Answer with edits to the current source"));
+  json_decref(reqs);
+  assert_int_equal(r.usage.prompt_tokens, 200);
+  assert_int_equal(r.usage.completion_tokens, 100);
+  prop_stop(&r);
+}
+
+/* search.local_choice llm: a short prompt lists the direction's strategies with their ids
+ * and records; the answer names one (blanks and backticks around it are fine), or the
+ * choice fails and the engine keeps its own. */
+static void test_proposer_local_choice(void **state) {
+  (void)state;
+  struct prop_run r;
+  prop_start("{\"content\": \"I would pick the grid-stride one.\\n`grid_stride`\\n\"},"
+             "{\"content\": \"fusion\"}", "request_large_full.json", &r);
+  const char *id = NULL;
+  json_t *failure = NULL;
+  assert_int_equal(r.p.choose_strategy(r.p.self, &r.req, &id, &failure), 0);
+  assert_string_equal(id, "grid_stride");
+  assert_int_equal(r.p.choose_strategy(r.p.self, &r.req, &id, &failure), -1);
+  expect_failure(failure, "parse/llm_no_choice");
+  json_decref(failure);
+  json_t *reqs = scripted_llm_requests(&r.s);
+  const char *user = logged_user(reqs, 0);
+  assert_non_null(strstr(user, "## Choose a strategy"));
+  assert_non_null(strstr(user, "- id `vector_float4`: "));
+  assert_non_null(strstr(user, "- id `grid_stride`: "));
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(reqs, 0), "max_tokens")),
+                   1024);
+  json_decref(reqs);
   prop_stop(&r);
 }
 
@@ -610,6 +699,8 @@ int main(void) {
     cmocka_unit_test(test_proposer_large_usage_and_cost),
     cmocka_unit_test(test_proposer_small_edits),
     cmocka_unit_test(test_proposer_budget_limit),
+    cmocka_unit_test(test_proposer_two_call_small_step),
+    cmocka_unit_test(test_proposer_local_choice),
     cmocka_unit_test(test_proposer_task_options),
     cmocka_unit_test(test_proposer_open_and_supports),
   };

@@ -167,7 +167,8 @@ static void test_serve_config(void **state) {
   assert_string_equal(cfg->llm.model, "llama3.1:8b");
   assert_string_equal(cfg->llm.key, KEY);
   assert_true(cfg->llm.price_out == 1.1);
-  assert_int_equal(cfg->llm.retries, 4);
+  assert_int_equal(cfg->llm.retries, 5);  /* the papers' public code retries 5 times */
+  assert_true(cfg->llm.temperature == 1.0 && cfg->llm.max_tokens == 16384);
   /* A bad variable names itself; a bad option names the option; neither shows the key. */
   assert_int_equal(config_load(7, argv, serve_getenv, cfg, err, sizeof err), -1);
   assert_non_null(strstr(err, "OPFORGE_LLM_TIMEOUT"));

@@ -614,6 +614,287 @@ static void test_skill_rule_reaches_next_prompt(void **state) {
   scripted_llm_stop(&llm);
 }
 
+
+/* ---- the budget that holds, the calls per step, and what each arm's prompts hold ---- */
+
+/* Posts a task of the given options (a JSON object text without the reference, which is
+ * added); returns its id (caller frees). */
+static char *submit_options(struct llm_server *s, const char *name, const char *options) {
+  json_t *body = json_loads(options, 0, NULL);
+  assert_non_null(body);
+  json_object_set_new(body, "name", json_string(name));
+  json_object_set_new(body, "reference", json_string(REFERENCE));
+  json_object_set_new(body, "proposer", json_string("llm"));
+  json_object_set_new(body, "seed", json_integer(7));
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  struct http_response *r = request(s, "POST", "/v1/tasks", text);
+  free(text);
+  if (r->status != 202)
+    fail_msg("POST /v1/tasks: %ld %.400s", r->status, r->body);
+  json_t *task = http_json(r);
+  char *id = strdup(json_string_value(json_object_get(task, "id")));
+  json_decref(task);
+  http_response_free(r);
+  return id;
+}
+
+/* Every answer bills the worst case: a token per prompt byte and the whole max_tokens. */
+static const char MAX_SCRIPT[] =
+    "{\"key\": \"" KEY "\", \"rules\": ["
+    "{\"match\": \"" EXTRACT "\", \"replies\": [{\"content\": \"no guidance\", \"usage\": \"max\"}]},"
+    "{\"replies\": [{\"content\": \"" KERNEL("compile") "\", \"usage\": \"max\"},"
+    "  {\"content\": \"" KERNEL("correct 1.") "\", \"usage\": \"max\"}]}]}";
+
+/* The task's spend never passes its budget, dollars or tokens, even when the endpoint
+ * bills every call its worst case; the task stops budget_exhausted. */
+static void test_budget_holds_at_the_worst_case(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(MAX_SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  /* 1 and 2 USD a million tokens (server_spawn_llm): 0.05 USD is a few calls. */
+  char *by_usd = submit_options(&s, "plain_llm_usd", "{\"policy\": \"htam+tree\", \"budget\": "
+                                "{\"steps\": 30, \"llm_usd\": 0.05, \"stop_at_floor\": 0}}");
+  char *by_tokens = submit_options(&s, "plain_llm_tokens", "{\"policy\": \"htam+tree\", "
+                                   "\"budget\": {\"steps\": 30, \"llm_tokens\": 60000, "
+                                   "\"stop_at_floor\": 0}}");
+  const char *ids[] = {by_usd, by_tokens};
+  for (int k = 0; k < 2; k++) {
+    json_t *task = wait_final(&s, ids[k]);
+    json_t *p = json_object_get(task, "progress");
+    double usd = json_number_value(json_object_get(p, "llm_cost_usd"));
+    long long tokens = json_integer_value(json_object_get(p, "llm_prompt_tokens")) +
+                       json_integer_value(json_object_get(p, "llm_completion_tokens"));
+    print_message("%s: %lld tokens, %.6f USD, %lld steps\n", k ? "tokens" : "usd", tokens,
+                  usd, (long long)json_integer_value(json_object_get(p, "step")));
+    assert_true(tokens > 0);  /* calls were made */
+    if (k == 0)
+      assert_true(usd <= 0.05 + 1e-12);
+    else
+      assert_true(tokens <= 60000);
+    json_t *events = events_of(&s, ids[k]);
+    json_t *fin = json_object_get(json_array_get(events, json_array_size(events) - 1), "data");
+    assert_string_equal(json_string_value(json_object_get(fin, "stop_reason")),
+                        "budget_exhausted");
+    json_decref(events);
+    json_decref(task);
+  }
+  free(by_usd);
+  free(by_tokens);
+  server_stop_llm(&s);
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
+/* The same correct kernel every time (no request number in it): after the first step
+ * every proposal repeats it. */
+static const char SAME_SCRIPT[] =
+    "{\"key\": \"" KEY "\", \"rules\": [{\"replies\": [{\"content\": \""
+    "```cuda\\n// SCRIPT correct 1.5\\nextern \\\"C\\\" __global__ void softmax_rows(const "
+    "float* x, float* y, int cols) {\\n  y[0] = x[0] + (float)cols;\\n}\\n```\\n```json\\n"
+    "{\\\"launches\\\": [{\\\"kernel\\\": \\\"softmax_rows\\\", \\\"grid\\\": [256], "
+    "\\\"block\\\": [256], \\\"args\\\": [{\\\"tensor\\\": \\\"input:0\\\"}, "
+    "{\\\"tensor\\\": \\\"output:0\\\"}, {\\\"i32\\\": 512}]}]}\\n```\\n\"}]}]}";
+
+/* search.max_calls_per_step caps the calls of a step, the retries of a repeated program
+ * included (large steps only: a small step would ask for edits, which this answer does not
+ * give). The first step's kernel is new; then the tree's two nodes (the reference and
+ * step 1) each get a step whose proposal repeats it and whose retries under the other
+ * strategies repeat it too, until the step's calls run out; once no node has a move left
+ * the steps end without a call (space_exhausted). With a cap of 1: 1 + 1 + 1 calls; with
+ * 3: 1 + 3 + 3. Without the cap each of those steps made up to 17. */
+static void test_calls_per_step_are_capped(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(SAME_SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  static const int caps[] = {1, 3}, want[] = {3, 7};
+  size_t before = 0;
+  for (int k = 0; k < 2; k++) {
+    char options[300];
+    snprintf(options, sizeof options, "{\"policy\": \"htam+tree\", \"budget\": {\"steps\": 30, "
+             "\"stop_at_floor\": 0}, \"search\": {\"max_calls_per_step\": %d, \"steps\": "
+             "\"large\"}}", caps[k]);
+    char *id = submit_options(&s, k ? "plain_llm_calls_3" : "plain_llm_calls_1", options);
+    json_t *task = wait_final(&s, id);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(task, "progress"),
+                                                        "step")), 1);
+    json_t *reqs = scripted_llm_requests(&llm);
+    assert_int_equal(json_array_size(reqs) - before, want[k]);
+    before = json_array_size(reqs);
+    json_decref(reqs);
+    json_decref(task);
+    free(id);
+  }
+  server_stop_llm(&s);
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
+/* The user messages of requests [from, to) of the log (a new array; caller owns). */
+static json_t *prompts_between(json_t *reqs, size_t from, size_t to) {
+  json_t *out = json_array();
+  for (size_t i = from; i < to; i++) {
+    json_t *msgs = json_object_get(json_array_get(reqs, i), "messages");
+    json_array_append(out, json_object_get(json_array_get(msgs, 1), "content"));
+  }
+  return out;
+}
+
+/* How many of prompts hold needle. */
+static size_t holding(json_t *prompts, const char *needle) {
+  size_t n = 0, i;
+  json_t *p;
+  json_array_foreach(prompts, i, p) n += strstr(json_string_value(p), needle) != NULL;
+  return n;
+}
+
+/* One arm: its options, and what its proposal prompts must hold (every one or none). */
+struct arm_case {
+  const char *name, *options;
+  const char *const *present;  /* each in at least one proposal prompt; NULL-ended */
+  const char *const *absent;   /* in none; NULL-ended */
+};
+
+#define MEM_DIRECTION "Optimize in this direction:"
+#define MEM_STRATEGY "Strategy to apply:"
+#define MEM_OTHERS "Other strategies of this direction"
+#define MEM_RECORD "tries, "
+#define MEM_UNTRIED "not tried yet"
+#define PITFALLS "## Common pitfalls"
+#define POOL "### Kernel 1"
+
+static const char *const P_FULL[] = {MEM_DIRECTION, MEM_STRATEGY, PITFALLS, NULL};
+static const char *const A_NONE[] = {NULL};
+static const char *const A_REFINE[] = {MEM_DIRECTION, MEM_STRATEGY, MEM_OTHERS, MEM_RECORD,
+                                       MEM_UNTRIED, PITFALLS, "Direction: ", NULL};
+static const char *const P_NOLOCAL[] = {MEM_DIRECTION, PITFALLS, NULL};
+static const char *const A_NOLOCAL[] = {MEM_STRATEGY, MEM_OTHERS, MEM_RECORD, MEM_UNTRIED, NULL};
+static const char *const A_NOSKILLS[] = {PITFALLS, NULL};
+static const char *const P_BESTOFN[] = {MEM_DIRECTION, NULL};
+static const char *const A_BESTOFN[] = {POOL, NULL};
+static const char *const A_LARGE[] = {SMALL, NULL};
+static const char *const P_SMALL[] = {SMALL, NULL};
+
+/* Each arm runs one task alone on the server (its requests are the log's between two
+ * counts), and its prompts hold what the arm's row of docs/architecture.md's table says.
+ * A skill rule scored 5 is in the store, so pitfalls show where skills are read. */
+static void test_arms_prompts_hold_what_they_name(void **state) {
+  (void)state;
+  static const struct arm_case arms[] = {
+    {"full", "{\"policy\": \"htam+tree\"}", P_FULL, A_NONE},
+    {"noprefix", "{\"policy\": \"htam+tree\", \"search\": {\"prefix_len\": 0}}", P_FULL, A_NONE},
+    {"lastonly", "{\"policy\": \"htam+tree\", \"search\": {\"prefix_len\": 1}}", P_FULL, A_NONE},
+    {"nolocal", "{\"policy\": \"htam+tree\", \"search\": {\"local_memory\": false}}", P_NOLOCAL,
+     A_NOLOCAL},
+    {"flat", "{\"policy\": \"htam+tree\", \"search\": {\"retrieval\": \"flat\"}}", P_FULL, A_NONE},
+    {"refine", "{\"policy\": \"refine\"}", A_NONE, A_REFINE},
+    {"noskills", "{\"policy\": \"htam+tree\", \"search\": {\"skills\": false}}", A_NONE,
+     A_NOSKILLS},
+    {"bestofn", "{\"policy\": \"best_of_n\"}", P_BESTOFN, A_BESTOFN},
+    {"htam", "{\"policy\": \"htam\"}", P_FULL, A_NONE},
+    {"large", "{\"policy\": \"htam+tree\", \"search\": {\"steps\": \"large\"}}", A_NONE, A_LARGE},
+    {"small", "{\"policy\": \"htam+tree\", \"search\": {\"steps\": \"small\"}}", P_SMALL, A_NONE},
+  };
+  struct scripted_llm llm;
+  scripted_llm_start(SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  struct http_response *r = request(&s, "POST", "/v1/skills",
+                                    "{\"rule\": \"You cannot read past the end of a row.\", "
+                                    "\"score\": 5}");
+  assert_int_equal(r->status, 201);
+  http_response_free(r);
+  size_t before = 0;
+  for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) {
+    char name[64], options[400];
+    snprintf(name, sizeof name, "plain_llm_arm_%s", arms[a].name);
+    json_t *o = json_loads(arms[a].options, 0, NULL);
+    json_object_set_new(o, "budget", json_pack("{s:i, s:i}", "steps", 6, "stop_at_floor", 0));
+    char *text = json_dumps(o, JSON_COMPACT);
+    snprintf(options, sizeof options, "%s", text);
+    free(text);
+    json_decref(o);
+    char *id = submit_options(&s, name, options);
+    json_decref(wait_final(&s, id));
+    free(id);
+    json_t *reqs = scripted_llm_requests(&llm);
+    size_t after = json_array_size(reqs);
+    json_t *all = prompts_between(reqs, before, after), *proposals = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(all, i, p) if (!strstr(json_string_value(p), EXTRACT))
+      json_array_append(proposals, p);
+    print_message("%-9s %zu proposal prompts\n", arms[a].name, json_array_size(proposals));
+    assert_true(json_array_size(proposals) >= 1);
+    for (const char *const *n = arms[a].present; *n; n++)
+      if (holding(proposals, *n) == 0)
+        fail_msg("arm %s: no prompt holds '%s'", arms[a].name, *n);
+    for (const char *const *n = arms[a].absent; *n; n++)
+      if (holding(proposals, *n) != 0)
+        fail_msg("arm %s: %zu prompt(s) hold '%s'", arms[a].name, holding(proposals, *n), *n);
+    json_decref(all);
+    json_decref(proposals);
+    json_decref(reqs);
+    before = after;
+  }
+  /* single: one large step, one proposal. */
+  char *id = submit_options(&s, "plain_llm_arm_single", "{\"policy\": \"single\"}");
+  json_decref(wait_final(&s, id));
+  free(id);
+  json_t *reqs = scripted_llm_requests(&llm);
+  json_t *all = prompts_between(reqs, before, json_array_size(reqs));
+  assert_int_equal(json_array_size(all) - holding(all, EXTRACT), 1);
+  json_decref(all);
+  json_decref(reqs);
+  server_stop_llm(&s);
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
+/* `opforge ablate --proposer llm --arms all` over three programs against the scripted
+ * endpoint: every arm's tasks end, and the table has a row per arm and program and a
+ * summary line per arm. (What each arm's prompts hold is the test above.) */
+static void test_ablate_every_arm_with_the_llm(void **state) {
+  (void)state;
+  struct scripted_llm llm;
+  scripted_llm_start(SCRIPT, &llm);
+  struct llm_server s;
+  server_start_llm(&s, llm.url, KEY);
+  char files[3][PATH_MAX + 32];
+  for (int i = 0; i < 3; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "plain_llm_prog%d.py", i);
+    path_in(s.dir, name, files[i], sizeof files[i]);
+    llm_write_file(files[i], REFERENCE);
+  }
+  const char *args[] = {"ablate", files[0], files[1], files[2], "--proposer", "llm", "--arms",
+                        "all", "--steps", "2", "--server", s.url, "--wait-limit", "600", NULL};
+  struct proc p;
+  proc_start(&p, getenv("OPFORGE_BIN"), args, NULL, false);
+  int rc = proc_finish(&p, 900000);
+  const char *out = text_str(&p.out);
+  if (rc != 0)
+    fail_msg("ablate exited %d:\n%s\n%s", rc, out, text_str(&p.err));
+  static const char *const arms[] = {"full", "noprefix", "lastonly", "nolocal", "flat",
+                                     "refine", "noskills", "bestofn", "htam", "single",
+                                     "large", "small"};
+  for (size_t i = 0; i < sizeof arms / sizeof arms[0]; i++) {
+    char row[64];
+    snprintf(row, sizeof row, "\n%s ", arms[i]);
+    if (!strstr(out, row))
+      fail_msg("no line for arm %s in:\n%s", arms[i], out);
+  }
+  print_message("%s", out);
+  proc_clear(&p);
+  server_stop_llm(&s);
+  harness_remove_tree(s.dir);
+  scripted_llm_stop(&llm);
+}
+
 static int group_setup(void **state) {
   (void)state;
   child_isolate();
@@ -738,6 +1019,10 @@ int main(void) {
     cmocka_unit_test(test_llm_check),
     cmocka_unit_test(test_skill_rule_reaches_next_prompt),
     cmocka_unit_test(test_kill9_and_cancel_mid_request),
+    cmocka_unit_test(test_budget_holds_at_the_worst_case),
+    cmocka_unit_test(test_calls_per_step_are_capped),
+    cmocka_unit_test(test_arms_prompts_hold_what_they_name),
+    cmocka_unit_test(test_ablate_every_arm_with_the_llm),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -107,7 +107,7 @@ static void test_large_first(void **state) {
   assert_null(strstr(u, "```python"));  /* no reference in the request */
   at(u, "The region is the whole task");
   at(u, "PyTorch eager: 21.00 us");
-  at(u, "The GPU has 132 SMs.");
+  at(u, "The GPU: NVIDIA H200, compute capability 9.0 (sm_90a), 132 SMs, 62.9 MB of L2");
   assert_null(strstr(u, "\n\n\n"));  /* sections left out leave no gap */
   free(u);
 }
@@ -121,7 +121,13 @@ static void test_small(void **state) {
   size_t older = at(u, "- step 2, large step: correct"), newer = at(u, "- step 5, small step");
   assert_true(older < newer);
   at(u, "The current kernel failed (see above): fix that first");
-  at(u, "Strategy to apply: Aligned float4");
+  /* Its whole failure and compile log, and its ancestor's source and metrics (within
+   * context_bytes), not one-line verdicts. */
+  at(u, "Its compile log:\n\n```\nkernel.cu(4): error: identifier \"vv\" is undefined\n"
+        "      float v = vv + b[i % cols];\n");
+  size_t ancestor = at(u, "- step 2, large step: correct");
+  assert_true(at(u, "; 18 registers\n```cuda\n") > ancestor);
+  assert_true(at(u, "Strategy to apply: Aligned float4") > ancestor);
   at(u, "<old_str_1>");
   assert_null(strstr(u, "## Kernels so far"));
   free(u);
@@ -148,6 +154,63 @@ static void test_template_engine(void **state) {
 }
 
 /* A large prompt for a tf32 task states its tolerance; no rule reaches the threshold. */
+/* The large step's prompt of request_large_full.json on the GPU described by gpu (taken
+ * over), as one string (caller frees). */
+static char *prompt_on(json_t *gpu) {
+  json_t *doc = llm_fixture("request_large_full.json");
+  json_object_set_new(json_object_get(doc, "profile"), "gpu", gpu);
+  struct proposal_request req;
+  llm_request_of(doc, &req);
+  struct llm_prompt p = {0};
+  char err[256];
+  assert_int_equal(llm_prompt_build(&req, false, &p, err, sizeof err), 0);
+  char *user = strdup(p.user);
+  llm_prompt_clear(&p);
+  json_decref(doc);
+  return user;
+}
+
+/* Every hardware fact comes from the profile: an H100 and an A100 give prompts that
+ * differ in exactly one line, the GPU's, whose text is each device's own. */
+static void test_prompts_carry_the_profiles_hardware(void **state) {
+  (void)state;
+  char *h100 = prompt_on(json_pack(
+      "{s:s,s:s,s:s,s:i,s:I,s:f,s:i,s:i}", "name", "NVIDIA H100 80GB HBM3", "capability",
+      "9.0", "arch", "sm_90a", "sm_count", 132, "l2_bytes", (json_int_t)52428800,
+      "hbm_peak_GBps", 3352.3, "max_shared_optin", 232448, "max_threads_per_block", 1024));
+  char *a100 = prompt_on(json_pack(
+      "{s:s,s:s,s:s,s:i,s:I,s:f,s:i,s:i}", "name", "NVIDIA A100-SXM4-80GB", "capability",
+      "8.0", "arch", "sm_80", "sm_count", 108, "l2_bytes", (json_int_t)41943040,
+      "hbm_peak_GBps", 2039.0, "max_shared_optin", 166912, "max_threads_per_block", 1024));
+  const char *a = h100, *b = a100;
+  int differing = 0;
+  while (*a || *b) {
+    size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+    if (la != lb || strncmp(a, b, la) != 0) {
+      differing++;
+      assert_true(strncmp(a, "The GPU: ", 9) == 0 && strncmp(b, "The GPU: ", 9) == 0);
+      assert_int_equal(strncmp(a,
+          "The GPU: NVIDIA H100 80GB HBM3, compute capability 9.0 (sm_90a), 132 SMs, 52.4 MB "
+          "of L2, 227 KiB of shared memory per block (opt-in), at most 1024 threads per block, "
+          "memory bandwidth 3.35 TB/s peak (3.00 TB/s measured for a copy), fp32 SIMT peak "
+          "60.0 TFLOP/s.", la), 0);
+      assert_int_equal(strncmp(b,
+          "The GPU: NVIDIA A100-SXM4-80GB, compute capability 8.0 (sm_80), 108 SMs, 41.9 MB "
+          "of L2, 163 KiB of shared memory per block (opt-in), at most 1024 threads per block, "
+          "memory bandwidth 2.04 TB/s peak (3.00 TB/s measured for a copy), fp32 SIMT peak "
+          "60.0 TFLOP/s.", lb), 0);
+    }
+    a += la + (a[la] == '\n');
+    b += lb + (b[lb] == '\n');
+  }
+  assert_int_equal(differing, 1);
+  /* No device figure comes from anywhere else (the seed memory names none). */
+  assert_null(strstr(a100, "H200"));
+  assert_null(strstr(a100, "4.8 TB/s"));
+  free(h100);
+  free(a100);
+}
+
 static void test_precision_and_threshold(void **state) {
   (void)state;
   json_t *doc = llm_fixture("request_large_full.json");
@@ -177,6 +240,7 @@ int main(void) {
     cmocka_unit_test(test_small),
     cmocka_unit_test(test_template_engine),
     cmocka_unit_test(test_precision_and_threshold),
+    cmocka_unit_test(test_prompts_carry_the_profiles_hardware),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

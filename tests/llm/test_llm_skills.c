@@ -124,7 +124,7 @@ static void test_parse_answers(void **state) {
 
 /* A reflect request against the scripted endpoint; rules may be NULL. */
 static int reflect(struct proposer *p, json_t *rules, struct proposal_usage *usage,
-                   const struct proposal_limit *limit, struct skill_verdict *v, char *why,
+                   struct proposal_limit *limit, struct skill_verdict *v, char *why,
                    size_t whylen) {
   struct skill_reflection req = {.task_id = "t", .family = "softmax", .source = SOURCE,
                                  .failure = FAILURE, .rules = rules, .usage = usage,
@@ -194,7 +194,7 @@ static void test_reflect_against_endpoint(void **state) {
   assert_int_equal(reflect(&p, rules, &usage, NULL, &v, why, sizeof why), -1);
   assert_non_null(strstr(why, "parse/llm_"));
   /* A budget too small to ask: no call at all. */
-  struct proposal_limit tiny = {.tokens = 10, .cost_usd = 1e9};
+  struct proposal_limit tiny = {.tokens = 10, .cost_usd = 1e9, .calls = 4};
   json_t *n0 = scripted_llm_requests(&llm);
   assert_int_equal(reflect(&p, rules, &usage, &tiny, &v, why, sizeof why), -1);
   assert_non_null(strstr(why, "budget"));
