@@ -146,3 +146,21 @@ export function clearErrors(form) {
   const line = form.querySelector('.form-error');
   if (line) line.hidden = true;
 }
+
+// Calls draw(width) now and whenever el's width changes by 16 px or more, so SVG
+// drawn in CSS pixels keeps its text at its real size on any screen. Returns a
+// function that stops watching.
+export function onWidth(el, draw) {
+  let last = 0;
+  const check = () => {
+    const w = Math.floor(el.clientWidth);
+    if (w > 0 && Math.abs(w - last) >= 16) {
+      last = w;
+      draw(w);
+    }
+  };
+  const ro = new ResizeObserver(check);
+  ro.observe(el);
+  check();
+  return () => ro.disconnect();
+}

@@ -2,7 +2,7 @@
 // the selected direction with its strategies and their evidence (editable), the score
 // breakdown for a prefix and family, export and import.
 import {api, query} from './api.js';
-import {clearErrors, download, h, notice, num, put, readText, showError, table} from './dom.js';
+import {clearErrors, download, h, notice, num, onWidth, put, readText, showError, table} from './dom.js';
 import {enumOf} from './spec.js';
 import {memoryGraph, rewardColour} from './graph.js';
 import {directionEditor, strategyEditor, newDirectionForm} from './memory_edit.js';
@@ -16,9 +16,11 @@ export async function memoryView(root, _params, q) {
     enumOf('MemoryTrigger', []),
     api('GET', '/v1/memory/namespaces').then((r) => r.items.map((n) => n.name)).catch(() => ['default']),
   ]);
+  let scoreSelects = null;  // the score form's selects (scoreForm)
   const st = {globals: [], edges: [], selected: q.get('direction'), strategy: q.get('strategy')};
   const ctx = {mem, families, triggers, reload: () => load(), select: (id) => select(id),
-    openStrategy: (id) => openStrategy(id), globals: () => st.globals};
+    openStrategy: (id) => openStrategy(id), globals: () => st.globals,
+    closeStrategy: () => { st.strategy = null; stratBox.hidden = true; }};
 
   const graphBox = h('div', {class: 'graph-box', id: 'memory-graph'});
   const edgeLine = h('p', {class: 'muted small', id: 'edge-detail', text: 'Select an arrow for its transition, a circle for its direction.'});
@@ -52,12 +54,13 @@ export async function memoryView(root, _params, q) {
     refreshScoreOptions();
   }
 
+  let graphWidth = 0;
   function renderGraph() {
     put(graphBox, memoryGraph(st.globals, st.edges, st.selected, select, (edge) => {
       put(edgeLine, h('strong', {text: `${edge.from} → ${edge.to}`}),
         `: weighted count ${num(edge.stats.n, 2)}, mean reward ${num(edge.stats.mean)}`,
         edge.when ? ` · when ${edge.when}` : '', edge.rationale ? ` · ${edge.rationale}` : '');
-    }));
+    }, graphWidth || graphBox.clientWidth));
   }
 
   async function select(id) {
@@ -89,6 +92,7 @@ export async function memoryView(root, _params, q) {
       const local = await api('GET', mem(`/v1/memory/local/${id}`));
       put(stratBox, strategyEditor(ctx, local));
       stratBox.hidden = false;
+      stratBox.scrollIntoView({block: 'nearest'});
       for (const r of dirBox.querySelectorAll('tr[data-id]')) r.classList.toggle('selected', r.dataset.id === id);
     } catch (err) {
       notice(`Strategy ${id}: ${err.message}`);
@@ -127,7 +131,6 @@ export async function memoryView(root, _params, q) {
   }
 
   // The score breakdown: up to 3 prefix directions, the family, bound and last failure.
-  let scoreSelects = null;
   function scoreForm() {
     const sel = (id, label, options) => h('label', {class: 'field'}, h('span', {text: label}),
       h('select', {id, onchange: runScore}, h('option', {value: '', text: '–'}), options.map((o) => h('option', {value: o, text: o}))));
@@ -174,15 +177,18 @@ export async function memoryView(root, _params, q) {
   }
 
   await load();
+  return onWidth(graphBox, (w) => { graphWidth = w; if (st.globals.length) renderGraph(); });
 }
 
 // What the graph's sizes and colours mean.
 function legend() {
-  const swatch = (mean, text) => h('span', {class: 'key'}, h('span', {class: 'swatch', dataset: {colour: rewardColour(mean)}}), text);
-  const box = h('p', {class: 'legend small'},
-    'Circle size: tries; number: tries; arrow width: weighted count of the transition; colour: mean reward ',
-    swatch(-0.5, 'negative'), swatch(null, 'none yet'), swatch(0.5, 'positive'),
-    '; thin grey arrows are seeded transitions never taken.');
-  for (const el of box.querySelectorAll('.swatch')) el.style.background = el.dataset.colour;
-  return box;
+  const swatch = (mean, label) => {
+    const dot = h('span', {class: 'swatch'});
+    dot.style.background = rewardColour(mean);
+    return h('span', {class: 'key'}, dot, label);
+  };
+  return h('p', {class: 'legend small'},
+    h('span', {text: 'Circle: a direction, sized and numbered by its tries.'}),
+    h('span', {text: 'Arrow: a transition, as wide as its weighted count; thin grey ones were never taken.'}),
+    h('span', {text: 'Colour: mean reward'}), swatch(-0.5, 'negative'), swatch(null, 'none yet'), swatch(0.5, 'positive'));
 }

@@ -6,23 +6,26 @@ import {clearErrors, h, notice, num, showError, table, when} from './dom.js';
 import {changed, checksField, linesField, readForm, selectField, textField} from './forms.js';
 
 // Sends the fields of form that differ from original with PATCH to path, then calls
-// done(updated). A form without changes says so. Errors are shown in place.
+// done(updated), which redraws and returns the form now shown, where "saved" is then
+// written. A form without changes says so. Errors are shown in place.
 async function saveChanges(form, path, original, done) {
   clearErrors(form);
   const status = form.querySelector('.saved');
   status.textContent = '';
+  let updated;
   try {
     const diff = changed(original, readForm(form));
     if (!Object.keys(diff).length) {
       status.textContent = 'nothing changed';
       return;
     }
-    const updated = await api('PATCH', path, diff);
-    status.textContent = `saved ${when(updated.updated_at)}`;
-    await done(updated);
+    updated = await api('PATCH', path, diff);
   } catch (err) {
     showError(form, err);
+    return;
   }
+  const shown = (await done(updated)) || form;
+  shown.querySelector('.saved').textContent = `saved ${when(updated.updated_at)}`;
 }
 
 // The buttons row and the error line every editor ends with.
@@ -35,7 +38,12 @@ function footer(...buttons) {
 export function directionEditor(ctx, g, locals, outEdges) {
   const form = h('form', {id: 'direction-form', novalidate: true, onsubmit: (e) => {
     e.preventDefault();
-    saveChanges(form, ctx.mem(`/v1/memory/global/${g.id}`), g, () => ctx.reload());
+    saveChanges(form, ctx.mem(`/v1/memory/global/${g.id}`), g, async () => {
+      await ctx.reload();
+      const shown = document.getElementById('direction-form');
+      if (shown) shown.closest('details').open = true;
+      return shown;
+    });
   }},
   textField('Name', 'name', g.name),
   textField('Intent', 'intent', g.intent, 3),
@@ -83,9 +91,9 @@ export function strategyEditor(ctx, local) {
   knob.querySelector('input').dataset.json = '1';
   const form = h('form', {id: 'strategy-form', novalidate: true, onsubmit: (e) => {
     e.preventDefault();
-    saveChanges(form, ctx.mem(`/v1/memory/local/${local.id}`), local, async (updated) => {
-      await ctx.reload();
-      await ctx.openStrategy(updated.id);
+    saveChanges(form, ctx.mem(`/v1/memory/local/${local.id}`), local, async () => {
+      await ctx.reload();  // reopens this strategy too
+      return document.getElementById('strategy-form');
     });
   }},
   textField('Name', 'name', local.name),
@@ -99,6 +107,7 @@ export function strategyEditor(ctx, local) {
       if (!confirm(`Delete strategy ${local.id} and its evidence?`)) return;
       try {
         await api('DELETE', ctx.mem(`/v1/memory/local/${local.id}`));
+        ctx.closeStrategy();
         await ctx.reload();
       } catch (err) {
         showError(form, err);

@@ -1,7 +1,7 @@
 // One task: live progress over its event stream, the speed-up chart, the steps, the
 // candidate tree, the best kernel's source, the KernelBench download and why it stopped.
 import {api} from './api.js';
-import {badge, download, h, ms, notice, num, put, speedup, table, when} from './dom.js';
+import {badge, download, h, ms, notice, num, onWidth, put, speedup, table, when} from './dom.js';
 import {followEvents} from './events.js';
 import {speedChart} from './chart.js';
 import {candidateTree} from './tree.js';
@@ -19,7 +19,7 @@ const STOP_REASONS = {
 export async function taskView(root, [id]) {
   let task = await api('GET', `/v1/tasks/${id}`);
   const st = {steps: new Map(), baselines: task.baselines, finished: null, status: task.status,
-    candidates: [], selected: null, stream: 'connecting'};
+    candidates: [], selected: null, stream: 'connecting', best: null, received: 0, resumes: 0};
 
   const header = h('section', {class: 'card'});
   const stats = h('section', {class: 'stats', id: 'task-stats'});
@@ -47,7 +47,9 @@ export async function taskView(root, [id]) {
     put(header,
       h('div', {class: 'row spread'},
         h('h2', null, task.name, ' ', h('span', {id: 'task-status'}, badge(st.status))),
-        h('span', {class: `stream st-${st.stream}`, id: 'stream-state', text: `stream: ${st.stream}`})),
+        h('span', {class: `stream st-${st.stream}`, id: 'stream-state',
+          dataset: {events: st.received, resumes: st.resumes},
+          text: `stream: ${st.stream}${st.resumes ? ` (resumed ${st.resumes}×)` : ''}`})),
       h('p', {class: 'muted small'}, `${task.id} · submitted ${when(task.created_at)} · `,
         `${task.options.proposer} proposer, ${task.options.policy}, memory ${task.options.memory || 'default'}`),
       stop || st.finished ? h('p', {id: 'task-stop'}, h('strong', {text: 'Stopped: '}),
@@ -61,8 +63,10 @@ export async function taskView(root, [id]) {
         h('a', {href: '#/tasks', class: 'quiet', text: '← all tasks'})));
   }
 
+  // The best candidate: the end's word, else the fastest correct step so far (the
+  // earliest among equals, as the engine counts), else what the task said on load.
   function bestId() {
-    return st.finished?.best_candidate || task.progress.best_candidate || null;
+    return st.finished?.best_candidate || st.best?.candidate || task.progress.best_candidate || null;
   }
 
   function renderStats() {
@@ -85,10 +89,11 @@ export async function taskView(root, [id]) {
       cell('Bound', b.bound || '–'));
   }
 
+  let chartWidth = 0;
   function renderChart() {
     const b = st.baselines || {};
     put(chartBox, speedChart(steps(), task.progress.budget_steps,
-      {eager: b.eager_ms, compile: b.compile_ms, floor: b.floor_ms}));
+      {eager: b.eager_ms, compile: b.compile_ms, floor: b.floor_ms}, chartWidth || chartBox.clientWidth));
   }
 
   function renderSteps() {
@@ -101,8 +106,8 @@ export async function taskView(root, [id]) {
       ss.map((x) => h('tr', {class: `outcome-${x.outcome}`, dataset: {step: x.step}},
         h('td', {class: 'num', text: x.step}),
         h('td', {text: x.kind || '–'}),
-        h('td', {text: x.direction || '–'}),
-        h('td', {text: (x.strategy || '–') + (x.direction_kept ? ' (kept)' : '')}),
+        h('td', {text: (x.direction || '–') + (x.direction_kept ? ' (kept)' : '')}),
+        h('td', {text: x.strategy || '–'}),
         h('td', null, h('span', {class: `outcome ${x.outcome}`, text: x.outcome}),
           x.class ? h('span', {class: 'muted small', text: ` ${x.class}`}) : null),
         h('td', {class: 'num', text: ms(x.time_ms)}),
@@ -210,9 +215,13 @@ export async function taskView(root, [id]) {
 
   const onEvent = async (ev) => {
     const d = ev.data || {};
+    st.received++;
     if (ev.type === 'profiled' && d.baselines) st.baselines = d.baselines;
     if (ev.type === 'step') {
       st.steps.set(d.step, d);
+      if (d.outcome === 'correct' && d.speedup > 0 && !(st.best?.speedup >= d.speedup)) {
+        st.best = {candidate: d.candidate, speedup: d.speedup};
+      }
       refreshCandidates();
     }
     if (['running', 'succeeded', 'failed', 'cancelled'].includes(ev.type)) st.status = ev.type;
@@ -228,11 +237,17 @@ export async function taskView(root, [id]) {
   };
 
   redraw();
+  const stopWatching = onWidth(chartBox, (w) => { chartWidth = w; renderChart(); });
   loadBest();
   loadCandidates().catch(() => {});
-  const stop = followEvents(id, onEvent, (state) => { st.stream = state; redraw(); });
+  const stop = followEvents(id, onEvent, (state) => {
+    if (state === 'live' && st.stream === 'reconnecting') st.resumes++;
+    st.stream = state;
+    redraw();
+  });
   return () => {
     stop();
+    stopWatching();
     clearTimeout(candTimer);
     clearTimeout(frame);
   };
