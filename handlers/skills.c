@@ -54,7 +54,7 @@ enum MHD_Result handle_skills_list(struct request *req) {
 }
 
 enum MHD_Result handle_skill_create(struct request *req) {
-  enum MHD_Result result;
+  enum MHD_Result result = MHD_NO;
   json_t *body = parse_rule(req, MEMORY_CREATE, &result);
   if (!body)
     return result;
@@ -69,7 +69,7 @@ enum MHD_Result handle_skill_create(struct request *req) {
 }
 
 enum MHD_Result handle_skill_get(struct request *req) {
-  enum MHD_Result result;
+  enum MHD_Result result = MHD_NO;
   long long id = require_skill_id(req, &result);
   if (!id)
     return result;
@@ -81,7 +81,7 @@ enum MHD_Result handle_skill_get(struct request *req) {
 }
 
 enum MHD_Result handle_skill_update(struct request *req) {
-  enum MHD_Result result;
+  enum MHD_Result result = MHD_NO;
   long long id = require_skill_id(req, &result);
   if (!id)
     return result;
@@ -101,7 +101,7 @@ enum MHD_Result handle_skill_update(struct request *req) {
 }
 
 enum MHD_Result handle_skill_delete(struct request *req) {
-  enum MHD_Result result;
+  enum MHD_Result result = MHD_NO;
   long long id = require_skill_id(req, &result);
   if (!id)
     return result;

@@ -219,7 +219,7 @@ static void test_submit_sends_every_field(void **state) {
   (void)state;
   NEED_SERVER();
   static const char search[] = "{\"lambda\": 0.9, \"retrieval\": \"hierarchical\", \"tree_c\": 0.1}";
-  char search_file[PATH_MAX + 32];
+  char search_file[2 * PATH_MAX];
   snprintf(search_file, sizeof search_file, "%s", scratch_file("search.json", search,
                                                                strlen(search)));
   const char *extra[] = {"--policy", "best_of_n", "--memory", "default", "--search-file",
