@@ -88,12 +88,14 @@ struct waiter {
   struct tune_view view;
 };
 
+/* The follower's hook: the event goes to the view (user: the waiter). */
 static void on_event(void *user, size_t i, const json_t *event) {
   struct waiter *w = user;
   (void)i;
   tune_view_event(&w->view, w->task, event, false);
 }
 
+/* The follower's hook, twice a second: the live line is redrawn. */
 static void on_tick(void *user) {
   struct waiter *w = user;
   tune_view_redraw(&w->view, w->task, 1, tune_now_wall());

@@ -209,10 +209,6 @@ json_t *submit_options_body(const struct submit_options *o, json_t *reference,
   return body;
 }
 
-const char *submit_options_memory(const struct submit_options *o) {
-  return json_string_value(json_object_get(o->fields, "memory"));
-}
-
 void submit_options_clear(struct submit_options *o) {
   json_decref(o->fields);
   json_decref(o->search_file);

@@ -82,10 +82,6 @@ void submit_options_usage(FILE *out);
 json_t *submit_options_body(const struct submit_options *o, json_t *reference,
                             const char *name);
 
-/* The memory namespace the options name, or NULL for the server's default (borrowed from
- * o). */
-const char *submit_options_memory(const struct submit_options *o);
-
 /* Releases what o holds; o is then empty again. */
 void submit_options_clear(struct submit_options *o);
 

@@ -131,6 +131,7 @@ static void submit_all(struct tune_run *run) {
 
 /* ---- following ---- */
 
+/* The follower's hook: task i's event goes to the view (user: the run). */
 static void on_event(void *user, size_t i, const json_t *event) {
   struct tune_run *run = user;
   tune_view_event(&run->view, &run->tasks[i], event, run->quiet[i]);
@@ -165,6 +166,7 @@ static void on_end(void *user, size_t i) {
   }
 }
 
+/* The follower's hook, twice a second: the live block is redrawn. */
 static void on_tick(void *user) {
   struct tune_run *run = user;
   tune_view_redraw(&run->view, run->tasks, run->n, tune_now_wall());

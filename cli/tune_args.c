@@ -211,6 +211,7 @@ struct named {
   size_t index;
 };
 
+/* qsort order of struct named: by name, then by place in the list. */
 static int by_name(const void *a, const void *b) {
   const struct named *x = a, *y = b;
   int c = strcmp(x->name, y->name);
