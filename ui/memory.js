@@ -32,7 +32,7 @@ export async function memoryView(root, _params, q) {
       namespaces.map((n) => h('option', {value: n, text: n, selected: n === ns})))),
     h('button', {type: 'button', id: 'memory-export', text: 'Export', onclick: exportMemory}),
     h('label', {class: 'button quiet'}, 'Import…', h('input', {type: 'file', accept: '.json,application/json', class: 'hidden-file', id: 'memory-import', onchange: importMemory})),
-    h('button', {type: 'button', class: 'quiet', text: 'New direction', onclick: () => put(dirBox, newDirectionForm(ctx))}),
+    h('button', {type: 'button', class: 'quiet', id: 'new-direction-button', text: 'New direction', onclick: () => put(dirBox, newDirectionForm(ctx))}),
     h('p', {class: 'form-error error', hidden: true}));
 
   put(root,

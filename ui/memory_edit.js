@@ -52,7 +52,7 @@ export function directionEditor(ctx, g, locals, outEdges) {
   checksField('Triggers', 'triggers', ctx.triggers.length ? ctx.triggers : g.triggers, g.triggers),
   linesField('Risks (one a line)', 'risks', g.risks),
   footer(h('button', {type: 'submit', text: 'Save direction'}),
-    h('button', {type: 'button', class: 'danger quiet', text: 'Delete…', onclick: remove})));
+    h('button', {type: 'button', class: 'danger quiet', id: 'direction-delete', text: 'Delete…', onclick: remove})));
   form.querySelector('[data-field=prior]').dataset.number = '1';
 
   async function remove() {

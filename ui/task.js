@@ -121,7 +121,8 @@ export async function taskView(root, [id]) {
       put(treeBox, h('p', {class: 'muted', text: 'No candidates yet.'}));
       return;
     }
-    put(treeBox, candidateTree(st.candidates, bestId(), (c) => { st.selected = c.id; renderSelected(); }));
+    st.treeBest = bestId();
+    put(treeBox, candidateTree(st.candidates, st.treeBest, (c) => { st.selected = c.id; renderSelected(); }));
     renderSelected();
   }
 
@@ -140,17 +141,25 @@ export async function taskView(root, [id]) {
       c.source ? highlight(c.source) : h('pre', {class: 'source', text: JSON.stringify(c.program, null, 2)}));
   }
 
+  // Candidates are written once, in seq order: each load asks only for those after the
+  // last one held (the API's cursor is that seq).
   async function loadCandidates() {
-    const all = [];
-    let cursor = null;
+    let cursor = st.candidates.length ? String(st.candidates[st.candidates.length - 1].seq) : null;
+    const before = st.candidates.length;
     do {
       const page = await api('GET', `/v1/tasks/${id}/candidates?limit=200${cursor ? `&cursor=${cursor}` : ''}`);
-      all.push(...page.items);
+      st.candidates.push(...page.items);
       cursor = page.next_cursor;
     } while (cursor);
-    st.candidates = all;
-    renderTree();
+    if (st.candidates.length !== before || st.treeBest !== bestId() || !treeBox.firstChild) renderTree();
   }
+
+  // One load at a time, so two never append the same page.
+  let loading = Promise.resolve();
+  const queueCandidates = () => {
+    loading = loading.then(loadCandidates).catch((e) => notice(`Candidates: ${e.message}`));
+    return loading;
+  };
 
   async function loadBest() {
     if (!bestId()) {
@@ -210,7 +219,7 @@ export async function taskView(root, [id]) {
   };
   const refreshCandidates = () => {
     clearTimeout(candTimer);
-    candTimer = setTimeout(() => loadCandidates().catch((e) => notice(e.message)), 500);
+    candTimer = setTimeout(queueCandidates, 500);
   };
 
   const onEvent = async (ev) => {
@@ -239,7 +248,7 @@ export async function taskView(root, [id]) {
   redraw();
   const stopWatching = onWidth(chartBox, (w) => { chartWidth = w; renderChart(); });
   loadBest();
-  loadCandidates().catch(() => {});
+  queueCandidates();
   const stop = followEvents(id, onEvent, (state) => {
     if (state === 'live' && st.stream === 'reconnecting') st.resumes++;
     st.stream = state;

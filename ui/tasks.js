@@ -1,5 +1,6 @@
 // The task list (status filter on the server, family and name filters on the page,
-// paging on the API's cursors), the submission of a .py file and cancelling.
+// paging on the API's cursors; #/tasks?status=&cursor=&limit=), the submission of a .py
+// file and cancelling.
 import {api, query} from './api.js';
 import {badge, clearErrors, h, notice, put, readText, showError, speedup, table, when} from './dom.js';
 import {enumOf} from './spec.js';
@@ -12,6 +13,7 @@ const pageStack = new Map();
 export async function tasksView(root, _params, q) {
   const status = q.get('status') || '';
   const cursor = q.get('cursor') || '';
+  const limit = q.get('limit') || PAGE;
   const [statuses, policies, proposers] = await Promise.all([
     enumOf('TaskStatus', ['queued', 'running', 'succeeded', 'failed', 'cancelled']),
     enumOf('Policy', ['htam+tree']),
@@ -21,10 +23,10 @@ export async function tasksView(root, _params, q) {
   const filters = {family: '', name: ''};
   let page = null;
 
-  const familySelect = h('select', {'aria-label': 'Family', onchange: (e) => { filters.family = e.target.value; render(); }});
-  const nameInput = h('input', {type: 'search', placeholder: 'name contains', 'aria-label': 'Name filter',
+  const familySelect = h('select', {id: 'filter-family', 'aria-label': 'Family', onchange: (e) => { filters.family = e.target.value; render(); }});
+  const nameInput = h('input', {id: 'filter-name', type: 'search', placeholder: 'name contains', 'aria-label': 'Name filter',
     oninput: (e) => { filters.name = e.target.value.toLowerCase(); render(); }});
-  const statusSelect = h('select', {'aria-label': 'Status', onchange: (e) => go(e.target.value, '')},
+  const statusSelect = h('select', {id: 'filter-status', 'aria-label': 'Status', onchange: (e) => go(e.target.value, '')},
     h('option', {value: '', text: 'every status'}),
     statuses.map((st) => h('option', {value: st, text: st, selected: st === status})));
 
@@ -36,7 +38,7 @@ export async function tasksView(root, _params, q) {
       listBox));
 
   function go(st, cur) {
-    location.hash = `#/tasks${query({status: st, cursor: cur})}`;
+    location.hash = `#/tasks${query({status: st, cursor: cur, limit: limit === PAGE ? '' : limit})}`;
   }
 
   function render() {
@@ -53,9 +55,9 @@ export async function tasksView(root, _params, q) {
         shown.map(taskRow), {class: 'tasks'})
         : h('p', {class: 'muted', text: page.items.length ? 'No task on this page matches the filters.' : 'No tasks yet.'}),
       h('div', {class: 'row pager'},
-        cursor ? h('button', {type: 'button', class: 'quiet', text: '« First page', onclick: () => { pageStack.set(status, []); go(status, ''); }}) : null,
-        stack.length ? h('button', {type: 'button', class: 'quiet', text: '‹ Newer', onclick: () => go(status, stack.pop())}) : null,
-        page.next_cursor ? h('button', {type: 'button', class: 'quiet', text: 'Older ›', onclick: () => {
+        cursor ? h('button', {type: 'button', class: 'quiet', id: 'page-first', text: '« First page', onclick: () => { pageStack.set(status, []); go(status, ''); }}) : null,
+        stack.length ? h('button', {type: 'button', class: 'quiet', id: 'page-newer', text: '‹ Newer', onclick: () => go(status, stack.pop())}) : null,
+        page.next_cursor ? h('button', {type: 'button', class: 'quiet', id: 'page-older', text: 'Older ›', onclick: () => {
           pageStack.set(status, [...stack, cursor]);
           go(status, page.next_cursor);
         }}) : null));
@@ -87,7 +89,7 @@ export async function tasksView(root, _params, q) {
 
   async function load() {
     try {
-      page = await api('GET', `/v1/tasks${query({status, cursor, limit: PAGE})}`);
+      page = await api('GET', `/v1/tasks${query({status, cursor, limit})}`);
       render();
     } catch (err) {
       put(listBox, h('p', {class: 'error', text: `Could not list tasks: ${err.message}`}));

@@ -12,9 +12,14 @@ import tempfile
 import threading
 import time
 
+from opforge_server import die_with_parent
+
 
 def find_chromium():
-    """The path of a Chromium binary, or None."""
+    """The path of a Chromium binary ($OPFORGE_CHROMIUM when set), or None."""
+    if "OPFORGE_CHROMIUM" in os.environ:
+        path = os.environ["OPFORGE_CHROMIUM"]
+        return path if os.access(path, os.X_OK) else None
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         path = shutil.which(name)
         if path:
@@ -43,6 +48,7 @@ class Browser:
                 "--window-size=%d,%d" % (width, height), "about:blank"]
 
         def child_fds():  # the pipe ends become fds 3 (commands in) and 4 (replies out)
+            die_with_parent()
             r, w = os.dup(to_chrome_r), os.dup(from_chrome_w)
             r2, w2 = os.dup2(r, 100), os.dup2(w, 101)
             os.dup2(r2, 3)

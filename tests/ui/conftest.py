@@ -31,8 +31,8 @@ def server():
 def browser():
     binary = find_chromium()
     if not binary:
-        pytest.skip("chromium is not installed (apt-get install chromium); the browser "
-                    "tests need it")
+        pytest.skip("no chromium to drive (apt-get install chromium, or set OPFORGE_CHROMIUM "
+                    "to a Chromium binary); the browser tests need one")
     b = Browser(binary)
     yield b
     b.close()

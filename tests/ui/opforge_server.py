@@ -1,4 +1,5 @@
 """Starts and stops an opforge server for the web page's tests, and reads its API."""
+import ctypes
 import json
 import os
 import select
@@ -11,6 +12,12 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def die_with_parent():
+    """For preexec_fn: the child gets SIGTERM when the test process dies, so a killed
+    run leaves no server or browser behind (Linux's PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
 
 
 def build_dir():
@@ -60,7 +67,8 @@ class Server:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [self.bin, "serve", "--listen", "127.0.0.1:%d" % self.port, "--data", self.data]
-            + self.args, stdout=subprocess.PIPE, stderr=log, env=self.env)
+            + self.args, stdout=subprocess.PIPE, stderr=log, env=self.env,
+            preexec_fn=die_with_parent)
         log.close()
         deadline = time.monotonic() + timeout
         line = b""

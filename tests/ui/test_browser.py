@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from conftest import need_opforge
 from opforge_server import Server
 
 REFERENCE = """import torch
@@ -37,7 +38,8 @@ def js(value):
 
 
 def set_value(b, selector, value):
-    """Types value into the input, textarea or select that selector finds."""
+    """Types value into the input, textarea or select that selector finds (once there)."""
+    b.wait("document.querySelector(%s)" % js(selector), what=selector)
     b.eval("(() => { const el = document.querySelector(%s); el.value = %s;"
            " el.dispatchEvent(new Event('input', {bubbles: true}));"
            " el.dispatchEvent(new Event('change', {bubbles: true})); })()"
@@ -241,6 +243,31 @@ def wait_file(path, timeout=20):
     raise AssertionError("no download %s" % path)
 
 
+def test_memory_create_and_delete_direction(server, browser):
+    browser.navigate(server.url + "/ui/#/skills")
+    browser.navigate(server.url + "/ui/#/memory")
+    browser.wait("document.querySelector('svg.graph')?.dataset.nodes > 0", what="the graph")
+    click(browser, "#new-direction-button")
+    set_value(browser, "#new-direction [data-field=id]", "Bad Id")
+    set_value(browser, "#new-direction [data-field=name]", "UI test direction")
+    click(browser, "#new-direction button[type=submit]")
+    error = browser.wait("document.querySelector('#new-direction [data-field=id] + .field-error')?.textContent",
+                         what="the error beside the id")
+    assert "invalid_field" in error
+    set_value(browser, "#new-direction [data-field=id]", "ui_test_dir")
+    set_value(browser, "#new-direction [data-field=prior]", "0.1")
+    click(browser, "#new-direction button[type=submit]")
+    browser.wait("document.querySelector('svg.graph .dir.selected')?.dataset.id === 'ui_test_dir'",
+                 what="the new direction in the graph")
+    created = server.json("GET", "/v1/memory/global/ui_test_dir")
+    assert created["name"] == "UI test direction" and created["prior"] == 0.1
+    click(browser, "#direction-delete")
+    browser.wait("!document.querySelector('svg.graph .dir[data-id=ui_test_dir]')",
+                 what="the direction gone from the graph")
+    assert server.request("GET", "/v1/memory/global/ui_test_dir")[0] == 404
+    no_page_errors(browser)
+
+
 def test_memory_export_and_import(server, browser, tmp_path):
     """Export through the page gives the API's document; importing one whose transitions
     carry statistics through the page draws them as learned arrows."""
@@ -304,6 +331,29 @@ def test_skills_enable_and_disable(server, browser):
     no_page_errors(browser)
 
 
+def test_skill_edit(server, browser):
+    rule = server.json("GET", "/v1/skills")["items"][0]
+    row = "#skills-table tr[data-id=\"%d\"]" % rule["id"]
+    browser.navigate(server.url + "/ui/#/memory")
+    browser.navigate(server.url + "/ui/#/skills")
+    click(browser, row + " button")  # Edit
+    form = row + " form"
+    set_value(browser, form + " [data-field=rule]", "Never do that")
+    click(browser, form + " button[type=submit]")
+    error = browser.wait("document.querySelector(%s)?.textContent" % js(form + " [data-field=rule] + .field-error"),
+                         what="the error beside the rule")
+    assert "You cannot" in error and "invalid_field" in error
+    new = "You cannot use VEC=4 when the row length is odd."
+    set_value(browser, form + " [data-field=rule]", new)
+    set_value(browser, form + " [data-field=score]", "4")
+    click(browser, form + " button[type=submit]")
+    browser.wait("document.querySelector(%s)?.textContent === %s" % (js(row + " td.rule"), js(new)),
+                 what="the edited rule")
+    got = server.json("GET", "/v1/skills/%d" % rule["id"])
+    assert got["rule"] == new and got["score"] == 4 and got["family"] == rule["family"]
+    no_page_errors(browser)
+
+
 def test_servers_view(server, browser):
     browser.navigate(server.url + "/ui/#/servers")
     browser.wait("document.querySelector('#devices-table')", what="the devices")
@@ -336,7 +386,53 @@ def test_screenshots(server, browser, submitted, shots):
     no_page_errors(browser)
 
 
+def test_paging_drop_and_cancel(browser):
+    """On a server without GPUs (tasks stay queued): a file dropped on the page is
+    submitted; pages follow the API's cursors; a task is cancelled from the list."""
+    need_opforge()
+    s = Server(scripted=False)
+    try:
+        ids = [s.json("POST", "/v1/tasks", {"name": "queued_%d" % i, "reference": REFERENCE})["id"]
+               for i in range(2)]
+        browser.navigate(s.url + "/ui/#/tasks?limit=2")
+        browser.wait("document.querySelector('#submit-form')", what="the form")
+        browser.eval("""(() => {
+            const dt = new DataTransfer();
+            dt.items.add(new File([%s], 'dropped model.py', {type: 'text/x-python'}));
+            document.querySelector('#drop-zone').dispatchEvent(
+                new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true}));
+        })()""" % js(REFERENCE))
+        browser.wait("document.querySelector('#submit-name').value === 'dropped_model'",
+                     what="the dropped file taken")
+        click(browser, "#submit-form button[type=submit]")
+        href = browser.wait("document.querySelector('#submit-form [role=status] a')?.getAttribute('href')",
+                            what="the submission")
+        ids.append(href.rsplit("/", 1)[1])
+        assert s.json("GET", "/v1/tasks/" + ids[-1])["reference"] == REFERENCE
+        # Newest first, two a page: the dropped task and queued_1, then queued_0.
+        rows = "[...document.querySelectorAll('#task-list tr[data-id]')].map(r => r.dataset.id)"
+        browser.wait("%s.join() === %s" % (rows, js(",".join([ids[2], ids[1]]))), what="page 1")
+        first = s.json("GET", "/v1/tasks?limit=2")
+        click(browser, "#page-older")
+        browser.wait("%s.join() === %s" % (rows, js(ids[0])), what="page 2")
+        assert "cursor=" + first["next_cursor"] in browser.eval("location.hash")
+        click(browser, "#page-newer")
+        browser.wait("%s.length === 2" % rows, what="page 1 again")
+        # Cancel the dropped task from the list.
+        click(browser, "#task-list tr[data-id=\"%s\"] button" % ids[2])
+        browser.wait("document.querySelector('#task-list tr[data-id=\"%s\"] .badge')?.textContent === 'cancelled'"
+                     % ids[2], what="the task cancelled")
+        assert s.json("GET", "/v1/tasks/" + ids[2])["status"] == "cancelled"
+        # The status filter asks the server.
+        set_value(browser, "#filter-status", "cancelled")
+        browser.wait("%s.join() === %s" % (rows, js(ids[2])), what="the cancelled ones")
+        no_page_errors(browser)
+    finally:
+        s.stop()
+
+
 def test_token_is_asked_for_and_kept(browser):
+    need_opforge()
     token = "ui-test-token-0123456789"
     s = Server(scripted=False, token=token)
     try:
