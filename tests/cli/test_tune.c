@@ -90,12 +90,14 @@ static void program(const char *rel) {
  *   beta   1.25 ms: 1.60x, then nothing more to try after 1 step
  *   gamma  a compile failure, then 1.6 ms: 1.25x after 2 steps
  *   delta, epsilon, term_*  1.25 ms: 1.60x after 1 step
+ *   graphfail_lib  a compile failure: the reference (library steps only) stays best
  *   allfail_*  the reference and every step wrong: no correct candidate. */
 static void write_fixtures(void) {
   write_fixture("alpha", 1, "correct 1.0");
   write_fixture("beta", 1, "correct 1.25");
   write_fixture("gamma", 1, "compile");
   write_fixture("gamma", 2, "correct 1.6");
+  write_fixture("graphfail_lib", 1, "compile");
   static const char *const once[] = {"delta", "epsilon", "term_a", "term_b", "zeta"};
   for (size_t i = 0; i < sizeof once / sizeof once[0]; i++)
     write_fixture(once[i], 1, "correct 1.25");
@@ -626,6 +628,44 @@ static void test_three_programs(void **state) {
   }
 }
 
+/* A best of library steps only: its KernelBench file is written, it has no kernel
+ * source, the summary says so, and the run does not fail for it. */
+static void test_library_only_best(void **state) {
+  (void)state;
+  NEED_SERVER();
+  char file[PATH_MAX], out[PATH_MAX], json[PATH_MAX], path[PATH_MAX + 32];
+  scratch_file("libonly/graphfail_lib.py", child_reference_ok, file, sizeof file);
+  snprintf(out, sizeof out, "%s/libonly-out", g.dir);
+  snprintf(json, sizeof json, "%s/libonly.json", g.dir);
+  const char *args[] = {file, "--server", g.base, "--proposer", "test", "--steps", "2",
+                        "--export", out, "--json", json, NULL};
+  struct proc p;
+  assert_int_equal(run_tune(&p, args, NULL, false), 0);
+  static const char note[] = "the best runs library steps only: it has no kernel source of its own";
+  char want[1024];
+  snprintf(want, sizeof want,
+           "TASK           STATUS     SPEEDUP  BEST_MS  STEPS  STOP             ORIGIN  NOTE\n"
+           "graphfail_lib  succeeded  0.95x    2.1000   1/2    space_exhausted  new     %s\n"
+           "\n"
+           "tasks: 1 (succeeded 1, failed 0, cancelled 0, refused 0, lost 0, unfinished 0)\n"
+           "submitted: new 1, replayed 0, reused 0\n"
+           "exit status: 0\n", note);
+  assert_string_equal(text_str(&p.out), want);
+  proc_clear(&p);
+  snprintf(path, sizeof path, "%s/graphfail_lib_new.py", out);
+  char *model = read_file(path);
+  assert_memory_equal(model, "# ---- opforge export ----", 25);
+  free(model);
+  snprintf(path, sizeof path, "%s/graphfail_lib.cu", out);
+  assert_int_equal(access(path, F_OK), -1);
+  json_t *doc = load_json(json);
+  json_t *exp = json_object_get(json_array_get(json_object_get(doc, "tasks"), 0), "export");
+  assert_true(json_is_string(json_object_get(exp, "model_new")));
+  assert_true(json_is_null(json_object_get(exp, "kernel")));
+  assert_string_equal(json_string_value(json_object_get(exp, "note")), note);
+  json_decref(doc);
+}
+
 /* ---- each exit status ---- */
 
 /* 3: nothing listens. Each keyed try says so (the key makes trying again safe); nothing
@@ -924,6 +964,7 @@ int main(void) {
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_server_refuses_an_option),
       cmocka_unit_test(test_three_programs),
+      cmocka_unit_test(test_library_only_best),
       cmocka_unit_test(test_exit_unreachable),
       cmocka_unit_test(test_exit_auth),
       cmocka_unit_test(test_exit_wait_limit),
