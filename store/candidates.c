@@ -37,7 +37,7 @@ int store_candidate_insert(struct store *s, const char *task_id, int step, json_
   json_t *region = json_object_get(candidate, "region");
   char now[STORE_TIME_LEN];
   int result = failed || !store_time_now(now) ? STORE_ERROR : STORE_OK;
-  sqlite3_stmt *st = result == STORE_OK
+  struct db_stmt *st = result == STORE_OK
       ? store_stmt(s,
                    "INSERT INTO candidates (id, task_id, seq, step, parent_id, source, options,"
                    " plan, result, direction, strategy, step_kind, created_at, program, region)"
@@ -48,7 +48,7 @@ int store_candidate_insert(struct store *s, const char *task_id, int step, json_
   if (st) {
     const char *source = member_string(candidate, "source");
     bool ok = st_bind_text(st, 1, member_string(candidate, "id")) &&
-              st_bind_text(st, 2, task_id) && sqlite3_bind_int(st, 3, step) == SQLITE_OK &&
+              st_bind_text(st, 2, task_id) && db_bind_int(st, 3, step) == DB_OK &&
               st_bind_text(st, 4, member_string(candidate, "parent_id")) &&
               st_bind_text(st, 5, source ? source : "") && st_bind_text(st, 6, options) &&
               st_bind_text(st, 7, plan) && st_bind_text(st, 8, result_text) &&
@@ -57,10 +57,10 @@ int store_candidate_insert(struct store *s, const char *task_id, int step, json_
               st_bind_text(st, 11, member_string(candidate, "step_kind")) &&
               st_bind_text(st, 12, now) && st_bind_text(st, 13, program) &&
               (json_is_integer(region)
-                   ? sqlite3_bind_int64(st, 14, json_integer_value(region)) == SQLITE_OK
-                   : sqlite3_bind_null(st, 14) == SQLITE_OK);
-    int rc = ok ? st_step(st) : SQLITE_ERROR;
-    result = !ok ? STORE_ERROR : rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+                   ? db_bind_int64(st, 14, json_integer_value(region)) == DB_OK
+                   : db_bind_null(st, 14) == DB_OK);
+    int rc = ok ? st_step(st) : DB_ERROR;
+    result = !ok ? STORE_ERROR : rc == DB_DONE ? STORE_OK : st_fail(st, rc);
     st_done(st);
   } else {
     result = STORE_ERROR;
@@ -73,21 +73,21 @@ int store_candidate_insert(struct store *s, const char *task_id, int step, json_
 }
 
 /* The candidate on st's current row in API shape (caller owns), NULL on failure. */
-static json_t *candidate_from_row(sqlite3_stmt *st) {
+static json_t *candidate_from_row(struct db_stmt *st) {
   json_t *obj = st_json_pack("{}");
-  for (int col = 0; obj && col < sqlite3_column_count(st); col++) {
-    const char *name = sqlite3_column_name(st, col);
+  for (int col = 0; obj && col < db_column_count(st); col++) {
+    const char *name = db_column_name(st, col);
     json_t *v;
-    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+    if (db_column_type(st, col) == DB_NULL)
       v = json_null();
     else if (strcmp(name, "seq") == 0 || strcmp(name, "step") == 0 ||
              strcmp(name, "region") == 0)
-      v = json_integer(sqlite3_column_int64(st, col));
+      v = json_integer(db_column_int64(st, col));
     else if (strcmp(name, "options") == 0 || strcmp(name, "plan") == 0 ||
              strcmp(name, "result") == 0 || strcmp(name, "program") == 0)
-      v = st_json_loads((const char *)sqlite3_column_text(st, col));
+      v = st_json_loads((const char *)db_column_text(st, col));
     else
-      v = json_string((const char *)sqlite3_column_text(st, col));
+      v = json_string((const char *)db_column_text(st, col));
     if (!v || json_object_set_new(obj, name, v) != 0) {
       json_decref(obj);
       obj = NULL;
@@ -97,15 +97,15 @@ static json_t *candidate_from_row(sqlite3_stmt *st) {
 }
 
 /* Collects the rows of a prepared, bound candidate query into an array. */
-static int collect_candidates(sqlite3_stmt *st, json_t **ret_items) {
+static int collect_candidates(struct db_stmt *st, json_t **ret_items) {
   json_t *items = st_json_array();
   int rc, result = items ? STORE_OK : STORE_ERROR;
-  while (result == STORE_OK && (rc = st_step(st)) == SQLITE_ROW) {
+  while (result == STORE_OK && (rc = st_step(st)) == DB_ROW) {
     json_t *c = candidate_from_row(st);
     if (!c || st_json_array_append_new(items, c) != 0)
       result = STORE_ERROR;
   }
-  if (result == STORE_OK && rc != SQLITE_DONE)
+  if (result == STORE_OK && rc != DB_DONE)
     result = st_fail(st, rc);
   st_done(st);
   if (result != STORE_OK) {
@@ -123,12 +123,12 @@ int store_candidates_list(struct store *s, const char *task_id, int limit, int64
   free(exists);
   if (result != STORE_OK)
     return result;
-  sqlite3_stmt *st = store_stmt(s, "SELECT " CANDIDATE_COLUMNS " FROM candidates"
+  struct db_stmt *st = store_stmt(s, "SELECT " CANDIDATE_COLUMNS " FROM candidates"
                                    " WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
   if (!st)
     return STORE_ERROR;
-  if (!st_bind_text(st, 1, task_id) || sqlite3_bind_int64(st, 2, after_seq) != SQLITE_OK ||
-      sqlite3_bind_int(st, 3, limit) != SQLITE_OK) {
+  if (!st_bind_text(st, 1, task_id) || db_bind_int64(st, 2, after_seq) != DB_OK ||
+      db_bind_int(st, 3, limit) != DB_OK) {
     st_done(st);
     return STORE_ERROR;
   }
@@ -136,7 +136,7 @@ int store_candidates_list(struct store *s, const char *task_id, int limit, int64
 }
 
 int store_candidate_get(struct store *s, const char *id, json_t **ret_candidate) {
-  sqlite3_stmt *st = store_stmt(s, "SELECT " CANDIDATE_COLUMNS " FROM candidates WHERE id = ?1");
+  struct db_stmt *st = store_stmt(s, "SELECT " CANDIDATE_COLUMNS " FROM candidates WHERE id = ?1");
   if (!st)
     return STORE_ERROR;
   if (!st_bind_text(st, 1, id)) {

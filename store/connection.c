@@ -1,4 +1,4 @@
-/* The store handle: one SQLite connection per thread and its statement cache. */
+/* The store handle: one database connection per thread and its statement cache. */
 #include "store/connection.h"
 
 #include <stdatomic.h>
@@ -9,11 +9,8 @@
 
 #include "base/ids.h"
 #include "store/fault.h"
+#include "store/conninfo.h"
 #include "store/util.h"
-
-/* Long enough to ride out a writer's normal transaction; store_transaction retries
- * beyond it. */
-#define STORE_BUSY_TIMEOUT_MS 5000
 
 /* Per-thread cache of this thread's connection for recently used stores. A store is
  * identified by its generation, never reused in a process, so entries left behind by a
@@ -47,37 +44,25 @@ static void conn_free(struct store_conn *c) {
   if (!c)
     return;
   for (size_t i = 0; i < c->nstmts; i++)
-    sqlite3_finalize(c->stmts[i].stmt);
+    db_finalize(c->stmts[i].stmt);
   free(c->stmts);
-  if (sqlite3_close(c->db) != SQLITE_OK)
-    store_log("close: %s", sqlite3_errmsg(c->db));
+  db_close(c->db);
   free(c);
 }
 
-/* Opens a connection with the per-connection settings; caller owns it (conn_free). */
+/* Opens a connection of the store's backend; caller owns it (conn_free). */
 static struct store_conn *conn_open(struct store *s) {
   struct store_conn *c = st_calloc(1, sizeof *c);
   if (!c)
     return NULL;
   c->owner = pthread_self();
-  int rc = SQLITE_NOMEM;
+  char err[512] = "injected fault";
   if (!store_fault())
-    rc = sqlite3_open_v2(s->path, &c->db,
-                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                         NULL);
-  if (rc != SQLITE_OK) {
-    store_log("open %s: %s", s->path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
-    conn_free(c);
-    return NULL;
-  }
-  sqlite3_extended_result_codes(c->db, 1);
-  sqlite3_busy_timeout(c->db, STORE_BUSY_TIMEOUT_MS);
-  /* synchronous=NORMAL: a COMMIT does not sync the WAL itself; store_transaction then
-   * waits for a group fsync (store/durable.c), so a committed transaction survives a
-   * power loss while concurrent commits share one fdatasync. FULL would sync once per
-   * commit: docs/bench-results.md compares the two. */
-  if (st_exec(c->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL") != SQLITE_OK) {
-    conn_free(c);
+    c->db = s->backend == DB_BACKEND_SQLITE ? db_sqlite_open(s->path, err, sizeof err)
+                                            : db_pg_open(s->path, s->password, err, sizeof err);
+  if (!c->db) {
+    store_log("open %s: %s", s->display, err);
+    free(c);
     return NULL;
   }
   return c;
@@ -109,13 +94,13 @@ struct store_conn *store_conn_get(struct store *s) {
   return c;
 }
 
-sqlite3 *store_db(struct store *s) {
+struct db *store_db(struct store *s) {
   struct store_conn *c = store_conn_get(s);
   return c ? c->db : NULL;
 }
 
 /* The statement for sql on connection c, from the cache or newly prepared. */
-static sqlite3_stmt *conn_stmt(struct store_conn *c, const char *sql) {
+static struct db_stmt *conn_stmt(struct store_conn *c, const char *sql) {
   if (store_fault()) {
     store_log("injected fault (%.60s)", sql);
     return NULL;
@@ -134,16 +119,17 @@ static sqlite3_stmt *conn_stmt(struct store_conn *c, const char *sql) {
     c->stmts = grown;
     c->cap = cap;
   }
-  sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, NULL) != SQLITE_OK) {
-    store_log("prepare: %s (%.60s)", sqlite3_errmsg(c->db), sql);
+  struct db_stmt *stmt = NULL;
+  int rc = db_prepare(c->db, sql, &stmt);
+  if (rc != DB_OK) {
+    store_log("prepare: %s (%.60s)", rc == DB_NOMEM ? "out of memory" : db_errmsg(c->db), sql);
     return NULL;
   }
   c->stmts[c->nstmts++] = (struct stmt_slot){.sql = sql, .stmt = stmt};
   return stmt;
 }
 
-sqlite3_stmt *store_stmt(struct store *s, const char *sql) {
+struct db_stmt *store_stmt(struct store *s, const char *sql) {
   struct store_conn *c = store_conn_get(s);
   return c ? conn_stmt(c, sql) : NULL;
 }
@@ -155,20 +141,10 @@ void store_note_write(struct store *s, int status) {
     atomic_store(&s->full, false);
 }
 
-struct store *store_handle_new(const char *data_dir) {
-  struct store *s = st_calloc(1, sizeof *s);
-  if (!s)
-    return NULL;
-  size_t len = strlen(data_dir) + sizeof "/opforge.db";
-  s->path = st_malloc(len);
-  if (!s->path) {
-    free(s);
-    return NULL;
-  }
-  snprintf(s->path, len, "%s/opforge.db", data_dir);
-  /* The instance id: the host (claims of this host are stale once this process holds the
-   * data directory's lock), the pid (for people reading the table) and a random part
-   * (pids are reused). */
+/* The instance id: the host (claims of this host are stale once this process holds the
+ * data directory's lock), the pid (for people reading the table) and a random part (pids
+ * are reused). */
+static void instance_id_new(char out[STORE_INSTANCE_MAX]) {
   char host[65] = "", uuid[ID_LEN + 1];
   if (gethostname(host, sizeof host - 1) != 0 || !host[0])
     snprintf(host, sizeof host, "localhost");
@@ -176,7 +152,26 @@ struct store *store_handle_new(const char *data_dir) {
     if (*c == ':')
       *c = '_';
   id_new(uuid);
-  snprintf(s->instance, sizeof s->instance, "%s:%ld:%.8s", host, (long)getpid(), uuid);
+  snprintf(out, STORE_INSTANCE_MAX, "%s:%ld:%.8s", host, (long)getpid(), uuid);
+}
+
+/* A handle with its path and display set; the rest initialized. NULL on failure. */
+static struct store *handle_new(enum db_backend backend, char *path, char *display,
+                                const char *password) {
+  struct store *s = st_calloc(1, sizeof *s);
+  char *password_copy = password ? st_strdup(password) : NULL;
+  if (!s || !path || !display || (password && !password_copy)) {
+    free(s);
+    free(path);
+    free(display);
+    free(password_copy);
+    return NULL;
+  }
+  s->backend = backend;
+  s->path = path;
+  s->display = display;
+  s->password = password_copy;
+  instance_id_new(s->instance);
   s->lease_s = STORE_CLAIM_LEASE_S;
   pthread_mutex_init(&s->lock, NULL);
   store_durable_init(&s->durable);
@@ -184,6 +179,19 @@ struct store *store_handle_new(const char *data_dir) {
   atomic_init(&s->full, false);
   s->generation = atomic_fetch_add(&next_generation, 1);
   return s;
+}
+
+struct store *store_handle_new(const char *data_dir) {
+  size_t len = strlen(data_dir) + sizeof "/opforge.db";
+  char *path = st_malloc(len);
+  if (path)
+    snprintf(path, len, "%s/opforge.db", data_dir);
+  return handle_new(DB_BACKEND_SQLITE, path, path ? st_strdup(path) : NULL, NULL);
+}
+
+struct store *store_handle_new_pg(const char *conninfo, const char *password) {
+  return handle_new(DB_BACKEND_POSTGRESQL, st_strdup(conninfo), store_redact(conninfo),
+                    password);
 }
 
 void store_handle_free(struct store *s) {
@@ -199,5 +207,9 @@ void store_handle_free(struct store *s) {
   claims_held_clear(&s->held);
   pthread_mutex_destroy(&s->lock);
   free(s->path);
+  free(s->display);
+  if (s->password)
+    explicit_bzero(s->password, strlen(s->password));
+  free(s->password);
   free(s);
 }

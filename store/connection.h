@@ -1,28 +1,29 @@
-/* Private to store/ (and its tests): the store handle, one SQLite connection per thread,
- * and each connection's cache of prepared statements. */
+/* Private to store/ (and its tests): the store handle, one database connection per
+ * thread (store/db.h), and each connection's cache of prepared statements. */
 #ifndef OPFORGE_STORE_CONNECTION_H
 #define OPFORGE_STORE_CONNECTION_H
 
 #include <pthread.h>
-#include <sqlite3.h>
+#include "store/db.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "store/claims_held.h"
+#include "store/db.h"
 #include "store/durable.h"
 #include "store/status.h"
 
 struct stmt_slot {
   const char *sql; /* cache key: the caller's string literal */
-  sqlite3_stmt *stmt;
+  struct db_stmt *stmt;
 };
 
-/* One SQLite connection, used only by the thread named in owner. */
+/* One database connection, used only by the thread named in owner. */
 struct store_conn {
   struct store_conn *next; /* registry list of the store */
-  sqlite3 *db;
+  struct db *db;
   pthread_t owner;
   bool in_tx; /* inside store_transaction: nested calls join it */
   struct stmt_slot *stmts;
@@ -36,7 +37,11 @@ struct store_conn {
 #define STORE_CLAIM_LEASE_S 60
 
 struct store {
-  char *path;
+  enum db_backend backend;
+  char *path;     /* SQLite: DATA_DIR/opforge.db; PostgreSQL: the conninfo (may hold a
+                     password: never log it, log display) */
+  char *display;  /* path, or the conninfo with any password replaced by *** */
+  char *password; /* from --store-password-file, or NULL */
   char instance[STORE_INSTANCE_MAX]; /* who this process's claims belong to (claims.c) */
   unsigned lease_s;                  /* a claim's lease, renewed by store_claims_renew */
   uint64_t generation; /* unique per store_open; keys the thread-local cache */
@@ -53,6 +58,11 @@ struct store {
  * The caller owns it and frees it with store_handle_free. */
 struct store *store_handle_new(const char *data_dir);
 
+/* A handle for a PostgreSQL database (conninfo: a postgresql:// URL or libpq keywords;
+ * password may be NULL) with no connection yet; NULL on failure (logged). The caller owns
+ * it and frees it with store_handle_free. */
+struct store *store_handle_new_pg(const char *conninfo, const char *password);
+
 /* Closes every connection registered with s (finalizing its statements) and frees s.
  * Accepts NULL. Call it only after all threads that used s are done. */
 void store_handle_free(struct store *s);
@@ -65,13 +75,13 @@ void store_note_write(struct store *s, int status);
  * store. NULL on failure (logged). */
 struct store_conn *store_conn_get(struct store *s);
 
-/* The calling thread's sqlite3 handle, opened on first use; NULL on failure. Owned by
- * the store: do not close it. */
-sqlite3 *store_db(struct store *s);
+/* The calling thread's connection, opened on first use; NULL on failure. Owned by the
+ * store: do not close it. */
+struct db *store_db(struct store *s);
 
 /* A statement for sql on this thread's connection, prepared once and cached by the sql
  * pointer (pass string literals or static arrays). Returned reset and with bindings
  * cleared. Owned by the store: do not finalize it. NULL on failure (logged). */
-sqlite3_stmt *store_stmt(struct store *s, const char *sql);
+struct db_stmt *store_stmt(struct store *s, const char *sql);
 
 #endif

@@ -14,7 +14,7 @@
 
 /* The sequence is computed inside the writing transaction (BEGIN IMMEDIATE holds the
  * write lock), so concurrent appends can neither collide nor leave gaps. The foreign
- * key turns an unknown task into SQLITE_CONSTRAINT_FOREIGNKEY. */
+ * key turns an unknown task into DB_CONSTRAINT_FOREIGNKEY. */
 static const char SQL_APPEND[] =
     "INSERT INTO events (task_id, seq, type, time, data)"
     " SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, COALESCE(?4, '{}')"
@@ -27,22 +27,22 @@ int store_event_append_tx(struct store *s, const char *task_id, const char *type
   char now[STORE_TIME_LEN];
   if (!store_time_now(now))
     return STORE_ERROR;
-  sqlite3_stmt *st = store_stmt(s, SQL_APPEND);
+  struct db_stmt *st = store_stmt(s, SQL_APPEND);
   if (!st)
     return STORE_ERROR;
   int status = STORE_ERROR;
   if (st_bind_text(st, 1, task_id) && st_bind_text(st, 2, type) && st_bind_text(st, 3, now) &&
       st_bind_text(st, 4, data_text)) {
     int rc = st_step(st);
-    int64_t seq = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    if (rc == SQLITE_ROW)
+    int64_t seq = rc == DB_ROW ? db_column_int64(st, 0) : 0;
+    if (rc == DB_ROW)
       rc = st_step(st);
-    if (rc == SQLITE_DONE) {
+    if (rc == DB_DONE) {
       status = STORE_OK;
       if (ret_seq)
         *ret_seq = seq;
     } else {
-      status = rc == SQLITE_CONSTRAINT_FOREIGNKEY ? STORE_NOT_FOUND : st_fail(st, rc);
+      status = rc == DB_CONSTRAINT_FOREIGNKEY ? STORE_NOT_FOUND : st_fail(st, rc);
     }
   }
   st_done(st);
@@ -77,10 +77,10 @@ int store_event_append(struct store *s, const char *task_id, const char *type,
 }
 
 /* One event row as {"seq","type","time","data"}; caller owns it. */
-static json_t *event_from_row(sqlite3_stmt *st) {
-  const char *type = (const char *)sqlite3_column_text(st, 1);
-  const char *time = (const char *)sqlite3_column_text(st, 2);
-  const char *data_text = (const char *)sqlite3_column_text(st, 3);
+static json_t *event_from_row(struct db_stmt *st) {
+  const char *type = (const char *)db_column_text(st, 1);
+  const char *time = (const char *)db_column_text(st, 2);
+  const char *data_text = (const char *)db_column_text(st, 3);
   if (!type || !time || !data_text) {
     store_log("event row unreadable");
     return NULL;
@@ -88,7 +88,7 @@ static json_t *event_from_row(sqlite3_stmt *st) {
   json_t *data = st_json_loads(data_text);
   if (!data)
     return NULL;
-  return st_json_pack("{s:I, s:s, s:s, s:o}", "seq", (json_int_t)sqlite3_column_int64(st, 0),
+  return st_json_pack("{s:I, s:s, s:s, s:o}", "seq", (json_int_t)db_column_int64(st, 0),
                       "type", type, "time", time, "data", data);
 }
 
@@ -96,22 +96,22 @@ int store_events_after(struct store *s, const char *task_id, int64_t after_seq, 
                        json_t **ret_events) {
   if (!s || !task_id || !ret_events || max < 1)
     return STORE_INVALID;
-  sqlite3_stmt *st = store_stmt(s, SQL_AFTER);
+  struct db_stmt *st = store_stmt(s, SQL_AFTER);
   if (!st)
     return STORE_ERROR;
   json_t *events = NULL;
   int status = STORE_ERROR;
-  if (st_bind_text(st, 1, task_id) && sqlite3_bind_int64(st, 2, after_seq) == SQLITE_OK &&
-      sqlite3_bind_int(st, 3, max > EVENTS_MAX ? EVENTS_MAX : max) == SQLITE_OK)
+  if (st_bind_text(st, 1, task_id) && db_bind_int64(st, 2, after_seq) == DB_OK &&
+      db_bind_int(st, 3, max > EVENTS_MAX ? EVENTS_MAX : max) == DB_OK)
     events = st_json_array();
   if (events) {
     int rc;
-    while ((rc = st_step(st)) == SQLITE_ROW) {
+    while ((rc = st_step(st)) == DB_ROW) {
       json_t *event = event_from_row(st);
       if (!event || st_json_array_append_new(events, event) != 0)
         break;
     }
-    status = rc == SQLITE_DONE ? STORE_OK : rc == SQLITE_ROW ? STORE_ERROR : st_fail(st, rc);
+    status = rc == DB_DONE ? STORE_OK : rc == DB_ROW ? STORE_ERROR : st_fail(st, rc);
   }
   st_done(st);
   if (status != STORE_OK) {

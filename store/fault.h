@@ -13,14 +13,14 @@ void store_fail_after(int n);
 bool store_fault_injected(void);
 
 /* Makes every step of a statement whose SQL contains sql_fragment fail with sqlite_rc
- * (an SQLite result code, e.g. SQLITE_CONSTRAINT_CHECK or SQLITE_BUSY) until it is
+ * (an SQLite result code, e.g. DB_CONSTRAINT_CHECK or DB_BUSY) until it is
  * called again; NULL (or a fragment of 128 bytes or more) switches it off. Unlike
  * store_fail_after the fault is persistent, as a constraint that a row always violates.
  * The fragment is copied. */
 void store_fail_statement(const char *sql_fragment, int sqlite_rc);
 
 /* For store/ only: the code store_fail_statement set for a statement with this SQL, or
- * 0 (SQLITE_OK) when it must run normally. */
+ * 0 (DB_OK) when it must run normally. */
 int store_statement_fault(const char *sql);
 
 /* For store/ only: true when fault injection says this allocation or SQLite call must

@@ -32,10 +32,10 @@ static bool args_ok(const char *key, const char *digest) {
 
 /* Copies the text of column col into out (outlen bytes); false when it is NULL or does
  * not fit (logged). */
-static bool copy_column(sqlite3_stmt *st, int col, char *out, size_t outlen) {
-  const char *text = (const char *)sqlite3_column_text(st, col);
+static bool copy_column(struct db_stmt *st, int col, char *out, size_t outlen) {
+  const char *text = (const char *)db_column_text(st, col);
   if (!text || strlen(text) >= outlen) {
-    store_log("idempotency_keys.%s is NULL or too long", sqlite3_column_name(st, col));
+    store_log("idempotency_keys.%s is NULL or too long", db_column_name(st, col));
     return false;
   }
   memcpy(out, text, strlen(text) + 1);
@@ -46,23 +46,23 @@ int store_idempotency_find(struct store *s, const char *key, int64_t now_ms,
                            struct store_idempotency *ret) {
   if (!s || !ret || !args_ok(key, NULL))
     return STORE_INVALID;
-  sqlite3_stmt *st = store_stmt(s, SQL_FIND);
+  struct db_stmt *st = store_stmt(s, SQL_FIND);
   if (!st)
     return STORE_ERROR;
   int status = STORE_ERROR;
   if (st_bind_text(st, 1, key) &&
-      sqlite3_bind_int64(st, 2, now_ms - STORE_IDEMPOTENCY_TTL_MS) == SQLITE_OK) {
+      db_bind_int64(st, 2, now_ms - STORE_IDEMPOTENCY_TTL_MS) == DB_OK) {
     int rc = st_step(st);
     struct store_idempotency found;
-    if (rc == SQLITE_ROW) {
-      found.created_ms = sqlite3_column_int64(st, 2);
+    if (rc == DB_ROW) {
+      found.created_ms = db_column_int64(st, 2);
       if (copy_column(st, 0, found.digest, sizeof found.digest) &&
           copy_column(st, 1, found.task_id, sizeof found.task_id)) {
         *ret = found;
         status = STORE_OK;
       }
     } else {
-      status = rc == SQLITE_DONE ? STORE_NOT_FOUND : st_fail(st, rc);
+      status = rc == DB_DONE ? STORE_NOT_FOUND : st_fail(st, rc);
     }
   }
   st_done(st);
@@ -80,14 +80,14 @@ struct keyed_insert {
 
 /* Runs a DELETE whose one parameter is key (when not NULL) or ms, to its end. */
 static int run_delete(struct store *s, const char *sql, const char *key, int64_t ms) {
-  sqlite3_stmt *st = store_stmt(s, sql);
+  struct db_stmt *st = store_stmt(s, sql);
   if (!st)
     return STORE_ERROR;
-  bool bound = key ? st_bind_text(st, 1, key) : sqlite3_bind_int64(st, 1, ms) == SQLITE_OK;
+  bool bound = key ? st_bind_text(st, 1, key) : db_bind_int64(st, 1, ms) == DB_OK;
   int status = STORE_ERROR;
   if (bound) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+    status = rc == DB_DONE ? STORE_OK : st_fail(st, rc);
   }
   st_done(st);
   return status;
@@ -95,15 +95,15 @@ static int run_delete(struct store *s, const char *sql, const char *key, int64_t
 
 /* Stores the key row; STORE_CONFLICT when the key is taken. */
 static int insert_key(struct store *s, const struct keyed_insert *in) {
-  sqlite3_stmt *st = store_stmt(s, SQL_INSERT);
+  struct db_stmt *st = store_stmt(s, SQL_INSERT);
   if (!st)
     return STORE_ERROR;
   int status = STORE_ERROR;
   if (st_bind_text(st, 1, in->key) && st_bind_text(st, 2, in->digest) &&
-      st_bind_text(st, 3, in->id) && sqlite3_bind_int64(st, 4, in->now_ms) == SQLITE_OK) {
+      st_bind_text(st, 3, in->id) && db_bind_int64(st, 4, in->now_ms) == DB_OK) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE                                     ? STORE_OK
-             : rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE
+    status = rc == DB_DONE                                     ? STORE_OK
+             : rc == DB_CONSTRAINT_PRIMARYKEY || rc == DB_CONSTRAINT_UNIQUE
                  ? STORE_CONFLICT
                  : st_fail(st, rc);
   }

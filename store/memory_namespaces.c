@@ -55,20 +55,20 @@ static const char SQL_COPY_EDGES[] =
 
 enum { NC_NAME, NC_ORIGIN, NC_CREATED, NC_GLOBALS, NC_LOCALS, NC_EDGES };
 
-static json_t *namespace_from_row(sqlite3_stmt *st, int flags) {
+static json_t *namespace_from_row(struct db_stmt *st, int flags) {
   (void)flags;
-  const char *name = (const char *)sqlite3_column_text(st, NC_NAME);
-  const char *origin = (const char *)sqlite3_column_text(st, NC_ORIGIN);
-  const char *created = (const char *)sqlite3_column_text(st, NC_CREATED);
+  const char *name = (const char *)db_column_text(st, NC_NAME);
+  const char *origin = (const char *)db_column_text(st, NC_ORIGIN);
+  const char *created = (const char *)db_column_text(st, NC_CREATED);
   if (!name || !origin || !created) {
     store_log("memory_namespaces: unreadable row");
     return NULL;
   }
   return st_json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "name", name, "origin", origin,
                       "created_at", created, "globals",
-                      (json_int_t)sqlite3_column_int64(st, NC_GLOBALS), "locals",
-                      (json_int_t)sqlite3_column_int64(st, NC_LOCALS), "edges",
-                      (json_int_t)sqlite3_column_int64(st, NC_EDGES));
+                      (json_int_t)db_column_int64(st, NC_GLOBALS), "locals",
+                      (json_int_t)db_column_int64(st, NC_LOCALS), "edges",
+                      (json_int_t)db_column_int64(st, NC_EDGES));
 }
 
 bool store_memory_namespace_valid(const char *name) {

@@ -38,25 +38,25 @@ const char *memory_ns(const char *ns) {
 /* ---- columns ---- */
 
 /* Text of a NOT NULL column; NULL (logged) when SQLite could not produce it. */
-static const char *text_col(sqlite3_stmt *st, int col) {
-  const char *text = (const char *)sqlite3_column_text(st, col);
+static const char *text_col(struct db_stmt *st, int col) {
+  const char *text = (const char *)db_column_text(st, col);
   if (!text)
-    store_log("column %s is NULL or unreadable", sqlite3_column_name(st, col));
+    store_log("column %s is NULL or unreadable", db_column_name(st, col));
   return text;
 }
 
 /* Text of a nullable column: NULL for SQL NULL. */
-static const char *opt_text_col(sqlite3_stmt *st, int col) {
-  return sqlite3_column_type(st, col) == SQLITE_NULL ? NULL
-                                                     : (const char *)sqlite3_column_text(st, col);
+static const char *opt_text_col(struct db_stmt *st, int col) {
+  return db_column_type(st, col) == DB_NULL ? NULL
+                                                     : (const char *)db_column_text(st, col);
 }
 
 /* A JSON column; SQL NULL gives JSON null when nullable. Caller owns the result. */
-static json_t *json_col(sqlite3_stmt *st, int col, bool nullable) {
-  if (sqlite3_column_type(st, col) == SQLITE_NULL) {
+static json_t *json_col(struct db_stmt *st, int col, bool nullable) {
+  if (db_column_type(st, col) == DB_NULL) {
     if (nullable)
       return json_null();
-    store_log("column %s is NULL", sqlite3_column_name(st, col));
+    store_log("column %s is NULL", db_column_name(st, col));
     return NULL;
   }
   const char *text = text_col(st, col);
@@ -64,10 +64,10 @@ static json_t *json_col(sqlite3_stmt *st, int col, bool nullable) {
 }
 
 /* A REAL column that may be NULL, as a JSON number or null. Caller owns the result. */
-static json_t *real_or_null(sqlite3_stmt *st, int col) {
-  json_t *v = sqlite3_column_type(st, col) == SQLITE_NULL
+static json_t *real_or_null(struct db_stmt *st, int col) {
+  json_t *v = db_column_type(st, col) == DB_NULL
                   ? json_null()
-                  : json_real(sqlite3_column_double(st, col));
+                  : json_real(db_column_double(st, col));
   if (!v)
     store_log("out of memory (JSON)");
   return v;
@@ -88,16 +88,16 @@ enum { GC_ID, GC_NAME, GC_INTENT, GC_OBJECTIVES, GC_TRIGGERS, GC_RISKS, GC_PRIOR
        GC_LOCAL_COUNT };
 
 /* The stats object of a global row; caller owns it. */
-static json_t *global_stats(sqlite3_stmt *st, int flags) {
-  json_int_t n = sqlite3_column_int64(st, GC_N);
-  double sum = sqlite3_column_double(st, GC_REWARD_SUM);
+static json_t *global_stats(struct db_stmt *st, int flags) {
+  json_int_t n = db_column_int64(st, GC_N);
+  double sum = db_column_double(st, GC_REWARD_SUM);
   json_t *ema = real_or_null(st, GC_EMA);
   if (!ema)
     return NULL;
   if (flags & MEMORY_ROW_EXPORT)
     return st_json_pack("{s:I, s:I, s:I, s:f, s:o}", "n", n, "successes",
-                        (json_int_t)sqlite3_column_int64(st, GC_SUCCESSES), "improvements",
-                        (json_int_t)sqlite3_column_int64(st, GC_IMPROVEMENTS), "reward_sum",
+                        (json_int_t)db_column_int64(st, GC_SUCCESSES), "improvements",
+                        (json_int_t)db_column_int64(st, GC_IMPROVEMENTS), "reward_sum",
                         sum, "ema", ema);
   json_t *mean = mean_of(sum, (double)n);
   if (!mean) {
@@ -105,12 +105,12 @@ static json_t *global_stats(sqlite3_stmt *st, int flags) {
     return NULL;
   }
   return st_json_pack("{s:I, s:I, s:I, s:f, s:o, s:o}", "n", n, "successes",
-                      (json_int_t)sqlite3_column_int64(st, GC_SUCCESSES), "improvements",
-                      (json_int_t)sqlite3_column_int64(st, GC_IMPROVEMENTS), "reward_sum", sum,
+                      (json_int_t)db_column_int64(st, GC_SUCCESSES), "improvements",
+                      (json_int_t)db_column_int64(st, GC_IMPROVEMENTS), "reward_sum", sum,
                       "mean", mean, "ema", ema);
 }
 
-json_t *memory_global_from_row(sqlite3_stmt *st, int flags) {
+json_t *memory_global_from_row(struct db_stmt *st, int flags) {
   const char *id = text_col(st, GC_ID), *name = text_col(st, GC_NAME);
   const char *intent = text_col(st, GC_INTENT);
   const char *created = text_col(st, GC_CREATED), *updated = text_col(st, GC_UPDATED);
@@ -126,7 +126,7 @@ json_t *memory_global_from_row(sqlite3_stmt *st, int flags) {
     json_decref(risks);
     return NULL;
   }
-  double prior = sqlite3_column_double(st, GC_PRIOR);
+  double prior = db_column_double(st, GC_PRIOR);
   if (flags & MEMORY_ROW_EXPORT)
     return st_json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:f, s:o, s:s, s:s}", "id", id, "name",
                         name, "intent", intent, "objectives", objectives, "triggers", triggers,
@@ -135,7 +135,7 @@ json_t *memory_global_from_row(sqlite3_stmt *st, int flags) {
   return st_json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:f, s:o, s:I, s:s, s:s}", "id", id,
                       "name", name, "intent", intent, "objectives", objectives, "triggers",
                       triggers, "risks", risks, "prior", prior, "stats", stats, "local_count",
-                      (json_int_t)sqlite3_column_int64(st, GC_LOCAL_COUNT), "created_at",
+                      (json_int_t)db_column_int64(st, GC_LOCAL_COUNT), "created_at",
                       created, "updated_at", updated);
 }
 
@@ -143,10 +143,10 @@ enum { LC_ID, LC_GLOBAL, LC_NAME, LC_EDIT, LC_KNOB, LC_CHECKS, LC_FAMILIES, LC_N
        LC_SUCCESSES, LC_REWARD_SUM, LC_CREATED, LC_UPDATED };
 
 /* The stats object of a local row; caller owns it. */
-static json_t *local_stats(sqlite3_stmt *st, int flags) {
-  json_int_t n = sqlite3_column_int64(st, LC_N);
-  json_int_t successes = sqlite3_column_int64(st, LC_SUCCESSES);
-  double sum = sqlite3_column_double(st, LC_REWARD_SUM);
+static json_t *local_stats(struct db_stmt *st, int flags) {
+  json_int_t n = db_column_int64(st, LC_N);
+  json_int_t successes = db_column_int64(st, LC_SUCCESSES);
+  double sum = db_column_double(st, LC_REWARD_SUM);
   if (flags & MEMORY_ROW_EXPORT)
     return st_json_pack("{s:I, s:I, s:f}", "n", n, "successes", successes, "reward_sum", sum);
   json_t *mean = mean_of(sum, (double)n);
@@ -155,7 +155,7 @@ static json_t *local_stats(sqlite3_stmt *st, int flags) {
               : NULL;
 }
 
-json_t *memory_local_from_row(sqlite3_stmt *st, int flags) {
+json_t *memory_local_from_row(struct db_stmt *st, int flags) {
   const char *id = text_col(st, LC_ID), *global = text_col(st, LC_GLOBAL);
   const char *name = text_col(st, LC_NAME), *edit = text_col(st, LC_EDIT);
   const char *created = text_col(st, LC_CREATED), *updated = text_col(st, LC_UPDATED);
@@ -180,13 +180,13 @@ json_t *memory_local_from_row(sqlite3_stmt *st, int flags) {
 enum { EC_FROM, EC_TO, EC_WHEN, EC_RATIONALE, EC_RISKS, EC_N, EC_REWARD_SUM, EC_CREATED,
        EC_UPDATED };
 
-json_t *memory_edge_from_row(sqlite3_stmt *st, int flags) {
+json_t *memory_edge_from_row(struct db_stmt *st, int flags) {
   const char *from = text_col(st, EC_FROM), *to = text_col(st, EC_TO);
   const char *when = text_col(st, EC_WHEN), *rationale = text_col(st, EC_RATIONALE);
   const char *created = text_col(st, EC_CREATED), *updated = text_col(st, EC_UPDATED);
   if (!from || !to || !when || !rationale || !created || !updated)
     return NULL;
-  double n = sqlite3_column_double(st, EC_N), sum = sqlite3_column_double(st, EC_REWARD_SUM);
+  double n = db_column_double(st, EC_N), sum = db_column_double(st, EC_REWARD_SUM);
   json_t *risks = json_col(st, EC_RISKS, false);
   json_t *stats = NULL;
   if (risks && (flags & MEMORY_ROW_EXPORT)) {
@@ -207,20 +207,20 @@ json_t *memory_edge_from_row(sqlite3_stmt *st, int flags) {
 
 enum { VC_TASK, VC_CANDIDATE, VC_REWARD, VC_OUTCOME, VC_NOTE, VC_CREATED };
 
-json_t *memory_evidence_from_row(sqlite3_stmt *st, int flags) {
+json_t *memory_evidence_from_row(struct db_stmt *st, int flags) {
   (void)flags;
   const char *outcome = text_col(st, VC_OUTCOME), *created = text_col(st, VC_CREATED);
   if (!outcome || !created)
     return NULL;
   return st_json_pack("{s:s?, s:s?, s:f, s:s, s:s?, s:s}", "task_id", opt_text_col(st, VC_TASK),
                       "candidate_id", opt_text_col(st, VC_CANDIDATE), "reward",
-                      sqlite3_column_double(st, VC_REWARD), "outcome", outcome, "note",
+                      db_column_double(st, VC_REWARD), "outcome", outcome, "note",
                       opt_text_col(st, VC_NOTE), "created_at", created);
 }
 
 /* ---- statement runners ---- */
 
-static bool bind_texts(sqlite3_stmt *st, const char *const *texts, int n) {
+static bool bind_texts(struct db_stmt *st, const char *const *texts, int n) {
   for (int i = 0; i < n; i++)
     if (!st_bind_text(st, i + 1, texts[i]))
       return false;
@@ -230,7 +230,7 @@ static bool bind_texts(sqlite3_stmt *st, const char *const *texts, int n) {
 int memory_collect(struct store *s, const char *sql, const char *const *texts, int n,
                    memory_row_fn fn, int flags, json_t **ret_items) {
   json_t *items = st_json_array();
-  sqlite3_stmt *st = items ? store_stmt(s, sql) : NULL;
+  struct db_stmt *st = items ? store_stmt(s, sql) : NULL;
   if (!st || !bind_texts(st, texts, n)) {
     if (st)
       st_done(st);
@@ -238,14 +238,14 @@ int memory_collect(struct store *s, const char *sql, const char *const *texts, i
     return STORE_ERROR;
   }
   int rc, status = STORE_OK;
-  while ((rc = st_step(st)) == SQLITE_ROW) {
+  while ((rc = st_step(st)) == DB_ROW) {
     json_t *rec = fn(st, flags);
     if (!rec || st_json_array_append_new(items, rec) != 0) {
       status = STORE_ERROR;
       break;
     }
   }
-  if (status == STORE_OK && rc != SQLITE_DONE)
+  if (status == STORE_OK && rc != DB_DONE)
     status = st_fail(st, rc);
   st_done(st);
   if (status == STORE_OK)
@@ -257,31 +257,31 @@ int memory_collect(struct store *s, const char *sql, const char *const *texts, i
 
 int memory_exec(struct store *s, const char *sql, const char *const *texts, int n,
                 int *ret_changes) {
-  sqlite3_stmt *st = store_stmt(s, sql);
+  struct db_stmt *st = store_stmt(s, sql);
   if (!st)
     return STORE_ERROR;
   int status = STORE_ERROR;
   if (bind_texts(st, texts, n)) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+    status = rc == DB_DONE ? STORE_OK : st_fail(st, rc);
   }
   if (status == STORE_OK && ret_changes)
-    *ret_changes = sqlite3_changes(sqlite3_db_handle(st));
+    *ret_changes = db_changes(db_handle(st));
   st_done(st);
   return status;
 }
 
 int memory_exists(struct store *s, const char *sql, const char *const *texts, int n,
                   bool *ret_exists) {
-  sqlite3_stmt *st = store_stmt(s, sql);
+  struct db_stmt *st = store_stmt(s, sql);
   if (!st)
     return STORE_ERROR;
   int status = STORE_ERROR;
   if (bind_texts(st, texts, n)) {
     int rc = st_step(st);
-    status = rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+    status = rc == DB_ROW || rc == DB_DONE ? STORE_OK : st_fail(st, rc);
     if (status == STORE_OK)
-      *ret_exists = rc == SQLITE_ROW;
+      *ret_exists = rc == DB_ROW;
   }
   st_done(st);
   return status;
@@ -302,7 +302,7 @@ static void owned_free(struct owned *o) {
 
 /* Binds member key of obj at idx: a string as is, an array or object as its JSON text,
  * else dflt (NULL binds NULL). */
-static bool bind_member(sqlite3_stmt *st, int idx, const json_t *obj, const char *key,
+static bool bind_member(struct db_stmt *st, int idx, const json_t *obj, const char *key,
                         const char *dflt, struct owned *o) {
   const json_t *v = json_object_get(obj, key);
   if (json_is_string(v))
@@ -317,19 +317,19 @@ static bool bind_member(sqlite3_stmt *st, int idx, const json_t *obj, const char
 }
 
 /* Binds a number member at idx, or dflt when absent (or JSON null when nullable). */
-static bool bind_number(sqlite3_stmt *st, int idx, const json_t *obj, const char *key,
+static bool bind_number(struct db_stmt *st, int idx, const json_t *obj, const char *key,
                         double dflt, bool null_default) {
   const json_t *v = json_object_get(obj, key);
-  int rc = json_is_number(v) ? sqlite3_bind_double(st, idx, json_number_value(v))
-           : null_default    ? sqlite3_bind_null(st, idx)
-                             : sqlite3_bind_double(st, idx, dflt);
-  if (rc != SQLITE_OK)
-    store_log("bind %d: %s", idx, sqlite3_errstr(rc));
-  return rc == SQLITE_OK;
+  int rc = json_is_number(v) ? db_bind_double(st, idx, json_number_value(v))
+           : null_default    ? db_bind_null(st, idx)
+                             : db_bind_double(st, idx, dflt);
+  if (rc != DB_OK)
+    store_log("bind %d: %s", idx, db_errstr(rc));
+  return rc == DB_OK;
 }
 
 /* Binds the two timestamps at idx and idx+1: the body's in MEMORY_IMPORT, else now. */
-static bool bind_times(sqlite3_stmt *st, int idx, const json_t *obj, enum memory_mode mode,
+static bool bind_times(struct db_stmt *st, int idx, const json_t *obj, enum memory_mode mode,
                        const char *now) {
   const json_t *c = mode == MEMORY_IMPORT ? json_object_get(obj, "created_at") : NULL;
   const json_t *u = mode == MEMORY_IMPORT ? json_object_get(obj, "updated_at") : NULL;
@@ -339,13 +339,13 @@ static bool bind_times(sqlite3_stmt *st, int idx, const json_t *obj, enum memory
 
 /* Steps an insert: a primary key clash is STORE_CONFLICT, a dangling reference
  * STORE_INVALID. Resets st and frees o. */
-static int finish_insert(sqlite3_stmt *st, bool bound, struct owned *o) {
+static int finish_insert(struct db_stmt *st, bool bound, struct owned *o) {
   int status = STORE_ERROR;
   if (bound) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE                     ? STORE_OK
-             : rc == SQLITE_CONSTRAINT_PRIMARYKEY  ? STORE_CONFLICT
-             : rc == SQLITE_CONSTRAINT_FOREIGNKEY  ? STORE_INVALID
+    status = rc == DB_DONE                     ? STORE_OK
+             : rc == DB_CONSTRAINT_PRIMARYKEY  ? STORE_CONFLICT
+             : rc == DB_CONSTRAINT_FOREIGNKEY  ? STORE_INVALID
                                                    : st_fail(st, rc);
   }
   st_done(st);
@@ -355,7 +355,7 @@ static int finish_insert(sqlite3_stmt *st, bool bound, struct owned *o) {
 
 int memory_insert_global(struct store *s, const char *ns, const json_t *g, const char *id,
                          enum memory_mode mode, const char *now) {
-  sqlite3_stmt *st = store_stmt(s, SQL_INSERT_GLOBAL);
+  struct db_stmt *st = store_stmt(s, SQL_INSERT_GLOBAL);
   if (!st)
     return STORE_ERROR;
   struct owned o = {.n = 0};
@@ -377,7 +377,7 @@ int memory_insert_global(struct store *s, const char *ns, const json_t *g, const
 
 int memory_insert_local(struct store *s, const char *ns, const json_t *l, const char *id,
                         const char *global_id, enum memory_mode mode, const char *now) {
-  sqlite3_stmt *st = store_stmt(s, SQL_INSERT_LOCAL);
+  struct db_stmt *st = store_stmt(s, SQL_INSERT_LOCAL);
   if (!st)
     return STORE_ERROR;
   struct owned o = {.n = 0};
@@ -399,7 +399,7 @@ int memory_insert_local(struct store *s, const char *ns, const json_t *l, const 
 
 int memory_insert_edge(struct store *s, const char *ns, const json_t *e, enum memory_mode mode,
                        const char *now) {
-  sqlite3_stmt *st = store_stmt(s, SQL_INSERT_EDGE);
+  struct db_stmt *st = store_stmt(s, SQL_INSERT_EDGE);
   if (!st)
     return STORE_ERROR;
   struct owned o = {.n = 0};
@@ -415,13 +415,13 @@ int memory_insert_edge(struct store *s, const char *ns, const json_t *e, enum me
 }
 
 int memory_insert_evidence_row(struct store *s, const struct memory_evidence_row *row) {
-  sqlite3_stmt *st = store_stmt(s, SQL_INSERT_EVIDENCE);
+  struct db_stmt *st = store_stmt(s, SQL_INSERT_EVIDENCE);
   if (!st)
     return STORE_ERROR;
   struct owned o = {.n = 0};
   bool bound = st_bind_text(st, 1, row->local_id) && st_bind_text(st, 2, row->task_id) &&
                st_bind_text(st, 3, row->candidate_id) &&
-               sqlite3_bind_double(st, 4, row->reward) == SQLITE_OK &&
+               db_bind_double(st, 4, row->reward) == DB_OK &&
                st_bind_text(st, 5, row->outcome) && st_bind_text(st, 6, row->note) &&
                st_bind_text(st, 7, row->created_at) && st_bind_text(st, 8, row->ns);
   return finish_insert(st, bound, &o);

@@ -4,7 +4,7 @@
 #define OPFORGE_STORE_MEMORY_ROWS_H
 
 #include <jansson.h>
-#include <sqlite3.h>
+#include "store/db.h"
 #include <stdbool.h>
 
 #include "store/memory_validate.h"
@@ -34,11 +34,11 @@ enum {
 
 /* A record from st's current row (layouts above); caller owns it, NULL on failure
  * (logged). */
-typedef json_t *(*memory_row_fn)(sqlite3_stmt *st, int flags);
-json_t *memory_global_from_row(sqlite3_stmt *st, int flags);
-json_t *memory_local_from_row(sqlite3_stmt *st, int flags);
-json_t *memory_edge_from_row(sqlite3_stmt *st, int flags);
-json_t *memory_evidence_from_row(sqlite3_stmt *st, int flags);
+typedef json_t *(*memory_row_fn)(struct db_stmt *st, int flags);
+json_t *memory_global_from_row(struct db_stmt *st, int flags);
+json_t *memory_local_from_row(struct db_stmt *st, int flags);
+json_t *memory_edge_from_row(struct db_stmt *st, int flags);
+json_t *memory_evidence_from_row(struct db_stmt *st, int flags);
 
 /* Memory statements take the namespace as ?1 and the record's key after it.
  *

@@ -41,28 +41,28 @@ struct step {
 };
 
 /* Runs a prepared update; *ret_changes gets the rows it changed. */
-static int run(sqlite3_stmt *st, bool bound, int *ret_changes) {
+static int run(struct db_stmt *st, bool bound, int *ret_changes) {
   int status = STORE_ERROR;
   if (bound) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+    status = rc == DB_DONE ? STORE_OK : st_fail(st, rc);
   }
   if (status == STORE_OK)
-    *ret_changes = sqlite3_changes(sqlite3_db_handle(st));
+    *ret_changes = db_changes(db_handle(st));
   st_done(st);
   return status;
 }
 
 static int update_global(struct store *s, const struct step *p) {
   const struct memory_step_update *u = p->u;
-  sqlite3_stmt *st = store_stmt(s, SQL_GLOBAL_STEP);
+  struct db_stmt *st = store_stmt(s, SQL_GLOBAL_STEP);
   if (!st)
     return STORE_ERROR;
   bool bound = st_bind_text(st, 1, u->global_id) &&
-               sqlite3_bind_double(st, 2, u->reward) == SQLITE_OK &&
-               sqlite3_bind_int(st, 3, u->correct ? 1 : 0) == SQLITE_OK &&
-               sqlite3_bind_int(st, 4, u->improved ? 1 : 0) == SQLITE_OK &&
-               sqlite3_bind_double(st, 5, u->ema_alpha) == SQLITE_OK &&
+               db_bind_double(st, 2, u->reward) == DB_OK &&
+               db_bind_int(st, 3, u->correct ? 1 : 0) == DB_OK &&
+               db_bind_int(st, 4, u->improved ? 1 : 0) == DB_OK &&
+               db_bind_double(st, 5, u->ema_alpha) == DB_OK &&
                st_bind_text(st, 6, p->now) && st_bind_text(st, 7, memory_ns(u->ns));
   int changed = 0;
   int status = run(st, bound, &changed);
@@ -72,12 +72,12 @@ static int update_global(struct store *s, const struct step *p) {
 /* A local node deleted while the task ran is skipped, with its evidence row. */
 static int update_local(struct store *s, const struct step *p) {
   const struct memory_step_update *u = p->u;
-  sqlite3_stmt *st = store_stmt(s, SQL_LOCAL_STEP);
+  struct db_stmt *st = store_stmt(s, SQL_LOCAL_STEP);
   if (!st)
     return STORE_ERROR;
   bool bound = st_bind_text(st, 1, u->local_id) &&
-               sqlite3_bind_double(st, 2, u->reward) == SQLITE_OK &&
-               sqlite3_bind_int(st, 3, u->correct ? 1 : 0) == SQLITE_OK &&
+               db_bind_double(st, 2, u->reward) == DB_OK &&
+               db_bind_int(st, 3, u->correct ? 1 : 0) == DB_OK &&
                st_bind_text(st, 4, p->now) && st_bind_text(st, 5, memory_ns(u->ns));
   int changed = 0;
   int status = run(st, bound, &changed);
@@ -100,12 +100,12 @@ static int update_edge(struct store *s, const struct step *p, int i) {
   int status = memory_exists(s, SQL_GLOBAL_EXISTS, texts, 2, &found);
   if (status != STORE_OK || !found)
     return status;
-  sqlite3_stmt *st = store_stmt(s, SQL_EDGE_STEP);
+  struct db_stmt *st = store_stmt(s, SQL_EDGE_STEP);
   if (!st)
     return STORE_ERROR;
   bool bound = st_bind_text(st, 1, u->prefix[i]) && st_bind_text(st, 2, u->global_id) &&
-               sqlite3_bind_double(st, 3, u->alpha[i]) == SQLITE_OK &&
-               sqlite3_bind_double(st, 4, u->alpha[i] * u->reward) == SQLITE_OK &&
+               db_bind_double(st, 3, u->alpha[i]) == DB_OK &&
+               db_bind_double(st, 4, u->alpha[i] * u->reward) == DB_OK &&
                st_bind_text(st, 5, p->now) && st_bind_text(st, 6, memory_ns(u->ns));
   int changed = 0;
   return run(st, bound, &changed);

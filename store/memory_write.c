@@ -84,11 +84,11 @@ int memory_run_write(struct store *s, store_tx_fn fn, struct memory_write *w, js
 
 /* Binds member key of the patch body at idx: strings as is, lists as JSON text, numbers
  * as doubles; absent binds NULL (the column keeps its value). */
-static bool bind_patch(sqlite3_stmt *st, int idx, const json_t *body, const char *key,
+static bool bind_patch(struct db_stmt *st, int idx, const json_t *body, const char *key,
                        char **owned) {
   const json_t *v = json_object_get(body, key);
   if (json_is_number(v))
-    return sqlite3_bind_double(st, idx, json_number_value(v)) == SQLITE_OK;
+    return db_bind_double(st, idx, json_number_value(v)) == DB_OK;
   if (json_is_array(v) || json_is_object(v) || json_is_null(v)) {
     *owned = st_json_dumps(v);
     return *owned && st_bind_text(st, idx, *owned);
@@ -98,7 +98,7 @@ static bool bind_patch(sqlite3_stmt *st, int idx, const json_t *body, const char
 
 int memory_patch_row(struct store *s, const char *sql, const struct memory_write *w, int first,
                      const char *const *keys, int n) {
-  sqlite3_stmt *st = store_stmt(s, sql);
+  struct db_stmt *st = store_stmt(s, sql);
   if (!st)
     return STORE_ERROR;
   char *owned[8] = {0};
@@ -110,9 +110,9 @@ int memory_patch_row(struct store *s, const char *sql, const struct memory_write
   int status = STORE_ERROR;
   if (ok) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+    status = rc == DB_DONE ? STORE_OK : st_fail(st, rc);
   }
-  if (status == STORE_OK && sqlite3_changes(sqlite3_db_handle(st)) == 0)
+  if (status == STORE_OK && db_changes(db_handle(st)) == 0)
     status = STORE_NOT_FOUND;
   st_done(st);
   for (int i = 0; i < n; i++)

@@ -166,13 +166,13 @@ int store_skill_delete(struct store *s, long long id) {
 }
 
 /* {"id","rule","score","family","constraint"} of an active rule's row. */
-static json_t *active_from_row(sqlite3_stmt *st, int flags) {
+static json_t *active_from_row(struct db_stmt *st, int flags) {
   (void)flags;
-  const char *rule = (const char *)sqlite3_column_text(st, 1);
-  const char *family = sqlite3_column_type(st, 3) == SQLITE_NULL
-                           ? NULL : (const char *)sqlite3_column_text(st, 3);
-  const char *text = sqlite3_column_type(st, 4) == SQLITE_NULL
-                         ? NULL : (const char *)sqlite3_column_text(st, 4);
+  const char *rule = (const char *)db_column_text(st, 1);
+  const char *family = db_column_type(st, 3) == DB_NULL
+                           ? NULL : (const char *)db_column_text(st, 3);
+  const char *text = db_column_type(st, 4) == DB_NULL
+                         ? NULL : (const char *)db_column_text(st, 4);
   json_t *constraint = text ? st_json_loads(text) : json_null();
   if (!rule || !constraint) {
     json_decref(constraint);
@@ -180,8 +180,8 @@ static json_t *active_from_row(sqlite3_stmt *st, int flags) {
     return NULL;
   }
   return st_json_pack("{s:I, s:s, s:I, s:s?, s:o}", "id",
-                      (json_int_t)sqlite3_column_int64(st, 0), "rule", rule, "score",
-                      (json_int_t)sqlite3_column_int64(st, 2), "family", family, "constraint",
+                      (json_int_t)db_column_int64(st, 0), "rule", rule, "score",
+                      (json_int_t)db_column_int64(st, 2), "family", family, "constraint",
                       constraint);
 }
 

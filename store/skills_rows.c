@@ -11,7 +11,8 @@
 static const char SQL_LOAD[] = "SELECT " SKILL_COLUMNS " FROM skills s WHERE s.id = ?1";
 static const char SQL_INSERT_SKILL[] =
     "INSERT INTO skills (id, rule, score, family, enabled, constraint_json, origin, signature,"
-    " refusals, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+    " refusals, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    " RETURNING id";
 static const char SQL_INSERT_EXAMPLE[] =
     "INSERT INTO skill_examples (skill_id, task_id, candidate_id, family, class, signature,"
     " message, in_group, knobs, moved, features, created_at)"
@@ -22,11 +23,11 @@ static const char SQL_TRIM[] =
 
 /* ---- runners ---- */
 
-static bool bind_args(sqlite3_stmt *st, const struct sk_arg *args, int n) {
+static bool bind_args(struct db_stmt *st, const struct sk_arg *args, int n) {
   for (int i = 0; i < n; i++) {
     if (args[i].type == 'i') {
-      if (sqlite3_bind_int64(st, i + 1, args[i].i) != SQLITE_OK) {
-        store_log("bind %d: %s", i + 1, sqlite3_errmsg(sqlite3_db_handle(st)));
+      if (db_bind_int64(st, i + 1, args[i].i) != DB_OK) {
+        store_log("bind %d: %s", i + 1, db_errmsg(db_handle(st)));
         return false;
       }
     } else if (!st_bind_text(st, i + 1, args[i].text)) {
@@ -37,8 +38,8 @@ static bool bind_args(sqlite3_stmt *st, const struct sk_arg *args, int n) {
 }
 
 /* A prepared and bound statement, or NULL (logged, nothing left bound). */
-static sqlite3_stmt *prepare(struct store *s, const char *sql, const struct sk_arg *args, int n) {
-  sqlite3_stmt *st = store_stmt(s, sql);
+static struct db_stmt *prepare(struct store *s, const char *sql, const struct sk_arg *args, int n) {
+  struct db_stmt *st = store_stmt(s, sql);
   if (st && !bind_args(st, args, n)) {
     st_done(st);
     return NULL;
@@ -49,20 +50,20 @@ static sqlite3_stmt *prepare(struct store *s, const char *sql, const struct sk_a
 int sk_collect(struct store *s, const char *sql, const struct sk_arg *args, int n,
                sk_row_fn fn, int flags, json_t **ret_items) {
   json_t *items = st_json_array();
-  sqlite3_stmt *st = items ? prepare(s, sql, args, n) : NULL;
+  struct db_stmt *st = items ? prepare(s, sql, args, n) : NULL;
   if (!st) {
     json_decref(items);
     return STORE_ERROR;
   }
   int rc, status = STORE_OK;
-  while ((rc = st_step(st)) == SQLITE_ROW) {
+  while ((rc = st_step(st)) == DB_ROW) {
     json_t *rec = fn(st, flags);
     if (!rec || st_json_array_append_new(items, rec) != 0) {
       status = STORE_ERROR;
       break;
     }
   }
-  if (status == STORE_OK && rc != SQLITE_DONE)
+  if (status == STORE_OK && rc != DB_DONE)
     status = st_fail(st, rc);
   st_done(st);
   if (status == STORE_OK)
@@ -74,30 +75,30 @@ int sk_collect(struct store *s, const char *sql, const struct sk_arg *args, int 
 
 int sk_exec(struct store *s, const char *sql, const struct sk_arg *args, int n,
             int *ret_changes) {
-  sqlite3_stmt *st = prepare(s, sql, args, n);
+  struct db_stmt *st = prepare(s, sql, args, n);
   if (!st)
     return STORE_ERROR;
   int rc = st_step(st);
-  int status = rc == SQLITE_DONE                                                 ? STORE_OK
-               : rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY ? STORE_CONFLICT
+  int status = rc == DB_DONE                                                 ? STORE_OK
+               : rc == DB_CONSTRAINT_UNIQUE || rc == DB_CONSTRAINT_PRIMARYKEY ? STORE_CONFLICT
                                                                                  : st_fail(st, rc);
   if (status == STORE_OK && ret_changes)
-    *ret_changes = sqlite3_changes(sqlite3_db_handle(st));
+    *ret_changes = db_changes(db_handle(st));
   st_done(st);
   return status;
 }
 
 int sk_int(struct store *s, const char *sql, const struct sk_arg *args, int n,
            long long *ret_value, bool *ret_found) {
-  sqlite3_stmt *st = prepare(s, sql, args, n);
+  struct db_stmt *st = prepare(s, sql, args, n);
   if (!st)
     return STORE_ERROR;
   int rc = st_step(st);
-  int status = rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+  int status = rc == DB_ROW || rc == DB_DONE ? STORE_OK : st_fail(st, rc);
   if (status == STORE_OK) {
-    *ret_found = rc == SQLITE_ROW;
-    if (rc == SQLITE_ROW)
-      *ret_value = sqlite3_column_int64(st, 0);
+    *ret_found = rc == DB_ROW;
+    if (rc == DB_ROW)
+      *ret_value = db_column_int64(st, 0);
   }
   st_done(st);
   return status;
@@ -119,24 +120,24 @@ int sk_load(struct store *s, long long id, json_t **ret) {
 /* ---- rows to records ---- */
 
 /* Text of a column; NULL for SQL NULL. */
-static const char *text_col(sqlite3_stmt *st, int col) {
-  return sqlite3_column_type(st, col) == SQLITE_NULL ? NULL
-                                                     : (const char *)sqlite3_column_text(st, col);
+static const char *text_col(struct db_stmt *st, int col) {
+  return db_column_type(st, col) == DB_NULL ? NULL
+                                                     : (const char *)db_column_text(st, col);
 }
 
 /* A JSON column: null for SQL NULL; NULL (logged) when unreadable. Caller owns it. */
-static json_t *json_col(sqlite3_stmt *st, int col) {
+static json_t *json_col(struct db_stmt *st, int col) {
   const char *text = text_col(st, col);
   json_t *v = text ? st_json_loads(text) : json_null();
   if (!v)
-    store_log("column %s is unreadable", sqlite3_column_name(st, col));
+    store_log("column %s is unreadable", db_column_name(st, col));
   return v;
 }
 
 enum { SC_ID, SC_RULE, SC_SCORE, SC_FAMILY, SC_ENABLED, SC_CONSTRAINT, SC_ORIGIN,
        SC_SIGNATURE, SC_REFUSALS, SC_CREATED, SC_UPDATED, SC_EXAMPLES };
 
-json_t *sk_skill_from_row(sqlite3_stmt *st, int flags) {
+json_t *sk_skill_from_row(struct db_stmt *st, int flags) {
   const char *rule = text_col(st, SC_RULE), *origin = text_col(st, SC_ORIGIN);
   const char *created = text_col(st, SC_CREATED), *updated = text_col(st, SC_UPDATED);
   if (!rule || !origin || !created || !updated) {
@@ -148,15 +149,15 @@ json_t *sk_skill_from_row(sqlite3_stmt *st, int flags) {
     return NULL;
   json_t *rec = st_json_pack(
       "{s:I, s:s, s:I, s:s?, s:b, s:o, s:s, s:s?, s:I, s:s, s:s}", "id",
-      (json_int_t)sqlite3_column_int64(st, SC_ID), "rule", rule, "score",
-      (json_int_t)sqlite3_column_int64(st, SC_SCORE), "family", text_col(st, SC_FAMILY),
-      "enabled", sqlite3_column_int(st, SC_ENABLED) != 0, "constraint", constraint, "origin",
+      (json_int_t)db_column_int64(st, SC_ID), "rule", rule, "score",
+      (json_int_t)db_column_int64(st, SC_SCORE), "family", text_col(st, SC_FAMILY),
+      "enabled", db_column_int(st, SC_ENABLED) != 0, "constraint", constraint, "origin",
       origin, "signature", text_col(st, SC_SIGNATURE), "refusals",
-      (json_int_t)sqlite3_column_int64(st, SC_REFUSALS), "created_at", created, "updated_at",
+      (json_int_t)db_column_int64(st, SC_REFUSALS), "created_at", created, "updated_at",
       updated);
   if (rec && !(flags & SKILL_ROW_EXPORT) &&
       json_object_set_new(rec, "example_count",
-                          json_integer((json_int_t)sqlite3_column_int64(st, SC_EXAMPLES))) != 0) {
+                          json_integer((json_int_t)db_column_int64(st, SC_EXAMPLES))) != 0) {
     store_log("out of memory (JSON)");
     json_decref(rec);
     return NULL;
@@ -166,7 +167,7 @@ json_t *sk_skill_from_row(sqlite3_stmt *st, int flags) {
 
 enum { EC_TASK, EC_CANDIDATE, EC_CLASS, EC_SIGNATURE, EC_MESSAGE, EC_CREATED };
 
-json_t *sk_example_from_row(sqlite3_stmt *st, int flags) {
+json_t *sk_example_from_row(struct db_stmt *st, int flags) {
   (void)flags;
   const char *cls = text_col(st, EC_CLASS), *sig = text_col(st, EC_SIGNATURE);
   const char *msg = text_col(st, EC_MESSAGE), *created = text_col(st, EC_CREATED);
@@ -184,7 +185,7 @@ json_t *sk_example_from_row(sqlite3_stmt *st, int flags) {
 enum { GC_TASK, GC_CANDIDATE, GC_FAMILY, GC_CLASS, GC_SIGNATURE, GC_MESSAGE, GC_MOVED,
        GC_KNOBS, GC_FEATURES, GC_CREATED };
 
-json_t *sk_group_example_from_row(sqlite3_stmt *st, int flags) {
+json_t *sk_group_example_from_row(struct db_stmt *st, int flags) {
   (void)flags;
   json_t *knobs = json_col(st, GC_KNOBS), *features = knobs ? json_col(st, GC_FEATURES) : NULL;
   if (!features) {
@@ -218,28 +219,28 @@ int sk_insert_skill(struct store *s, const json_t *body, enum memory_mode mode,
   char *constraint_text = json_is_object(constraint) ? st_json_dumps(constraint) : NULL;
   if (json_is_object(constraint) && !constraint_text)
     return STORE_ERROR;
-  sqlite3_stmt *st = store_stmt(s, SQL_INSERT_SKILL);
+  struct db_stmt *st = store_stmt(s, SQL_INSERT_SKILL);
   bool bound = st &&
-               (id ? sqlite3_bind_int64(st, 1, json_integer_value(id)) == SQLITE_OK
-                   : sqlite3_bind_null(st, 1) == SQLITE_OK) &&
+               (id ? db_bind_int64(st, 1, json_integer_value(id)) == DB_OK
+                   : db_bind_null(st, 1) == DB_OK) &&
                st_bind_text(st, 2, json_string_value(json_object_get(body, "rule"))) &&
-               sqlite3_bind_int64(st, 3, score ? json_integer_value(score) : 1) == SQLITE_OK &&
+               db_bind_int64(st, 3, score ? json_integer_value(score) : 1) == DB_OK &&
                st_bind_text(st, 4, json_string_value(json_object_get(body, "family"))) &&
-               sqlite3_bind_int(st, 5, enabled ? json_is_true(enabled) : 1) == SQLITE_OK &&
+               db_bind_int(st, 5, enabled ? json_is_true(enabled) : 1) == DB_OK &&
                st_bind_text(st, 6, constraint_text) &&
                st_bind_text(st, 7, origin ? origin : "import") && st_bind_text(st, 8, signature) &&
-               sqlite3_bind_int64(st, 9, refusals ? json_integer_value(refusals) : 0) == SQLITE_OK &&
+               db_bind_int64(st, 9, refusals ? json_integer_value(refusals) : 0) == DB_OK &&
                st_bind_text(st, 10, created ? created : now) &&
                st_bind_text(st, 11, updated ? updated : now);
   int status = STORE_ERROR;
   if (bound) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE ? STORE_OK
-             : rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY ? STORE_CONFLICT
-                                                                                   : st_fail(st, rc);
+    status = rc == DB_ROW ? STORE_OK
+             : rc == DB_CONSTRAINT_UNIQUE || rc == DB_CONSTRAINT_PRIMARYKEY ? STORE_CONFLICT
+                                                                              : st_fail(st, rc);
   }
   if (status == STORE_OK)
-    *ret_id = sqlite3_last_insert_rowid(sqlite3_db_handle(st));
+    *ret_id = db_column_int64(st, 0);
   if (st)
     st_done(st);
   free(constraint_text);

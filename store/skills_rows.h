@@ -4,7 +4,7 @@
 #define OPFORGE_STORE_SKILLS_ROWS_H
 
 #include <jansson.h>
-#include <sqlite3.h>
+#include "store/db.h"
 #include <stdbool.h>
 
 #include "store/memory_validate.h"
@@ -39,10 +39,10 @@ enum {
 };
 
 /* A record from st's current row; caller owns it, NULL on failure (logged). */
-typedef json_t *(*sk_row_fn)(sqlite3_stmt *st, int flags);
-json_t *sk_skill_from_row(sqlite3_stmt *st, int flags);
-json_t *sk_example_from_row(sqlite3_stmt *st, int flags);
-json_t *sk_group_example_from_row(sqlite3_stmt *st, int flags);
+typedef json_t *(*sk_row_fn)(struct db_stmt *st, int flags);
+json_t *sk_skill_from_row(struct db_stmt *st, int flags);
+json_t *sk_example_from_row(struct db_stmt *st, int flags);
+json_t *sk_group_example_from_row(struct db_stmt *st, int flags);
 
 /* Runs sql with args bound to ?1..?n and appends fn(row, flags) of every row to a new
  * array, *ret_items (caller owns). */

@@ -36,25 +36,25 @@ bool store_status_is_final(const char *status) {
 }
 
 /* A JSON column; SQL NULL gives JSON null when nullable, an error otherwise. */
-static json_t *json_column(sqlite3_stmt *st, int col, bool nullable) {
-  if (nullable && sqlite3_column_type(st, col) == SQLITE_NULL)
+static json_t *json_column(struct db_stmt *st, int col, bool nullable) {
+  if (nullable && db_column_type(st, col) == DB_NULL)
     return json_null();
-  const char *text = (const char *)sqlite3_column_text(st, col);
+  const char *text = (const char *)db_column_text(st, col);
   if (text)
     return st_json_loads(text);
-  store_log("column %s is NULL or unreadable", sqlite3_column_name(st, col));
+  store_log("column %s is NULL or unreadable", db_column_name(st, col));
   return NULL;
 }
 
 /* Text of a NOT NULL column; NULL (logged) when SQLite could not produce it. */
-static const char *text_column(sqlite3_stmt *st, int col) {
-  const char *text = (const char *)sqlite3_column_text(st, col);
+static const char *text_column(struct db_stmt *st, int col) {
+  const char *text = (const char *)db_column_text(st, col);
   if (!text)
-    store_log("column %s is NULL or unreadable", sqlite3_column_name(st, col));
+    store_log("column %s is NULL or unreadable", db_column_name(st, col));
   return text;
 }
 
-json_t *store_task_from_row(sqlite3_stmt *st, bool with_reference) {
+json_t *store_task_from_row(struct db_stmt *st, bool with_reference) {
   const char *id = text_column(st, TC_ID), *name = text_column(st, TC_NAME);
   const char *status = text_column(st, TC_STATUS);
   const char *created = text_column(st, TC_CREATED), *updated = text_column(st, TC_UPDATED);
@@ -77,14 +77,14 @@ json_t *store_task_from_row(sqlite3_stmt *st, bool with_reference) {
   return st_json_pack(
       "{s:s, s:s, s:s, s:s, s:s, s:b, s:o, s:I, s:s*, s:o, s:o, s:o, s:{s:s, s:s}}", "id", id,
       "name", name, "status", status, "created_at", created, "updated_at", updated,
-      "cancel_requested", sqlite3_column_int(st, TC_CANCEL) != 0, "options", options,
-      "reference_bytes", (json_int_t)sqlite3_column_int64(st, TC_REFERENCE_BYTES), "reference",
+      "cancel_requested", db_column_int(st, TC_CANCEL) != 0, "options", options,
+      "reference_bytes", (json_int_t)db_column_int64(st, TC_REFERENCE_BYTES), "reference",
       reference, "progress", progress, "baselines", baselines, "error", error, "links", "self",
       self, "events", events);
 }
 
 int store_task_load(struct store *s, const char *id, bool with_reference, json_t **ret_task) {
-  sqlite3_stmt *st = store_stmt(s, with_reference ? SQL_GET_REF : SQL_GET);
+  struct db_stmt *st = store_stmt(s, with_reference ? SQL_GET_REF : SQL_GET);
   if (!st)
     return STORE_ERROR;
   if (!st_bind_text(st, 1, id)) {
@@ -93,12 +93,12 @@ int store_task_load(struct store *s, const char *id, bool with_reference, json_t
   }
   int rc = st_step(st);
   int status = STORE_NOT_FOUND;
-  if (rc == SQLITE_ROW) {
+  if (rc == DB_ROW) {
     json_t *task = store_task_from_row(st, with_reference);
     status = task ? STORE_OK : STORE_ERROR;
     if (task)
       *ret_task = task;
-  } else if (rc != SQLITE_DONE) {
+  } else if (rc != DB_DONE) {
     status = st_fail(st, rc);
   }
   st_done(st);
@@ -125,20 +125,20 @@ static int insert_tx(struct store *s, void *arg) {
   struct insert *in = arg;
   json_decref(in->task);
   in->task = NULL;
-  sqlite3_stmt *st = store_stmt(s, SQL_INSERT);
+  struct db_stmt *st = store_stmt(s, SQL_INSERT);
   if (!st)
     return STORE_ERROR;
   int status = STORE_OK;
   if (!st_bind_text(st, 1, in->id) || !st_bind_text(st, 2, in->name) ||
       !st_bind_text(st, 3, in->options_text) || !st_bind_text(st, 4, in->reference) ||
-      sqlite3_bind_int64(st, 5, (sqlite3_int64)strlen(in->reference)) != SQLITE_OK ||
+      db_bind_int64(st, 5, (int64_t)strlen(in->reference)) != DB_OK ||
       !st_bind_text(st, 6, in->progress_text) || !st_bind_text(st, 7, in->now)) {
     status = STORE_ERROR;
   } else {
     int rc = st_step(st);
-    if (rc == SQLITE_CONSTRAINT_UNIQUE)
+    if (rc == DB_CONSTRAINT_UNIQUE)
       status = STORE_CONFLICT;
-    else if (rc != SQLITE_DONE)
+    else if (rc != DB_DONE)
       status = st_fail(st, rc);
   }
   st_done(st);
@@ -188,17 +188,17 @@ int store_task_counts(struct store *s, json_t **ret_counts) {
     return STORE_INVALID;
   enum { N = sizeof STATUSES / sizeof *STATUSES };
   json_int_t counts[N] = {0};
-  sqlite3_stmt *st = store_stmt(s, SQL_COUNTS);
+  struct db_stmt *st = store_stmt(s, SQL_COUNTS);
   if (!st)
     return STORE_ERROR;
   int rc;
-  while ((rc = st_step(st)) == SQLITE_ROW) {
-    const char *status = (const char *)sqlite3_column_text(st, 0);
+  while ((rc = st_step(st)) == DB_ROW) {
+    const char *status = (const char *)db_column_text(st, 0);
     for (size_t i = 0; status && i < N; i++)
       if (strcmp(status, STATUSES[i]) == 0)
-        counts[i] = sqlite3_column_int64(st, 1);
+        counts[i] = db_column_int64(st, 1);
   }
-  int status = rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+  int status = rc == DB_DONE ? STORE_OK : st_fail(st, rc);
   st_done(st);
   if (status != STORE_OK)
     return status;

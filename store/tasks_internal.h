@@ -3,7 +3,7 @@
 #define OPFORGE_STORE_TASKS_INTERNAL_H
 
 #include <jansson.h>
-#include <sqlite3.h>
+#include "store/db.h"
 #include <stdbool.h>
 
 #include "store/status.h"
@@ -34,7 +34,7 @@ enum task_column {
 
 /* The task on st's current row in API shape; with_reference reads "reference" from
  * column TC_COUNT. Caller owns the result; NULL on failure (logged). */
-json_t *store_task_from_row(sqlite3_stmt *st, bool with_reference);
+json_t *store_task_from_row(struct db_stmt *st, bool with_reference);
 
 /* Loads a task in API shape into *ret_task (caller owns); STORE_NOT_FOUND if absent. */
 int store_task_load(struct store *s, const char *id, bool with_reference, json_t **ret_task);

@@ -53,11 +53,11 @@ static bool cursor_decode(const char *cursor, int64_t *ret_seq) {
 
 /* Reads up to limit tasks from st into items; *ret_more says a further row exists and
  * *ret_last_seq is the seq of the last one taken. */
-static int collect(sqlite3_stmt *st, int limit, json_t *items, bool *ret_more,
+static int collect(struct db_stmt *st, int limit, json_t *items, bool *ret_more,
                    int64_t *ret_last_seq) {
   int taken = 0;
   int rc;
-  while ((rc = st_step(st)) == SQLITE_ROW) {
+  while ((rc = st_step(st)) == DB_ROW) {
     if (taken == limit) {
       *ret_more = true;
       return STORE_OK;
@@ -65,11 +65,11 @@ static int collect(sqlite3_stmt *st, int limit, json_t *items, bool *ret_more,
     json_t *task = store_task_from_row(st, false);
     if (!task || st_json_array_append_new(items, task) != 0)
       return STORE_ERROR;
-    *ret_last_seq = sqlite3_column_int64(st, TC_COUNT);
+    *ret_last_seq = db_column_int64(st, TC_COUNT);
     taken++;
   }
   *ret_more = false;
-  return rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+  return rc == DB_DONE ? STORE_OK : st_fail(st, rc);
 }
 
 int store_task_list(struct store *s, const char *status, int limit, const char *cursor,
@@ -78,13 +78,13 @@ int store_task_list(struct store *s, const char *status, int limit, const char *
   if (!s || !ret_items || !ret_next_cursor || limit < 1 || limit > LIST_LIMIT_MAX ||
       (status && !store_status_valid(status)) || (cursor && !cursor_decode(cursor, &before)))
     return STORE_INVALID;
-  sqlite3_stmt *st = store_stmt(s, status ? SQL_LIST_STATUS : SQL_LIST);
+  struct db_stmt *st = store_stmt(s, status ? SQL_LIST_STATUS : SQL_LIST);
   if (!st)
     return STORE_ERROR;
   json_t *items = NULL;
   int result = STORE_ERROR;
-  if (sqlite3_bind_int64(st, 1, before) == SQLITE_OK &&
-      sqlite3_bind_int(st, 2, limit + 1) == SQLITE_OK && (!status || st_bind_text(st, 3, status)))
+  if (db_bind_int64(st, 1, before) == DB_OK &&
+      db_bind_int(st, 2, limit + 1) == DB_OK && (!status || st_bind_text(st, 3, status)))
     items = st_json_array();
   bool more = false;
   int64_t last = 0;

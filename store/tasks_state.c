@@ -26,21 +26,21 @@ static const char SQL_PROGRESS[] =
     " updated_at = ?4 WHERE id = ?1";
 
 int store_task_state(struct store *s, const char *id, char ret_status[16], bool *ret_cancel) {
-  sqlite3_stmt *st = store_stmt(s, SQL_STATE);
+  struct db_stmt *st = store_stmt(s, SQL_STATE);
   if (!st)
     return STORE_ERROR;
   int status = STORE_ERROR;
-  int rc = st_bind_text(st, 1, id) ? st_step(st) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW) {
-    const char *text = (const char *)sqlite3_column_text(st, 0);
+  int rc = st_bind_text(st, 1, id) ? st_step(st) : DB_ERROR;
+  if (rc == DB_ROW) {
+    const char *text = (const char *)db_column_text(st, 0);
     if (text && strlen(text) < 16) {
       snprintf(ret_status, 16, "%s", text);
-      *ret_cancel = sqlite3_column_int(st, 1) != 0;
+      *ret_cancel = db_column_int(st, 1) != 0;
       status = STORE_OK;
     } else {
       store_log("task %s: unreadable status", id);
     }
-  } else if (rc == SQLITE_DONE) {
+  } else if (rc == DB_DONE) {
     status = STORE_NOT_FOUND;
   } else {
     status = st_fail(st, rc);
@@ -53,18 +53,18 @@ int store_task_state(struct store *s, const char *id, char ret_status[16], bool 
  * must change exactly the rows that exist (*ret_changed says whether any did). */
 static int run_update(struct store *s, const char *sql, const char *id, const char *p2,
                       const char *p3, const char *p4, bool *ret_changed) {
-  sqlite3_stmt *st = store_stmt(s, sql);
+  struct db_stmt *st = store_stmt(s, sql);
   if (!st)
     return STORE_ERROR;
-  int count = sqlite3_bind_parameter_count(st);
+  int count = db_bind_parameter_count(st);
   int status = STORE_ERROR;
   if (st_bind_text(st, 1, id) && (count < 2 || st_bind_text(st, 2, p2)) &&
       (count < 3 || st_bind_text(st, 3, p3)) && (count < 4 || st_bind_text(st, 4, p4))) {
     int rc = st_step(st);
-    status = rc == SQLITE_DONE ? STORE_OK : st_fail(st, rc);
+    status = rc == DB_DONE ? STORE_OK : st_fail(st, rc);
   }
   if (status == STORE_OK && ret_changed)
-    *ret_changed = sqlite3_changes(sqlite3_db_handle(st)) > 0;
+    *ret_changed = db_changes(db_handle(st)) > 0;
   st_done(st);
   return status;
 }

@@ -1,17 +1,19 @@
-/* The one transaction runner of the store: BEGIN IMMEDIATE ... COMMIT, retried while
- * the database is busy. */
+/* The one transaction runner of the store: BEGIN ... COMMIT (store/db.h, db_begin),
+ * retried while the database is busy. */
 #ifndef OPFORGE_STORE_TRANSACTION_H
 #define OPFORGE_STORE_TRANSACTION_H
 
 #include "store/status.h"
 
-/* Runs fn inside BEGIN IMMEDIATE ... COMMIT on this thread's connection. A busy database
+/* Runs fn inside a write transaction (SQLite: BEGIN IMMEDIATE, one writer at a time;
+ * PostgreSQL: SERIALIZABLE, a conflict retried as busy) on this thread's connection. A busy database
  * is retried (with backoff) up to the busy budget; fn may run more than once, so it must
  * have no effects outside the database. fn returns a store_status; anything but STORE_OK
  * rolls back and is returned. A call made inside fn joins the running transaction.
  * STORE_OK means committed and durable: the WAL is synced (group commit, store/durable.c)
  * before this returns, so the commit survives a power loss; STORE_ERROR after COMMIT
- * means the sync failed (committed, maybe not durable). */
+ * means the sync failed (committed, maybe not durable). PostgreSQL's COMMIT is durable
+ * itself. */
 typedef int (*store_tx_fn)(struct store *s, void *arg);
 int store_transaction(struct store *s, store_tx_fn fn, void *arg);
 

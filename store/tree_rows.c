@@ -9,7 +9,7 @@
 #include "store/util.h"
 
 int store_tree_rows(struct store *s, const char *task_id, json_t **ret_rows) {
-  sqlite3_stmt *st =
+  struct db_stmt *st =
       store_stmt(s, "SELECT data FROM tree_nodes WHERE task_id = ?1 ORDER BY node_id");
   json_t *rows = st ? st_json_array() : NULL;
   if (!rows || !st_bind_text(st, 1, task_id)) {
@@ -19,12 +19,12 @@ int store_tree_rows(struct store *s, const char *task_id, json_t **ret_rows) {
     return STORE_ERROR;
   }
   int rc, result = STORE_OK;
-  while ((rc = st_step(st)) == SQLITE_ROW && result == STORE_OK) {
-    json_t *row = st_json_loads((const char *)sqlite3_column_text(st, 0));
+  while ((rc = st_step(st)) == DB_ROW && result == STORE_OK) {
+    json_t *row = st_json_loads((const char *)db_column_text(st, 0));
     if (!row || st_json_array_append_new(rows, row) != 0)
       result = STORE_ERROR;
   }
-  if (result == STORE_OK && rc != SQLITE_DONE)
+  if (result == STORE_OK && rc != DB_DONE)
     result = st_fail(st, rc);
   st_done(st);
   if (result != STORE_OK) {

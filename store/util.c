@@ -1,4 +1,4 @@
-/* Store helpers: logging, checked allocation and JSON, SQLite wrappers, the clock. */
+/* Store helpers: logging, checked allocation and JSON, database call wrappers, the clock. */
 #include "store/util.h"
 #include "base/log.h"
 
@@ -122,79 +122,80 @@ int st_json_array_append_new(json_t *array, json_t *value) {
 }
 
 bool st_is_busy(int rc) {
+  if (rc == DB_UNAVAILABLE)
+    return false;
   int primary = rc & 0xff;
-  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+  return primary == DB_BUSY || primary == DB_LOCKED;
 }
 
 /* Constraint codes that callers turn into STORE_CONFLICT or STORE_NOT_FOUND. */
 static bool is_mapped_constraint(int rc) {
-  return rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY ||
-         rc == SQLITE_CONSTRAINT_FOREIGNKEY;
+  return rc == DB_CONSTRAINT_UNIQUE || rc == DB_CONSTRAINT_PRIMARYKEY ||
+         rc == DB_CONSTRAINT_FOREIGNKEY;
 }
 
-int st_exec(sqlite3 *db, const char *sql) {
+int st_exec(struct db *db, const char *sql) {
   if (store_fault()) {
     store_log("injected fault (%.60s)", sql);
-    return SQLITE_NOMEM;
+    return DB_NOMEM;
   }
-  char *msg = NULL;
-  int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-  if (rc != SQLITE_OK && !st_is_busy(rc))
-    store_log("%s (%.60s)", msg ? msg : sqlite3_errstr(rc), sql);
-  sqlite3_free(msg);
+  int rc = db_exec(db, sql);
+  if (rc != DB_OK && !st_is_busy(rc))
+    store_log("%s (%.60s)", db_errmsg(db), sql);
   return rc;
 }
 
-int st_step(sqlite3_stmt *stmt) {
+int st_step(struct db_stmt *stmt) {
   if (store_fault()) {
-    store_log("injected fault (%.60s)", sqlite3_sql(stmt));
-    return SQLITE_NOMEM;
+    store_log("injected fault (%.60s)", db_sql(stmt));
+    return DB_NOMEM;
   }
-  int rc = store_statement_fault(sqlite3_sql(stmt));
-  if (rc != SQLITE_OK) {
+  int rc = store_statement_fault(db_sql(stmt));
+  if (rc != DB_OK) {
     if (!st_is_busy(rc))
-      store_log("injected persistent fault %d (%.60s)", rc, sqlite3_sql(stmt));
+      store_log("injected persistent fault %d (%.60s)", rc, db_sql(stmt));
     return rc;
   }
-  rc = sqlite3_step(stmt);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE && !st_is_busy(rc) && !is_mapped_constraint(rc))
-    store_log("%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(stmt)), sqlite3_sql(stmt));
+  rc = db_step(stmt);
+  if (rc != DB_ROW && rc != DB_DONE && !st_is_busy(rc) && !is_mapped_constraint(rc) &&
+      rc != DB_UNAVAILABLE)
+    store_log("%s (%.60s)", db_errmsg(db_handle(stmt)), db_sql(stmt));
   return rc;
 }
 
 int st_status(int rc) {
   if (st_is_busy(rc))
     return STORE_BUSY;
+  if (rc == DB_UNAVAILABLE)
+    return STORE_UNAVAILABLE;
   switch (rc & 0xff) {
-  case SQLITE_FULL:
+  case DB_FULL:
     return STORE_FULL;
-  case SQLITE_CONSTRAINT:
-  case SQLITE_MISMATCH:
-  case SQLITE_TOOBIG:
-  case SQLITE_RANGE:
+  case DB_CONSTRAINT:
+  case DB_MISMATCH:
+  case DB_TOOBIG:
+  case DB_RANGE:
     return STORE_CONSTRAINT;
   default:
     return STORE_ERROR;
   }
 }
 
-int st_fail(sqlite3_stmt *stmt, int rc) {
+int st_fail(struct db_stmt *stmt, int rc) {
   if (is_mapped_constraint(rc))
-    store_log("%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(stmt)), sqlite3_sql(stmt));
+    store_log("%s (%.60s)", db_errmsg(db_handle(stmt)), db_sql(stmt));
   return st_status(rc);
 }
 
-void st_done(sqlite3_stmt *stmt) {
-  sqlite3_reset(stmt);
-  sqlite3_clear_bindings(stmt);
+void st_done(struct db_stmt *stmt) {
+  db_reset(stmt);
 }
 
-bool st_bind_text(sqlite3_stmt *stmt, int idx, const char *text) {
-  int rc = text ? sqlite3_bind_text(stmt, idx, text, -1, SQLITE_STATIC)
-                : sqlite3_bind_null(stmt, idx);
-  if (rc != SQLITE_OK)
-    store_log("bind %d: %s (%.60s)", idx, sqlite3_errstr(rc), sqlite3_sql(stmt));
-  return rc == SQLITE_OK;
+bool st_bind_text(struct db_stmt *stmt, int idx, const char *text) {
+  int rc = text ? db_bind_text(stmt, idx, text) : db_bind_null(stmt, idx);
+  if (rc != DB_OK)
+    store_log("bind %d: %s (%.60s)", idx, db_errstr(rc), db_sql(stmt));
+  return rc == DB_OK;
 }
 
 bool store_time_now(char buf[STORE_TIME_LEN]) {

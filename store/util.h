@@ -1,10 +1,10 @@
-/* Private to store/: logging, checked allocation and JSON, SQLite call wrappers, the
+/* Private to store/: logging, checked allocation and JSON, database call wrappers, the
  * clock. Every helper here logs its own failure; callers only propagate it. */
 #ifndef OPFORGE_STORE_UTIL_H
 #define OPFORGE_STORE_UTIL_H
 
 #include <jansson.h>
-#include <sqlite3.h>
+#include "store/db.h"
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -32,22 +32,24 @@ json_t *st_json_array(void);
 /* Appends value (stolen, released on failure) to array; 0 or -1. */
 int st_json_array_append_new(json_t *array, json_t *value);
 
-/* sqlite3_exec of trusted SQL; returns the SQLite code. Busy codes are not logged. */
-int st_exec(sqlite3 *db, const char *sql);
-/* sqlite3_step; returns the SQLite code. Busy codes and the constraint codes that
+/* db_exec of trusted SQL; returns the DB_ code. Busy codes are not logged. */
+int st_exec(struct db *db, const char *sql);
+/* db_step; returns the DB_ code. Busy codes and the constraint codes that
  * callers map to statuses (unique, primary key, foreign key) are not logged. */
-int st_step(sqlite3_stmt *stmt);
-/* Maps an unexpected SQLite code from stmt to STORE_BUSY, STORE_CONSTRAINT or
+int st_step(struct db_stmt *stmt);
+/* Maps an unexpected DB_ code from stmt to STORE_BUSY, STORE_UNAVAILABLE, STORE_CONSTRAINT or
  * STORE_ERROR (st_status), logging what st_step left unlogged (call it before st_done). */
-int st_fail(sqlite3_stmt *stmt, int rc);
-/* The store status of a failed SQLite code: STORE_BUSY for busy and locked,
+int st_fail(struct db_stmt *stmt, int rc);
+/* The store status of a failed DB_ code: STORE_BUSY for busy and locked (and
+ * PostgreSQL's serialization failures), STORE_UNAVAILABLE for a server that cannot be
+ * reached, STORE_FULL for a full disk,
  * STORE_CONSTRAINT for the codes that repeat on every retry (constraint, mismatch, too
  * big, range), else STORE_ERROR. */
 int st_status(int rc);
 /* Resets stmt and clears its bindings so it holds no read snapshot or borrowed text. */
-void st_done(sqlite3_stmt *stmt);
+void st_done(struct db_stmt *stmt);
 /* Binds borrowed text (NULL binds SQL NULL); the text must outlive the step. */
-bool st_bind_text(sqlite3_stmt *stmt, int idx, const char *text);
+bool st_bind_text(struct db_stmt *stmt, int idx, const char *text);
 bool st_is_busy(int rc);
 
 /* Current UTC time as RFC 3339 with milliseconds. */

@@ -9,6 +9,7 @@
 #include "store/transaction.h"
 #include "base/embedded.h"
 
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -524,11 +525,11 @@ static void test_delete(void **state) {
   task_id(id, 1);
   task_id(other, 2);
   assert_int_equal(store_task_set_status(f->s, id, "running", NULL), STORE_OK);
-  assert_int_equal(sqlite3_exec(store_db(f->s),
-                                "INSERT INTO candidates (id, task_id, seq, step, source,"
-                                " created_at) VALUES ('k1', '00000000-0000-4000-8000-"
-                                "000000000001', 1, 1, 'src', 'now')", NULL, NULL, NULL),
-                   SQLITE_OK);
+  assert_int_equal(db_exec(store_db(f->s),
+                           "INSERT INTO candidates (id, task_id, seq, step, source,"
+                           " created_at) VALUES ('k1', '00000000-0000-4000-8000-"
+                           "000000000001', 1, 1, 'src', 'now')"),
+                   DB_OK);
   assert_int_equal(store_task_delete(f->s, id), STORE_CONFLICT);
   assert_int_equal(raw_count(f->dir, "SELECT COUNT(*) FROM candidates"), 1);
   assert_int_equal(store_task_set_status(f->s, id, "failed", NULL), STORE_OK);
@@ -641,8 +642,8 @@ static const char SQL_ONE[] = "SELECT 1";
 
 struct conn_probe {
   struct store *s;
-  sqlite3 *db;
-  sqlite3_stmt *stmt;
+  struct db *db;
+  struct db_stmt *stmt;
 };
 
 static void *probe_thread(void *arg) {
@@ -654,18 +655,18 @@ static void *probe_thread(void *arg) {
 
 static void test_connection_per_thread_and_stmt_cache(void **state) {
   struct fixture *f = *state;
-  sqlite3 *db = store_db(f->s);
+  struct db *db = store_db(f->s);
   assert_non_null(db);
   assert_ptr_equal(store_db(f->s), db);
-  sqlite3_stmt *st = store_stmt(f->s, SQL_ONE);
+  struct db_stmt *st = store_stmt(f->s, SQL_ONE);
   assert_non_null(st);
   assert_ptr_equal(store_stmt(f->s, SQL_ONE), st);
-  assert_ptr_equal(sqlite3_db_handle(st), db);
+  assert_ptr_equal(db_handle(st), db);
   assert_int_equal(raw_count(f->dir, "PRAGMA foreign_keys"), 0); /* raw: default */
-  sqlite3_stmt *fk = store_stmt(f->s, "PRAGMA foreign_keys");
-  assert_int_equal(sqlite3_step(fk), SQLITE_ROW);
-  assert_int_equal(sqlite3_column_int(fk, 0), 1);
-  sqlite3_reset(fk);
+  struct db_stmt *fk = store_stmt(f->s, "PRAGMA foreign_keys");
+  assert_int_equal(db_step(fk), DB_ROW);
+  assert_int_equal(db_column_int(fk, 0), 1);
+  db_reset(fk);
 
   struct conn_probe p = {.s = f->s};
   pthread_t t;
@@ -673,7 +674,7 @@ static void test_connection_per_thread_and_stmt_cache(void **state) {
   pthread_join(t, NULL);
   assert_non_null(p.db);
   assert_ptr_not_equal(p.db, db);
-  assert_ptr_equal(sqlite3_db_handle(p.stmt), p.db);
+  assert_ptr_equal(db_handle(p.stmt), p.db);
   assert_ptr_not_equal(p.stmt, st);
 }
 
@@ -822,12 +823,12 @@ static int tx_against_lock(struct fixture *f, long hold_ms, double *ret_elapsed,
   while (atomic_load(&l.locked) == 0)
     sleep_ms(1);
   assert_int_equal(atomic_load(&l.locked), 1);
-  sqlite3_busy_timeout(store_db(f->s), 10);
+  db_sqlite_busy_timeout(store_db(f->s), 10);
   double t0 = now_ms();
   int rc = store_transaction(f->s, append_in_tx, probe);
   double end = now_ms();
   atomic_store(&l.release, 1);
-  sqlite3_busy_timeout(store_db(f->s), 5000);
+  db_sqlite_busy_timeout(store_db(f->s), 5000);
   pthread_join(t, NULL);
   *ret_elapsed = end - t0;
   *ret_late = end >= l.released_at;
