@@ -3,6 +3,7 @@
 // (root, params, query) that fills root and may return a cleanup function, which runs
 // when the view is left (closing its event stream, stopping its timers).
 import {onTokenNeeded, setToken, token} from './api.js';
+import {h} from './dom.js';
 import {tasksView} from './tasks.js';
 import {taskView} from './task.js';
 import {memoryView} from './memory.js';
@@ -41,7 +42,8 @@ async function route() {
     if (view.isConnected) cleanup = done || null;
     else if (done) done();
   } catch (e) {
-    view.append(Object.assign(document.createElement('p'), {className: 'error', textContent: `Could not load: ${e.message}`}));
+    view.append(h('p', {class: 'error'}, `Could not load: ${e.message} `,
+      h('button', {type: 'button', text: 'Try again', onclick: route})));
   }
 }
 

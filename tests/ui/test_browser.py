@@ -174,10 +174,17 @@ def test_stream_resumes_after_a_restart(server, browser):
     task = server.json("POST", "/v1/tasks", {"name": "softmax_a", "reference": REFERENCE,
                                              "proposer": "test", "budget": {"steps": STEPS}})
     browser.navigate(server.url + "/ui/#/tasks/" + task["id"])
-    browser.wait("document.querySelectorAll('#steps-table tbody tr').length >= 1",
-                 what="the first step")
+    browser.wait("document.querySelector('#view').textContent.includes(%s)"
+                 " && document.querySelectorAll('#steps-table tbody tr').length >= 1" % js(task["id"]),
+                 what="the task's first step")
     server.restart()  # drops the stream; the task resumes from its last committed step
-    browser.wait("document.querySelector('#task-stop')", timeout=60, what="the task's end")
+    try:
+        browser.wait("document.querySelector('#task-stop')", timeout=90, what="the task's end")
+    except AssertionError as e:
+        state = browser.eval("document.querySelector('#stream-state')?.textContent")
+        now = server.json("GET", "/v1/tasks/" + task["id"])
+        raise AssertionError("%s; the page says %r; the API: %s %s; server log:\n%s"
+                             % (e, state, now["status"], now["progress"], server.log()))
     done = server.wait_task(task["id"])
     assert done["status"] == "succeeded"
     rows = browser.eval("[...document.querySelectorAll('#steps-table tbody tr')].map(r => +r.dataset.step)")
