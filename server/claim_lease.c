@@ -13,6 +13,8 @@
 struct claim_lease {
   struct store *store;
   unsigned period_ms;
+  claim_lease_tick_fn tick;
+  void *ctx;
   pthread_mutex_t lock;
   pthread_cond_t wake;
   bool stopping;
@@ -29,6 +31,8 @@ static void *keeper_main(void *arg) {
     int rc = store_claims_renew(k->store, NULL);
     if (rc != STORE_OK)
       log_warn("cannot renew the claim leases (store status %d)", rc);
+    if (k->tick)
+      k->tick(k->ctx);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     long ns = until.tv_nsec + (long)(k->period_ms % 1000) * 1000000L;
@@ -42,13 +46,16 @@ static void *keeper_main(void *arg) {
   return NULL;
 }
 
-int claim_lease_start(struct store *store, unsigned lease_s, struct claim_lease **ret_keeper) {
+int claim_lease_start(struct store *store, unsigned lease_s, claim_lease_tick_fn tick,
+                      void *ctx, struct claim_lease **ret_keeper) {
   struct claim_lease *k = calloc(1, sizeof *k);
   if (!k) {
     log_error("out of memory starting the claim lease keeper");
     return -1;
   }
   k->store = store;
+  k->tick = tick;
+  k->ctx = ctx;
   k->period_ms = lease_s ? lease_s * 1000u / 3u : 1000u;
   if (k->period_ms == 0)
     k->period_ms = 1;

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/conninfo.h"
+#include "store/servers.h"
+
 /* One option: its --name, its variable, and the parser that stores its value. A
  * repeatable option also has clear, which empties its list (options replace the list
  * that its variable gave). */
@@ -59,6 +62,44 @@ static int parse_data(struct opforge_config *cfg, const char *v, char *err, size
     snprintf(err, n, "--data: expected a directory path");
     return -1;
   }
+  return 0;
+}
+
+static int parse_store(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  if (strcmp(v, "sqlite") == 0 || strncmp(v, "sqlite:", 7) == 0) {
+    if (v[6] == ':' && v[7] && copy_str(cfg->data_dir, sizeof cfg->data_dir, v + 7) != 0) {
+      snprintf(err, n, "--store: sqlite:DIR names the data directory; DIR is too long");
+      return -1;
+    }
+    cfg->store[0] = '\0';
+    return 0;
+  }
+  if (!store_location_is_pg(v) || copy_str(cfg->store, sizeof cfg->store, v) != 0) {
+    snprintf(err, n, "--store: expected sqlite, sqlite:DIR or a postgresql:// URL (at most "
+             "4095 bytes)");
+    return -1;
+  }
+  return 0;
+}
+
+/* The first line of the file, without its line end; never echoed in messages. */
+static int parse_store_password_file(struct opforge_config *cfg, const char *v, char *err,
+                                     size_t n) {
+  FILE *f = fopen(v, "r");
+  if (!f) {
+    snprintf(err, n, "--store-password-file: cannot open '%s': %s", v, strerror(errno));
+    return -1;
+  }
+  char *line = fgets(cfg->store_password, sizeof cfg->store_password, f);
+  fclose(f);
+  size_t len = line ? strcspn(line, "\r\n") : 0;
+  if (!line || len == 0 || len == sizeof cfg->store_password - 1) {
+    memset(cfg->store_password, 0, sizeof cfg->store_password);
+    snprintf(err, n, "--store-password-file: '%s' must hold the password on its first line "
+             "(1..1022 bytes)", v);
+    return -1;
+  }
+  cfg->store_password[len] = '\0';
   return 0;
 }
 
@@ -295,9 +336,40 @@ static void clear_allow_hosts(struct opforge_config *cfg) {
   cfg->n_allow_hosts = 0;
 }
 
+static bool valid_device_class(char *s) {
+  return store_device_class_normalize(s);
+}
+
+static int parse_device_class(struct opforge_config *cfg, const char *v, char *err, size_t n) {
+  char names[CONFIG_MAX_NAMES][CONFIG_NAME_MAX];
+  int count = 0;
+  if (parse_name_list(names, &count, v, valid_device_class, "--device-class",
+                      "a device class like H200 (letters, digits, '.', '_', '-'; 1..32)", err,
+                      n) != 0)
+    return -1;
+  for (int i = 0; i < count && cfg->n_device_classes < 16; i++)
+    snprintf(cfg->device_classes[cfg->n_device_classes++], sizeof cfg->device_classes[0], "%.32s",
+             names[i]);
+  return 0;
+}
+
+static void clear_device_classes(struct opforge_config *cfg) {
+  cfg->n_device_classes = 0;
+}
+
 static const struct option_spec options[] = {
   {"--listen", "OPFORGE_LISTEN", "HOST:PORT to listen on (127.0.0.1:8080)", parse_listen, NULL},
   {"--data", "OPFORGE_DATA", "directory for the SQLite file and artifacts (./var)", parse_data, NULL},
+  {"--store", "OPFORGE_STORE",
+   "where tasks and memory live: sqlite (a file in --data) or a postgresql:// URL that "
+   "several servers share (sqlite)", parse_store, NULL},
+  {"--store-password-file", "OPFORGE_STORE_PASSWORD_FILE",
+   "file whose first line is the PostgreSQL password (else the URL's, or libpq's PGPASSFILE)",
+   parse_store_password_file, NULL},
+  {"--device-class", "OPFORGE_DEVICE_CLASS",
+   "a device class this server's GPUs serve, like H200 (repeatable; tasks naming another "
+   "are left to other servers; default: from the GPUs' names)", parse_device_class,
+   clear_device_classes},
   {"--gpus", "OPFORGE_GPUS", "GPUs to use: all, none or a list like 0,1 (all)", parse_gpus, NULL},
   {"--workers-per-gpu", "OPFORGE_WORKERS_PER_GPU",
    "worker slots per GPU (1); they take turns on the GPU, so timings stay exclusive while "

@@ -24,6 +24,13 @@ struct opforge_config {
   char listen_host[256];
   uint16_t listen_port;            /* 0 = pick a free port */
   char data_dir[PATH_MAX];
+  char store[4096];                /* "" or "sqlite": SQLite in data_dir; else a
+                                      postgresql:// URL (may hold a password: log only
+                                      store_redact's copy) */
+  char store_password[1024];       /* from --store-password-file; a secret nothing prints */
+  char device_classes[16][33];     /* --device-class: what this server advertises (upper
+                                      case); none given: derived from its GPUs' names */
+  int n_device_classes;
   enum gpu_mode gpu_mode;
   int gpu_list[CONFIG_MAX_GPUS];
   int n_gpu_list;

@@ -13,6 +13,7 @@
 #include "server/claim_lease.h"
 #include "server/config.h"
 #include "server/data_lock.h"
+#include "server/server_row.h"
 #include "server/daemon.h"
 #include "engine/search_config.h"
 #include "engine/workers.h"
@@ -22,7 +23,10 @@
 #include "server/event_bus.h"
 #include "base/log.h"
 #include "server/metrics.h"
+#include "store/conninfo.h"
+#include "store/listener.h"
 #include "store/memory.h"
+#include "store/servers.h"
 #include "store/store.h"
 #include "store/tasks.h"
 
@@ -53,6 +57,7 @@ static struct search_config search_cfg;
 /* What serve holds besides the app: the data directory and the claims' lease. */
 static struct data_lock *data_lock;
 static struct claim_lease *lease_keeper;
+static struct store_listener *listener;
 
 /* Takes the data directory (one server per --data) and then the claims left behind by
  * this host's earlier servers or by servers whose lease ran out. Returns 0 or -1
@@ -66,9 +71,17 @@ static int own_data_dir(const struct opforge_config *cfg) {
   return 0;
 }
 
+/* The lease keeper's tick: this server's row, with what its GPUs are now. */
+static void refresh_row(void *app) {
+  server_row_refresh(app);
+}
+
 /* Releases the stale claims (see store_claims_release_stale) and starts renewing ours. */
 static int adopt_claims(struct app *app) {
   int released = 0;
+  char data_dir[PATH_MAX];
+  store_server_set_data_dir(app->store, realpath(app->cfg->data_dir, data_dir)
+                                            ? data_dir : app->cfg->data_dir);
   unsigned lease_s = app->cfg->lease_s;
   if (store_claims_configure(app->store, NULL, lease_s) != STORE_OK ||
       store_claims_release_stale(app->store, &released) != STORE_OK)
@@ -76,12 +89,38 @@ static int adopt_claims(struct app *app) {
   if (released)
     log_info("%d task(s) left running by an earlier server resume", released);
   log_info("claims are held as %s", store_claims_instance(app->store));
-  return claim_lease_start(app->store, lease_s, &lease_keeper);
+  return claim_lease_start(app->store, lease_s, refresh_row, app, &lease_keeper);
 }
 
 /* The loop's notify callback: wakes the task's event streams. */
 static void wake_streams(void *bus, const char *task_id) {
   event_bus_notify(bus, task_id);
+}
+
+/* What the listener of a shared store heard: another server's events wake this server's
+ * streams of that task; a task queued or let go wakes the workers. */
+static void heard(void *arg, const char *channel, const char *payload) {
+  struct app *app = arg;
+  if (strcmp(channel, STORE_CHANNEL_EVENTS) == 0) {
+    event_bus_notify(app->bus, payload);
+  } else if (app->workers) {
+    workers_kick(app->workers);
+  }
+}
+
+/* Opens the store --store names: SQLite in --data, or PostgreSQL. */
+static int open_store(struct app *app, const struct opforge_config *cfg) {
+  char err[1024];
+  int rc = cfg->store[0]
+               ? store_open_pg(cfg->store, cfg->store_password[0] ? cfg->store_password : NULL,
+                               &app->store, err, sizeof err)
+               : store_open(cfg->data_dir, &app->store, err, sizeof err);
+  if (rc != STORE_OK) {
+    log_error("store: %s", err);
+    return -1;
+  }
+  log_info("store: %s (%s)", store_display(app->store), store_backend_name(app->store));
+  return 0;
 }
 
 /* Starts the evaluators and one worker per slot (none with --gpus none). */
@@ -112,10 +151,8 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
   if (ensure_data_dir(cfg->data_dir) != 0 || own_data_dir(cfg) != 0)
     return -1;
   char err[512];
-  if (store_open(cfg->data_dir, &app->store, err, sizeof err) != STORE_OK) {
-    log_error("store: %s", err);
+  if (open_store(app, cfg) != 0)
     return -1;
-  }
   if (store_memory_seed_if_empty(app->store, NULL) != STORE_OK) {
     char why[PATH_MAX + 200];
     if (!store_has_space(app->store, why, sizeof why))
@@ -137,16 +174,26 @@ static int app_open(struct app *app, const struct opforge_config *cfg) {
     log_error("%s", err);
     return -1;
   }
-  return start_workers(app, cfg);
+  if (start_workers(app, cfg) != 0)
+    return -1;
+  server_row_refresh(app); /* on failure logged; the lease keeper writes it next period */
+  if (store_listener_start(app->store, heard, app, &listener) != STORE_OK) {
+    log_error("cannot start the store's listener");
+    return -1;
+  }
+  return 0;
 }
 
 /* Workers checkpoint their tasks at the next step boundary before the evaluators and
  * the store go away. */
 static void app_close(struct app *app) {
+  store_listener_stop(listener);
   workers_stop(app->workers, app->cfg ? (double)app->cfg->shutdown_grace_s : 0);
   claim_lease_stop(lease_keeper);
-  if (app->store && lease_keeper)
+  if (app->store && lease_keeper) {
     store_task_unclaim(app->store, NULL);  /* so a next server need not wait for the lease */
+    store_server_remove(app->store);
+  }
   supervisor_pool_free(app->supervisors);
   sandbox_free(app->sandbox);  /* after the supervisors, which borrow it */
   event_bus_free(app->bus);

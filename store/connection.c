@@ -173,7 +173,9 @@ static struct store *handle_new(enum db_backend backend, char *path, char *displ
   s->password = password_copy;
   instance_id_new(s->instance);
   s->lease_s = STORE_CLAIM_LEASE_S;
+  snprintf(s->server.devices, sizeof s->server.devices, ",");
   pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->server.lock, NULL);
   store_durable_init(&s->durable);
   claims_held_init(&s->held);
   atomic_init(&s->full, false);
@@ -206,6 +208,8 @@ void store_handle_free(struct store *s) {
   store_durable_clear(&s->durable);
   claims_held_clear(&s->held);
   pthread_mutex_destroy(&s->lock);
+  pthread_mutex_destroy(&s->server.lock);
+  free(s->server.gpus);
   free(s->path);
   free(s->display);
   if (s->password)

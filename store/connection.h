@@ -33,6 +33,21 @@ struct store_conn {
 
 /* "<host>:<pid>:<8 hex>" plus NUL fits (host names are at most 64 bytes). */
 #define STORE_INSTANCE_MAX 96
+/* ",H200,H100," plus NUL: every advertised device class between commas. */
+#define STORE_DEVICES_TEXT_MAX (16 * 33 + 2)
+
+/* This instance's row in servers (store/servers.c), kept to rewrite it on renewal. */
+struct store_server_row {
+  pthread_mutex_t lock; /* guards the fields below; never held across a database call */
+  bool registered;
+  char devices[STORE_DEVICES_TEXT_MAX]; /* what claims match; "," when none */
+  char version[32];
+  char started_at[32];
+  char data_dir[4096]; /* the --data directory this server holds the lock of */
+  char *gpus; /* JSON text, malloc'd */
+  int slots;
+};
+
 /* The default lease of a claim (store_claims_configure changes it). */
 #define STORE_CLAIM_LEASE_S 60
 
@@ -50,6 +65,7 @@ struct store {
   struct store_conn *conns;
   int schema_version;
   struct claims_held held; /* the claims this process's workers run (claims_held.c) */
+  struct store_server_row server; /* its own lock (store/servers.c) */
   atomic_bool full;        /* the last write failed for a full disk (cleared by the next
                               write that succeeds): /readyz says so */
 };

@@ -19,6 +19,10 @@
 #define PG_OID_INT2 21
 #define PG_OID_INT4 23
 #define PG_OID_FLOAT4 700
+#define PG_OID_TEXT 25
+
+/* The most parameters one statement may number (far above the store's dozen). */
+#define DB_PG_MAX_PARAMS 256
 
 #define PG_ERR_LEN 512
 
@@ -39,6 +43,8 @@ struct pg_stmt {
   struct db_stmt base;
   char *text; /* the SQL with $N markers */
   int nparams;
+  bool *used;                /* per parameter: whether the SQL names it */
+  bool *typed;               /* per parameter: sent typed (first named in an IS test) */
   const char **values;       /* per parameter: its text, NULL for SQL NULL */
   Oid *types;                /* per parameter: 0 lets the server infer it (text) */
   struct pg_number *numbers; /* per parameter: where a bound number's text lives */
@@ -92,6 +98,10 @@ static int code_of_sqlstate(const char *state) {
 static int failure(struct pg_db *db, const PGresult *res) {
   const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
   int code = PQstatus(db->conn) == CONNECTION_BAD ? DB_UNAVAILABLE : code_of_sqlstate(state);
+  const char *constraint = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
+  size_t clen = constraint ? strlen(constraint) : 0;
+  if (code == DB_CONSTRAINT_UNIQUE && clen > 5 && strcmp(constraint + clen - 5, "_pkey") == 0)
+    code = DB_CONSTRAINT_PRIMARYKEY; /* SQLite tells the primary key from other keys */
   if (sqlstate_is(state, "25P02") && db->tx_failure != DB_OK)
     return db->tx_failure;
   set_err(db, res ? PQresultErrorMessage(res) : PQerrorMessage(db->conn));
@@ -139,7 +149,7 @@ static int run_command(struct pg_db *db, const char *sql) {
 
 /* sql with every ?N marker written $N (a bare ? takes the next number, as in SQLite);
  * quoted text is copied as it is. *ret_n gets the highest number. Caller frees. */
-static char *translate(const char *sql, int *ret_n) {
+static char *translate(const char *sql, int *ret_n, bool used[], bool typed[]) {
   size_t len = strlen(sql);
   char *out = malloc(len * 2 + 1);
   if (!out)
@@ -161,6 +171,16 @@ static char *translate(const char *sql, int *ret_n) {
       if (n == 0)
         n = highest + 1;
       highest = n > highest ? n : highest;
+      if (used && n <= DB_PG_MAX_PARAMS) {
+        /* First named in "?N IS [NOT] NULL", the server cannot infer its type: it is
+         * then sent with the type of the value bound (text for text and NULL). */
+        const char *after = p + 1;
+        while (*after == ' ')
+          after++;
+        if (!used[n - 1] && strncasecmp(after, "IS ", 3) == 0)
+          typed[n - 1] = true;
+        used[n - 1] = true;
+      }
       o += sprintf(o, "$%d", n);
     } else {
       *o++ = *p;
@@ -178,23 +198,31 @@ static bool starts_with_word(const char *sql, const char *word) {
 }
 
 static void pg_finalize(struct db_stmt *base);
+static void pg_reset(struct db_stmt *base);
 
 static int pg_prepare(struct db *db, const char *sql, struct db_stmt **ret) {
   struct pg_stmt *st = calloc(1, sizeof *st);
   if (!st)
     return DB_NOMEM;
-  st->text = translate(sql, &st->nparams);
+  st->text = translate(sql, &st->nparams, NULL, NULL);
   size_t n = (size_t)st->nparams + 1;
+  st->used = calloc(n, sizeof *st->used);
+  st->typed = calloc(n, sizeof *st->typed);
+  if (st->text && st->used && st->typed && st->nparams <= DB_PG_MAX_PARAMS) {
+    free(st->text);
+    st->text = translate(sql, &st->nparams, st->used, st->typed);
+  }
   st->values = calloc(n, sizeof *st->values);
   st->types = calloc(n, sizeof *st->types);
   st->numbers = calloc(n, sizeof *st->numbers);
-  if (!st->text || !st->values || !st->types || !st->numbers) {
+  if (!st->text || !st->used || !st->typed || !st->values || !st->types || !st->numbers ||
+      st->nparams > DB_PG_MAX_PARAMS) {
     pg_finalize(&st->base);
     return DB_NOMEM;
   }
   st->base.db = db;
   st->base.sql = sql;
-  st->row = -1;
+  pg_reset(&st->base);
   st->readonly = starts_with_word(sql, "SELECT");
   *ret = &st->base;
   return DB_OK;
@@ -207,13 +235,15 @@ static void pg_reset(struct db_stmt *base) {
   st->row = -1;
   for (int i = 0; i < st->nparams; i++) {
     st->values[i] = NULL;
-    st->types[i] = 0;
+    st->types[i] = st->used[i] && !st->typed[i] ? 0 : PG_OID_TEXT; /* NULL, or skipped */
   }
 }
 
 static void pg_finalize(struct db_stmt *base) {
   struct pg_stmt *st = ST(base);
   PQclear(st->res);
+  free(st->used);
+  free(st->typed);
   free(st->values);
   free(st->types);
   free(st->numbers);
@@ -265,7 +295,7 @@ static int bind(struct db_stmt *base, int idx, const char *text, Oid type) {
   if (idx < 1 || idx > st->nparams)
     return DB_RANGE;
   st->values[idx - 1] = text;
-  st->types[idx - 1] = type;
+  st->types[idx - 1] = !st->used[idx - 1] || (type == 0 && st->typed[idx - 1]) ? PG_OID_TEXT : type;
   return DB_OK;
 }
 

@@ -32,7 +32,7 @@ static const char SQL_GLOBAL_EXISTS[] =
 static const char SQL_EDGE_STEP[] =
     "INSERT INTO edges (from_id, to_id, n, reward_sum, created_at, updated_at, namespace)"
     " VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6) ON CONFLICT (namespace, from_id, to_id) DO UPDATE SET"
-    " n = n + excluded.n, reward_sum = reward_sum + excluded.reward_sum,"
+    " n = edges.n + excluded.n, reward_sum = edges.reward_sum + excluded.reward_sum,"
     " updated_at = excluded.updated_at";
 
 struct step {

@@ -15,28 +15,29 @@
 static const char SQL_EXAMINED[] = "SELECT 1 FROM skill_examples WHERE candidate_id = ?1";
 static const char SQL_EXISTS[] = "SELECT 1 FROM skills WHERE id = ?1";
 static const char SQL_GROUP_RULE[] =
-    "SELECT id FROM skills WHERE signature = ?1 AND family IS ?2";
+    "SELECT id FROM skills WHERE signature = ?1 AND family IS NOT DISTINCT FROM ?2";
 static const char SQL_GROUP_TASKS[] =
     "SELECT COUNT(DISTINCT task_id) FROM skill_examples"
-    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS ?2";
+    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS NOT DISTINCT FROM ?2";
 static const char SQL_GROUP[] =
     "SELECT " SKILL_GROUP_COLUMNS " FROM skill_examples"
-    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS ?2 ORDER BY id";
+    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS NOT DISTINCT FROM ?2 ORDER BY id";
 static const char SQL_GROUP_ATTACH[] =
     "UPDATE skill_examples SET skill_id = ?3, in_group = 0"
-    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS ?2";
+    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS NOT DISTINCT FROM ?2";
 static const char SQL_GROUP_TRIM[] =
     "DELETE FROM skill_examples WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1"
-    " AND family IS ?2 AND task_id IS ?3 AND id NOT IN (SELECT id FROM skill_examples"
-    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS ?2"
-    " AND task_id IS ?3 ORDER BY id DESC LIMIT ?4)";
+    " AND family IS NOT DISTINCT FROM ?2 AND task_id IS NOT DISTINCT FROM ?3 AND id NOT IN (SELECT id FROM skill_examples"
+    " WHERE skill_id IS NULL AND in_group = 1 AND signature = ?1 AND family IS NOT DISTINCT FROM ?2"
+    " AND task_id IS NOT DISTINCT FROM ?3 ORDER BY id DESC LIMIT ?4)";
 static const char SQL_LOOSE_TRIM[] =
     "DELETE FROM skill_examples WHERE skill_id IS NULL AND id NOT IN"
     " (SELECT id FROM skill_examples WHERE skill_id IS NULL ORDER BY id DESC LIMIT ?1)";
 static const char SQL_CONFIRM[] =
-    "UPDATE skills SET score = MIN(score + 1, ?3), updated_at = ?2 WHERE id = ?1";
+    "UPDATE skills SET score = CASE WHEN score + 1 < ?3 THEN score + 1 ELSE ?3 END,"
+    " updated_at = ?2 WHERE id = ?1";
 static const char SQL_SAME_RULE[] =
-    "SELECT id FROM skills WHERE lower(rule) = lower(?1) AND (family IS ?2 OR family IS NULL)"
+    "SELECT id FROM skills WHERE lower(rule) = lower(?1) AND (family IS NOT DISTINCT FROM ?2 OR family IS NULL)"
     " ORDER BY id LIMIT 1";
 static const char SQL_REFUSE[] =
     "UPDATE skills SET refusals = refusals + ?2 WHERE id = ?1";

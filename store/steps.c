@@ -28,11 +28,14 @@ static int step_tx(struct store *s, void *arg) {
   }
   if (result == STORE_OK && c->skills)
     result = store_skills_record(s, c->skills);
+  char now[STORE_TIME_LEN];
+  if (result == STORE_OK && !store_time_now(now))
+    result = STORE_ERROR;
   if (result == STORE_OK)
     result = st_run(s,
                     "UPDATE tasks SET progress = ?2, step = CAST(?3 AS INTEGER),"
-                    " updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
-                    c->task_id, progress, step, NULL, NULL);
+                    " updated_at = ?4 WHERE id = ?1",
+                    c->task_id, progress, step, now, NULL);
   if (result == STORE_OK)
     result = store_event_append_tx(s, c->task_id, "step", event, NULL);
   free(progress);

@@ -43,8 +43,9 @@ int store_tree_rows_write(struct store *s, const char *task_id, json_t *rows) {
     snprintf(node, sizeof node, "%lld", (long long)json_integer_value(json_object_get(row, "id")));
     char *text = st_json_dumps(row);
     int result = text ? st_run(s,
-                               "INSERT OR REPLACE INTO tree_nodes (task_id, node_id, data)"
-                               " VALUES (?1, CAST(?2 AS INTEGER), ?3)",
+                               "INSERT INTO tree_nodes (task_id, node_id, data)"
+                               " VALUES (?1, CAST(?2 AS INTEGER), ?3)"
+                               " ON CONFLICT (task_id, node_id) DO UPDATE SET data = excluded.data",
                                task_id, node, text, NULL, NULL)
                       : STORE_ERROR;
     free(text);

@@ -198,6 +198,24 @@ bool st_bind_text(struct db_stmt *stmt, int idx, const char *text) {
   return rc == DB_OK;
 }
 
+void store_epoch_ms_text(char buf[24], unsigned offset_s) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (long long)offset_s * 1000;
+  snprintf(buf, 24, "%lld", ms);
+}
+
+void store_time_of_epoch_ms(long long ms, char buf[STORE_TIME_LEN]) {
+  time_t secs = (time_t)(ms / 1000);
+  struct tm tm;
+  if (ms < 0 || !gmtime_r(&secs, &tm)) {
+    snprintf(buf, STORE_TIME_LEN, "1970-01-01T00:00:00.000Z");
+    return;
+  }
+  size_t n = strftime(buf, STORE_TIME_LEN, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf + n, STORE_TIME_LEN - n, ".%03dZ", (int)(ms % 1000));
+}
+
 bool store_time_now(char buf[STORE_TIME_LEN]) {
   struct timespec ts;
   struct tm tm;

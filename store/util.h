@@ -52,6 +52,13 @@ void st_done(struct db_stmt *stmt);
 bool st_bind_text(struct db_stmt *stmt, int idx, const char *text);
 bool st_is_busy(int rc);
 
+/* Wall-clock milliseconds as decimal text (leases are compared across processes and
+ * hosts, so not the monotonic clock), plus offset_s seconds. */
+void store_epoch_ms_text(char buf[24], unsigned offset_s);
+
+/* Unix milliseconds as RFC 3339 UTC with milliseconds. */
+void store_time_of_epoch_ms(long long ms, char buf[STORE_TIME_LEN]);
+
 /* Current UTC time as RFC 3339 with milliseconds. */
 bool store_time_now(char buf[STORE_TIME_LEN]);
 

@@ -2,6 +2,7 @@
 #include "tests/api/harness.h"
 
 #include <curl/curl.h>
+#include <libpq-fe.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -252,6 +253,81 @@ int harness_wait_exit(pid_t pid, long timeout_ms) {
   }
 }
 
+/* ---------------------------------------------------------------- store */
+
+bool harness_pg(void) {
+  const char *admin = getenv("OPFORGE_TEST_PG");
+  return admin && *admin;
+}
+
+void harness_sqlite_only(const char *why) {
+  if (!harness_pg())
+    return;
+  fprintf(stderr, "skipped under PostgreSQL: %s\n", why);
+  skip();
+}
+
+void harness_add_store(const char **argv, size_t cap, const char *data) {
+  static char copies[8][1024];
+  static unsigned next;
+  const char *store = harness_store_for(data);
+  if (!store)
+    return;
+  size_t n = 0;
+  while (n < cap && argv[n])
+    n++;
+  if (n + 2 >= cap)
+    fail_msg("harness: no room for --store in argv");
+  char *copy = copies[next++ % 8];
+  snprintf(copy, sizeof copies[0], "%s", store);
+  argv[n] = "--store";
+  argv[n + 1] = copy;
+  argv[n + 2] = NULL;
+}
+
+/* FNV-1a of text, for a database name that a path always maps to. */
+static unsigned long long fnv1a(const char *text) {
+  unsigned long long h = 1469598103934665603ULL;
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+    h = (h ^ *p) * 1099511628211ULL;
+  return h;
+}
+
+/* admin ("postgresql://[authority]/postgres?query") with the database name replaced. */
+static void url_with_database(const char *admin, const char *name, char *out, size_t len) {
+  const char *authority = strstr(admin, "://");
+  authority = authority ? authority + 3 : admin;
+  const char *path = strchr(authority, '/');
+  const char *query = strchr(authority, '?');
+  if (!path || (query && query < path))
+    path = query ? query : authority + strlen(authority);
+  snprintf(out, len, "%.*s/%s%s", (int)(path - admin), admin, name, query ? query : "");
+}
+
+const char *harness_store_for(const char *data) {
+  static char url[1024];
+  if (!harness_pg())
+    return NULL;
+  char resolved[PATH_MAX], name[64];
+  snprintf(name, sizeof name, "opf_%016llx",
+           fnv1a(realpath(data, resolved) ? resolved : data));
+  const char *admin = getenv("OPFORGE_TEST_PG");
+  PGconn *conn = PQconnectdb(admin);
+  if (PQstatus(conn) != CONNECTION_OK)
+    fail_msg("harness: cannot connect to %s: %s", admin, PQerrorMessage(conn));
+  char sql[128];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  PGresult *res = PQexec(conn, sql);
+  const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+  bool ok = PQresultStatus(res) == PGRES_COMMAND_OK || (state && strcmp(state, "42P04") == 0);
+  if (!ok)
+    fail_msg("harness: %s: %s", sql, PQerrorMessage(conn));
+  PQclear(res);
+  PQfinish(conn);
+  url_with_database(admin, name, url, sizeof url);
+  return url;
+}
+
 /* ---------------------------------------------------------------- server */
 
 /* Prints the last few KiB of the server's stderr log, for failed starts and stops. */
@@ -270,6 +346,17 @@ static void build_argv(const char *bin, const char *data,
                          "--gpus", "none"};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
     argv[n++] = fixed[i];
+  const char *data_used = data; /* a later --data among the extra arguments wins */
+  for (size_t i = 0; opts && opts->extra_args && opts->extra_args[i]; i++)
+    if (strcmp(opts->extra_args[i], "--data") == 0 && opts->extra_args[i + 1])
+      data_used = opts->extra_args[i + 1];
+  const char *store = harness_store_for(data_used);
+  if (store) {
+    static char store_copy[1024];
+    snprintf(store_copy, sizeof store_copy, "%s", store);
+    argv[n++] = "--store";
+    argv[n++] = store_copy;
+  }
   if (token_file) {
     argv[n++] = "--token-file";
     argv[n++] = token_file;

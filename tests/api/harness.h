@@ -114,6 +114,27 @@ char **harness_environment(const char *const *drop, char *const *extra);
 /* Removes dir and everything below it (a test's temp dir); errors are ignored. */
 void harness_remove_tree(const char *dir);
 
+/* ---- The store of the servers a test starts: SQLite in --data (the default) or, when
+ * $OPFORGE_TEST_PG holds the admin URL of a throwaway cluster (tests/pg/cluster), a
+ * PostgreSQL database per data directory. scripts/test runs the suites both ways. ---- */
+
+/* True in PostgreSQL mode. */
+bool harness_pg(void);
+
+/* The --store value for a server on the data directory data: a database of its own, the
+ * same one every time for the same directory (a restart finds its tasks), created on first
+ * use. NULL in SQLite mode. Static storage until the next call; fails the running test
+ * when the database cannot be made. */
+const char *harness_store_for(const char *data);
+
+/* In PostgreSQL mode, appends "--store" and harness_store_for(data) at argv's first NULL
+ * (argv has cap slots; the two after it must be free). Nothing in SQLite mode. */
+void harness_add_store(const char **argv, size_t cap, const char *data);
+
+/* In PostgreSQL mode, prints why and skips the running test (cmocka's skip): for tests of
+ * what SQLite alone does (the database file, its locks, its WAL). */
+void harness_sqlite_only(const char *why);
+
 /* ---- Requests ---- */
 
 /* Performs one request and checks the response against the spec. Fails the running

@@ -179,7 +179,11 @@ static void seed_task(struct store *s, const char *task_id, const char *candidat
 static void seed_store(const char *dir) {
   struct store *s = NULL;
   char err[256];
-  assert_int_equal(store_open(dir, &s, err, sizeof err), STORE_OK);
+  const char *pg = harness_store_for(dir);
+  if (pg)
+    assert_int_equal(store_open_pg(pg, NULL, &s, err, sizeof err), STORE_OK);
+  else
+    assert_int_equal(store_open(dir, &s, err, sizeof err), STORE_OK);
   seed_task(s, TASK_ID, CANDIDATE_ID, PLAN);
   seed_task(s, UNEXPORTABLE_ID, UNEXPORTABLE_CANDIDATE, PLAN_UNKNOWN_TENSOR);
   store_close(s);

@@ -173,7 +173,8 @@ static void spawn_server(struct engine_server *s) {
   const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
                         data, "--gpus", s->gpus, "--evaluator", g_evaluator, "--fixtures",
                         g_fixtures, "--evaluate-deadline", "30",
-                        "--sandbox-env", "SCRIPTED_EVAL_*", "--shutdown-grace", "1", NULL};
+                        "--sandbox-env", "SCRIPTED_EVAL_*", "--shutdown-grace", "1", NULL, NULL, NULL};
+  harness_add_store(argv, sizeof argv / sizeof argv[0], data);
   char **envp = harness_environment(drop, extra);
   assert_non_null(envp);
   int rc = harness_spawn(argv, envp, log, &s->pid, &s->out_fd);
@@ -1490,6 +1491,7 @@ static void test_reference_timed_in_turn_with_eager(void **state) {
  * the trigger is gone, the next task runs its 3 steps. */
 static void test_store_refuses_every_commit(void **state) {
   (void)state;
+  harness_sqlite_only("the refusing trigger is written in SQLite's dialect, into the file");
   struct engine_server *s = es_start("0", 0);
   exec_in_db(s, "CREATE TRIGGER refuse BEFORE INSERT ON candidates WHEN NEW.step > 0"
                 " BEGIN SELECT RAISE(ABORT, 'refused by test'); END");

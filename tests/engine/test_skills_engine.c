@@ -82,7 +82,8 @@ static void launch(struct srv *s) {
   const char *argv[] = {getenv("OPFORGE_BIN"), "serve", "--listen", "127.0.0.1:0", "--data",
                         data, "--gpus", "0", "--evaluator", g_evaluator, "--fixtures",
                         g_fixtures, "--evaluate-deadline", "30",
-                        "--sandbox-env", "SCRIPTED_EVAL_*", NULL};
+                        "--sandbox-env", "SCRIPTED_EVAL_*", NULL, NULL, NULL};
+  harness_add_store(argv, sizeof argv / sizeof argv[0], data);
   char **envp = harness_environment(drop, extra);
   assert_non_null(envp);
   assert_int_equal(harness_spawn(argv, envp, log, &s->pid, &s->out_fd), 0);
