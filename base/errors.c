@@ -47,6 +47,7 @@ static const struct api_error_info error_table[API_ERR__COUNT] = {
   [API_ERR_INVALID_HEADER] = {"invalid_header", 400},
   [API_ERR_NOT_EXPORTABLE] = {"not_exportable", 409},
   [API_ERR_IDEMPOTENCY_CONFLICT] = {"idempotency_conflict", 409},
+  [API_ERR_STORE_UNAVAILABLE] = {"store_unavailable", 503},
 };
 
 const struct api_error_info *api_error_info(enum api_error err) {

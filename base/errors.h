@@ -49,6 +49,7 @@ enum api_error {
   API_ERR_INVALID_HEADER,      /* 400 the request head is malformed or its framing ambiguous */
   API_ERR_NOT_EXPORTABLE,      /* 409 the best candidate cannot be written in the format asked */
   API_ERR_IDEMPOTENCY_CONFLICT, /* 409 an Idempotency-Key already names another submission */
+  API_ERR_STORE_UNAVAILABLE,   /* 503 the database server (PostgreSQL) cannot be reached */
   API_ERR__COUNT
 };
 

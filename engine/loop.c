@@ -387,13 +387,17 @@ static enum loop_result conclude(struct task_run *run) {
   return finish(run, "failed", "no_correct_candidate", message, NULL);
 }
 
-/* A commit of the task's work failed with store status: counts it (a busy store is not
- * counted) and unclaims the task, which a worker claims again after a pause. */
+/* A commit of the task's work failed with store status: counts it (a busy store, or a
+ * database server that cannot be reached, is not counted) and unclaims the task, which a
+ * worker claims again after a pause (or, when the unclaim could not reach the database
+ * either, once its lease runs out). */
 static enum loop_result store_failed(struct task_run *run, int status) {
   if (run->env->store_failures) {
     int n = store_failures_note(run->env->store_failures, run->id, status);
     log_warn("task %s: a commit failed (store status %d, %d in a row%s)", run->id, status, n,
-             status == STORE_BUSY ? "; busy is not counted" : "");
+             status == STORE_BUSY          ? "; busy is not counted"
+             : status == STORE_UNAVAILABLE ? "; the database is away, not counted"
+                                           : "");
   }
   store_task_unclaim(run->env->store, run->id);
   return LOOP_STORE_ERROR;

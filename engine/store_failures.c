@@ -42,7 +42,7 @@ int store_failures_note(struct store_failures *f, const char *task_id, int statu
   pthread_mutex_lock(&f->lock);
   struct store_failure_entry *e = find(f, task_id);
   int count = e ? e->count : 0;
-  if (status != STORE_BUSY) {
+  if (status != STORE_BUSY && status != STORE_UNAVAILABLE) {
     if (!e) {
       e = slot(f);
       memset(e, 0, sizeof *e);

@@ -1,8 +1,9 @@
 /* How often each task's work failed to reach the store, shared by the workers of one
  * server (docs/architecture.md, "Store failures"). A step the store refuses every time
- * (STORE_CONSTRAINT, or any failure but STORE_BUSY) is retried a bounded number of times,
- * each on a fresh claim of the task; then the task fails with error store_error. A busy
- * store is transient: it is retried without a bound and never counted. */
+ * (STORE_CONSTRAINT, or any failure but STORE_BUSY and STORE_UNAVAILABLE) is retried a
+ * bounded number of times, each on a fresh claim of the task; then the task fails with
+ * error store_error. A busy store, or a database server that cannot be reached, is
+ * transient: retried without a bound and never counted. */
 #ifndef OPFORGE_STORE_FAILURES_H
 #define OPFORGE_STORE_FAILURES_H
 
@@ -31,7 +32,7 @@ void store_failures_init(struct store_failures *f);
 void store_failures_destroy(struct store_failures *f);
 
 /* Notes that task_id's work failed with store status status (a negative enum
- * store_status). STORE_BUSY is not counted. Returns the count after noting. */
+ * store_status). STORE_BUSY and STORE_UNAVAILABLE are not counted. Returns the count after noting. */
 int store_failures_note(struct store_failures *f, const char *task_id, int status);
 
 /* The count of task_id (0 when unknown), and its last status into *ret_status (may be

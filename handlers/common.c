@@ -15,7 +15,12 @@ enum MHD_Result reply_store_failure(struct request *req, int store_rc,
   case STORE_NOT_FOUND:
     return reply_error(req, not_found_code, NULL, "no such resource");
   case STORE_BUSY:
-    return reply_error(req, API_ERR_STORE_BUSY, NULL, "the store is busy; retry shortly");
+    return reply_error_with_header(req, API_ERR_STORE_BUSY, "Retry-After", "1",
+                                   "the store is busy; retry shortly");
+  case STORE_UNAVAILABLE:
+    return reply_error_with_header(req, API_ERR_STORE_UNAVAILABLE, "Retry-After", "5",
+                                   "the database server cannot be reached; nothing was "
+                                   "changed; retry shortly");
   case STORE_FULL:
     return reply_error(req, API_ERR_INSUFFICIENT_STORAGE, NULL,
                        "the disk holding the store is full: nothing was written; free "

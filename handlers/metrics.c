@@ -7,13 +7,40 @@
 #include "server/evaluators.h"
 #include "server/metrics.h"
 #include "server/reply.h"
+#include "store/servers.h"
+#include "store/store.h"
 #include "store/tasks.h"
 
-/* Appends the tasks-by-status gauge. Returns 0, -1 on failure. */
-static int render_task_counts(struct request *req, char **buf, size_t *len, size_t *cap) {
+/* Appends the store's backend, whether it answered, and (when it did) the live servers
+ * sharing it. Never the store's location: a PostgreSQL URL may hold a password. */
+static int render_store(struct request *req, bool up, char **buf, size_t *len, size_t *cap) {
+  json_t *servers = NULL;
+  if (up && store_servers_list(req->app->store, &servers) != STORE_OK)
+    up = false;
+  int rc = metrics_appendf(buf, len, cap,
+                           "# HELP opforge_store The store's backend (sqlite or postgresql).\n"
+                           "# TYPE opforge_store gauge\nopforge_store{backend=\"%s\"} 1\n"
+                           "# HELP opforge_store_up Whether the store answered this scrape.\n"
+                           "# TYPE opforge_store_up gauge\nopforge_store_up %d\n",
+                           store_backend_name(req->app->store), up ? 1 : 0);
+  if (rc == 0 && servers)
+    rc = metrics_appendf(buf, len, cap,
+                         "# HELP opforge_servers_live Servers that renewed their row within a "
+                         "lease (GET /v1/servers).\n# TYPE opforge_servers_live gauge\n"
+                         "opforge_servers_live %zu\n",
+                         json_array_size(servers));
+  json_decref(servers);
+  return rc;
+}
+
+/* Appends the tasks-by-status gauge; *ret_up says whether the store answered (when it
+ * did not, the gauge is left out). Returns 0, -1 on failure. */
+static int render_task_counts(struct request *req, bool *ret_up, char **buf, size_t *len,
+                              size_t *cap) {
   json_t *counts = NULL;
-  if (store_task_counts(req->app->store, &counts) != STORE_OK)
-    return -1;
+  *ret_up = store_task_counts(req->app->store, &counts) == STORE_OK;
+  if (!*ret_up)
+    return 0;
   int rc = metrics_appendf(buf, len, cap,
                            "# HELP opforge_tasks Tasks by status.\n# TYPE opforge_tasks gauge\n");
   const char *status;
@@ -56,9 +83,12 @@ static int render_sandbox(struct request *req, char **buf, size_t *len, size_t *
 enum MHD_Result handle_metrics(struct request *req) {
   char *buf = NULL;
   size_t len = 0, cap = 0;
+  bool up = false;
   int rc = metrics_render(req->app->metrics, &buf, &len, &cap);
   if (rc == 0)
-    rc = render_task_counts(req, &buf, &len, &cap);
+    rc = render_task_counts(req, &up, &buf, &len, &cap);
+  if (rc == 0)
+    rc = render_store(req, up, &buf, &len, &cap);
   if (rc == 0)
     rc = render_restarts(req, &buf, &len, &cap);
   if (rc == 0)

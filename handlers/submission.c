@@ -9,6 +9,7 @@
 
 #include "engine/search_config.h"
 #include "store/memory.h"
+#include "store/servers.h"
 
 enum field_kind { F_NAME, F_SOURCE, F_ENUM, F_INT, F_NUMBER, F_OBJECT, F_STRING_OR_NULL,
                   F_INT_OR_NULL, F_NUMBER_OR_NULL, F_SEARCH, F_NAMESPACE };
@@ -62,6 +63,7 @@ static const struct field_spec submission_fields[] = {
   {"llm", F_OBJECT, 0, 0, false, NULL, llm_fields},
   {"search", F_SEARCH, 0, 0, false, NULL, NULL},
   {"memory", F_NAMESPACE, 0, 0, false, NULL, NULL},
+  {"device", F_NAME, 1, 128, false, NULL, NULL},
   {NULL, 0, 0, 0, false, NULL, NULL},
 };
 
@@ -260,11 +262,20 @@ int submission_parse(json_t *body, struct submission *ret, struct validation_err
   json_t *reference = json_object_get(body, "reference");
   if (!reference)
     return fail(err, API_ERR_MISSING_FIELD, "reference", "%s is required%s", "reference", "");
+  char device[STORE_DEVICE_CLASS_MAX + 2] = "";
+  const char *device_given = json_string_value(json_object_get(body, "device"));
+  if (device_given && (strlen(device_given) > STORE_DEVICE_CLASS_MAX ||
+                       (snprintf(device, sizeof device, "%s", device_given),
+                        !store_device_class_normalize(device))))
+    return fail(err, API_ERR_INVALID_FIELD, "device",
+                "device must be a device class like H200: 1 to 32 letters, digits, '.', '_' "
+                "or '-'%s%s", "", "");
   json_t *precision = json_object_get(body, "precision");
   json_t *options = default_options(precision ? json_string_value(precision) : "fp32");
   if (!options)
     return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
-  if (merge_options(options, body) != 0) {
+  if (merge_options(options, body) != 0 ||
+      (device[0] && json_object_set_new(options, "device", json_string(device)) != 0)) {
     json_decref(options);
     return fail(err, API_ERR_INTERNAL, "", "out of memory%s%s", "", "");
   }
@@ -291,7 +302,11 @@ int submission_resolve(struct submission *s, struct store *store,
     return fail(err, API_ERR_NAMESPACE_NOT_FOUND, "memory",
                 "no memory namespace is named '%s'%s", ns, "");
   if (rc != STORE_OK)
-    return fail(err, rc == STORE_BUSY ? API_ERR_STORE_BUSY : API_ERR_INTERNAL, "",
+    return fail(err,
+                rc == STORE_BUSY          ? API_ERR_STORE_BUSY
+                : rc == STORE_UNAVAILABLE ? API_ERR_STORE_UNAVAILABLE
+                                          : API_ERR_INTERNAL,
+                "",
                 "the store failed%s%s", "", "");
   struct search_config cfg = *defaults;
   json_t *given = json_object_get(s->options, "search");

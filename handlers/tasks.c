@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "store/idempotency.h"
+#include "store/servers.h"
 #include "store/tasks.h"
 
 #define LIST_DEFAULT_LIMIT 50
@@ -194,6 +195,34 @@ enum MHD_Result handle_tasks_list(struct request *req) {
   return page ? reply_json(req, 200, page) : MHD_NO;
 }
 
+/* Why a queued task waits when no live server can run it: {"reason","device",
+ * "available"}; NULL when some server can (or the servers table cannot be read, which
+ * the GET does not fail for). Caller owns it. */
+static json_t *waiting_reason(struct store *store, const json_t *task) {
+  const char *device =
+      json_string_value(json_object_get(json_object_get(task, "options"), "device"));
+  bool can_run = true;
+  json_t *classes = NULL;
+  if (store_servers_can_run(store, device, &can_run, &classes) != STORE_OK || can_run) {
+    json_decref(classes);
+    return NULL;
+  }
+  char reason[512];
+  char *listed = json_dumps(classes, JSON_COMPACT);
+  if (!device)
+    snprintf(reason, sizeof reason, "no live server has worker slots (each runs with --gpus "
+             "none, or none is running); the task waits for one");
+  else if (json_array_size(classes) == 0)
+    snprintf(reason, sizeof reason, "no live server has worker slots, so none serves device "
+             "class '%s'; the task waits for one that does", device);
+  else
+    snprintf(reason, sizeof reason, "no live server serves device class '%s' (the live ones "
+             "serve %s); the task waits for one that does", device, listed ? listed : "?");
+  free(listed);
+  return json_pack("{s:s, s:s?, s:o}", "reason", reason, "device", device, "available",
+                   classes);
+}
+
 enum MHD_Result handle_task_get(struct request *req) {
   enum MHD_Result result;
   const char *id = require_id_param(req, 0, "id", &result);
@@ -203,6 +232,11 @@ enum MHD_Result handle_task_get(struct request *req) {
   int rc = store_task_get(req->app->store, id, true, &task);
   if (rc != STORE_OK)
     return reply_store_failure(req, rc, API_ERR_TASK_NOT_FOUND);
+  json_t *waiting = strcmp(json_string_value(json_object_get(task, "status")), "queued") == 0
+                        ? waiting_reason(req->app->store, task)
+                        : NULL;
+  if (waiting)
+    json_object_set_new(task, "waiting", waiting);
   return reply_json(req, 200, task);
 }
 

@@ -4,6 +4,7 @@
 #include "handlers/devices.h"
 #include "handlers/memory.h"
 #include "handlers/memory_score.h"
+#include "handlers/servers.h"
 #include "handlers/skills.h"
 #include "handlers/task_best.h"
 #include "handlers/ui.h"
@@ -19,6 +20,7 @@ const struct route opforge_routes[] = {
   {.method = "GET", .pattern = "/v1/tasks/{id}/candidates", .handler = handle_task_candidates},
   {.method = "GET", .pattern = "/v1/candidates/{id}", .handler = handle_candidate_get},
   {.method = "GET", .pattern = "/v1/devices", .handler = handle_devices_list},
+  {.method = "GET", .pattern = "/v1/servers", .handler = handle_servers_list},
   {.method = "GET", .pattern = "/healthz", .handler = handle_healthz},
   {.method = "GET", .pattern = "/readyz", .handler = handle_readyz},
   {.method = "GET", .pattern = "/metrics", .handler = handle_metrics},

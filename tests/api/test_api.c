@@ -675,7 +675,11 @@ static void test_health_ready_openapi(void **state) {
   struct http_response *r = http_get(server, "/healthz");
   assert_int_equal(r->status, 200);
   json_t *doc = http_json(r);
-  assert_json(doc, "{\"status\":\"ok\",\"sandbox\":{\"mode\":\"unused\"}}", "/healthz");
+  assert_json(doc,
+              harness_pg()
+                  ? "{\"status\":\"ok\",\"sandbox\":{\"mode\":\"unused\"},\"store\":\"postgresql\"}"
+                  : "{\"status\":\"ok\",\"sandbox\":{\"mode\":\"unused\"},\"store\":\"sqlite\"}",
+              "/healthz");
   json_decref(doc);
   http_response_free(r);
 
@@ -962,6 +966,14 @@ static void create_and_read_back(struct server *server, const char *name, const 
   json_t *got = http_json(r);
   assert_string_equal(json_string_value(json_object_get(got, "reference")), source);
   json_object_del(got, "reference");
+  /* No server here has worker slots (--gpus none): GET says why the task waits. */
+  json_t *waiting = json_object_get(got, "waiting");
+  assert_string_equal(json_string_value(json_object_get(waiting, "reason")),
+                      "no live server has worker slots (each runs with --gpus none, or none "
+                      "is running); the task waits for one");
+  assert_true(json_is_null(json_object_get(waiting, "device")));
+  assert_int_equal(json_array_size(json_object_get(waiting, "available")), 0);
+  json_object_del(got, "waiting");
   assert_true(json_equal(got, created));
   json_decref(got);
   http_response_free(r);
@@ -1880,6 +1892,68 @@ static double metric_value(const char *text, const char *series) {
   return 0;
 }
 
+/* GET /v1/servers lists this server alone (no other shares the store), without worker
+ * slots or device classes; a submission's device class is upper-cased into its options,
+ * a malformed one is refused, and GET of a task naming one says no live server serves it. */
+static void test_servers_and_device_classes(void **state) {
+  struct server *server = *state;
+  struct http_response *r = http_get(server, "/v1/servers");
+  assert_int_equal(r->status, 200);
+  json_t *body = http_json(r);
+  assert_string_equal(json_string_value(json_object_get(body, "store")),
+                      harness_pg() ? "postgresql" : "sqlite");
+  assert_int_equal(json_integer_value(json_object_get(body, "lease_seconds")), 60);
+  json_t *servers = json_object_get(body, "servers");
+  assert_int_equal(json_array_size(servers), 1);
+  json_t *me = json_array_get(servers, 0);
+  assert_true(json_is_true(json_object_get(me, "this")));
+  assert_int_equal(json_integer_value(json_object_get(me, "pid")), server_pid(server));
+  assert_int_equal(json_integer_value(json_object_get(me, "slots")), 0);
+  assert_int_equal(json_array_size(json_object_get(me, "devices")), 0);
+  assert_int_equal(json_array_size(json_object_get(me, "gpus")), 0);
+  assert_int_equal(json_array_size(json_object_get(me, "tasks")), 0);
+  const char *instance = json_string_value(json_object_get(me, "instance"));
+  char pid_part[32];
+  snprintf(pid_part, sizeof pid_part, ":%ld:", (long)server_pid(server));
+  assert_non_null(strstr(instance, pid_part));
+  json_decref(body);
+  http_response_free(r);
+
+  static const char *const bad[] = {"\"H 200\"", "\"\"", "\"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456\"",
+                                    "7", NULL};
+  char *ref = json_quote(REF);
+  for (const char *const *b = bad; *b; b++) {
+    char *req = fmt("{\"name\":\"d\",\"device\":%s,\"reference\":%s}", *b, ref);
+    r = http_send(server, "POST", "/v1/tasks", req, NULL);
+    assert_error(r, 400, "invalid_field", "device");
+    http_response_free(r);
+    free(req);
+  }
+  char *req = fmt("{\"name\":\"d\",\"device\":\"h200-sxm\",\"reference\":%s}", ref);
+  r = http_send(server, "POST", "/v1/tasks", req, NULL);
+  assert_int_equal(r->status, 202);
+  json_t *created = http_json(r);
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(created, "options"), "device")),
+      "H200-SXM");
+  char *self = fmt("%s", json_string_value(json_object_get(json_object_get(created, "links"), "self")));
+  http_response_free(r);
+  r = http_get(server, self);
+  assert_int_equal(r->status, 200);
+  json_t *got = http_json(r);
+  json_t *waiting = json_object_get(got, "waiting");
+  assert_string_equal(json_string_value(json_object_get(waiting, "reason")),
+                      "no live server has worker slots, so none serves device class "
+                      "'H200-SXM'; the task waits for one that does");
+  assert_string_equal(json_string_value(json_object_get(waiting, "device")), "H200-SXM");
+  json_decref(got);
+  json_decref(created);
+  http_response_free(r);
+  free(self);
+  free(req);
+  free(ref);
+}
+
 static void test_metrics(void **state) {
   struct server *server = *state;
   for (int i = 0; i < 3; i++)
@@ -2209,6 +2283,7 @@ int main(void) {
     WITH(setup_server, test_url_too_long),
     WITH(setup_server, test_slow_client),
     WITH(setup_crowd_server, test_concurrent_requests),
+    WITH(setup_server, test_servers_and_device_classes),
     WITH(setup_server, test_metrics),
     WITH(setup_server, test_data_dir_has_one_owner),
     WITH(setup_server, test_media_types),
