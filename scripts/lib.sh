@@ -1,10 +1,12 @@
 # Shared by scripts/test and scripts/demo: installs what is missing and builds.
 # Sourced, not run. Set OPFORGE_NO_INSTALL=1 to skip the installs.
 
-# bubblewrap: the evaluator's sandbox (docs/architecture.md, "Sandbox").
+# bubblewrap: the evaluator's sandbox (docs/architecture.md, "Sandbox"); libpq-dev: the
+# PostgreSQL store; postgresql: the throwaway cluster its tests start (tests/pg/cluster);
+# chromium (and a font for its screenshots): the web page's browser tests (tests/ui).
 APT_PACKAGES="build-essential pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev
-libcurl4-openssl-dev libsqlite3-dev uuid-dev libyaml-dev libcmocka-dev python3-venv curl
-bubblewrap"
+libcurl4-openssl-dev libsqlite3-dev libpq-dev uuid-dev libyaml-dev libcmocka-dev python3-venv
+curl bubblewrap postgresql chromium fonts-dejavu-core"
 VENV="${OPFORGE_VENV:-$HOME/.cache/opforge/venv}"
 TORCH_VERSION="${OPFORGE_TORCH_VERSION:-2.11.0}"
 SCHEMATHESIS_VERSION="${OPFORGE_SCHEMATHESIS_VERSION:-4.32.5}"

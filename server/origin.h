@@ -11,7 +11,7 @@
 #include "server/config.h"
 
 /* The headers a CORS preflight may ask for and the response headers a page may read. */
-#define ORIGIN_ALLOW_HEADERS "Authorization, Content-Type, Last-Event-ID"
+#define ORIGIN_ALLOW_HEADERS "Authorization, Content-Type, Idempotency-Key, Last-Event-ID"
 #define ORIGIN_EXPOSE_HEADERS "Location, Retry-After, WWW-Authenticate, Allow"
 #define ORIGIN_PREFLIGHT_MAX_AGE "600"
 

@@ -262,7 +262,7 @@ static void test_preflight(void **state) {
   assert_string_equal(http_header(r, "Access-Control-Allow-Origin"), LISTED);
   assert_string_equal(http_header(r, "Access-Control-Allow-Methods"), "POST, GET, HEAD, OPTIONS");
   assert_string_equal(http_header(r, "Access-Control-Allow-Headers"),
-                      "Authorization, Content-Type, Last-Event-ID");
+                      "Authorization, Content-Type, Idempotency-Key, Last-Event-ID");
   assert_string_equal(http_header(r, "Access-Control-Max-Age"), "600");
   assert_string_equal(http_header(r, "Vary"), "Origin");
   assert_int_equal(r->body_len, 0);
