@@ -7,7 +7,7 @@
 FROM nvidia/cuda:13.0.0-devel-ubuntu24.04 AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev \
-      libcurl4-openssl-dev libsqlite3-dev uuid-dev libyaml-dev libcmocka-dev \
+      libcurl4-openssl-dev libsqlite3-dev libpq-dev uuid-dev libyaml-dev libcmocka-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -16,7 +16,7 @@ RUN meson setup /build -Dcudadir=/usr/local/cuda -Dtests=disabled --prefix=/opt/
 
 FROM nvidia/cuda:13.0.0-runtime-ubuntu24.04
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libmicrohttpd12t64 libjansson4 libcurl4t64 libsqlite3-0 libuuid1 python3 python3-venv \
+      libmicrohttpd12t64 libjansson4 libcurl4t64 libsqlite3-0 libpq5 libuuid1 python3 python3-venv \
       cuda-nvrtc-13-0 bubblewrap util-linux \
     && rm -rf /var/lib/apt/lists/*
 # torch, and what KernelBench lists for running its tasks (numpy, einops, ninja, packaging).
