@@ -143,3 +143,17 @@ def test_long_files_say_why(path):
     head = text[:1500].lower()
     assert "longer than" in head or "one concept" in head or "why this file is long" in head, \
         "%s has %d lines and its header comment gives no reason" % (path, lines)
+
+
+def test_migrations_come_in_pairs():
+    """Every migration number has one SQLite and one PostgreSQL file (docs/architecture.md,
+    "Store backends"), and schema/meson.build embeds every file of both lists in order."""
+    schema = os.path.join(ROOT, "schema")
+    sqlite = sorted(n for n in os.listdir(schema) if re.match(r"^\d{4}_.*\.sql$", n))
+    pg = sorted(n for n in os.listdir(os.path.join(schema, "postgresql"))
+                if re.match(r"^\d{4}_.*\.sql$", n))
+    assert [n[:4] for n in sqlite] == [n[:4] for n in pg]
+    with open(os.path.join(schema, "meson.build"), encoding="utf-8") as f:
+        build = f.read()
+    listed = re.findall(r"'((?:postgresql/)?\d{4}_[^']*\.sql)'", build)
+    assert listed == sqlite + ["postgresql/" + n for n in pg]
