@@ -1,16 +1,18 @@
 /* Unit tests of the memory graph store: seeding, CRUD, cascade delete, validation paths,
- * import atomicity, the step update's arithmetic, concurrency and fault injection. */
+ * import atomicity, the step update's arithmetic, concurrency and fault injection. They
+ * run on SQLite, or on PostgreSQL when OPFORGE_TEST_PG is set
+ * (tests/unit/store_backend.h). */
 #include "store/fault.h"
 #include "store/memory.h"
 #include "store/store.h"
 #include "store/transaction.h"
+#include "tests/unit/store_backend.h"
 
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,17 +28,10 @@ struct fixture {
 
 /* ---- helpers ---- */
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(path);
-}
-
+/* The store of dir on the backend under test; fails the test when it does not open.
+ * The caller owns it. */
 static struct store *open_store(const char *dir) {
-  struct store *s = NULL;
-  char err[256] = "";
-  if (store_open(dir, &s, err, sizeof err) != STORE_OK)
-    fail_msg("store_open: %s", err);
-  return s;
+  return test_store_open(dir);
 }
 
 /* A fresh store with the seed loaded. */
@@ -57,7 +52,7 @@ static int teardown(void **state) {
   struct fixture *f = *state;
   store_fail_after(-1);
   store_close(f->s);
-  nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  test_store_remove(f->dir);
   free(f);
   return 0;
 }
@@ -225,7 +220,7 @@ static void test_seed_skips_nonempty(void **state) {
   json_decref(items);
   json_decref(body);
   store_close(s);
-  nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  test_store_remove(dir);
 }
 
 /* ---- CRUD ---- */

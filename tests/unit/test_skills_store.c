@@ -1,19 +1,20 @@
 /* Unit tests of the skill memory's store: rule CRUD and filters, a group that becomes a rule
  * at 3 tasks (not at 2), confirmations, verdicts of the LLM path, a candidate examined
  * once, refusals, export and import, and the skill record inside the step commit: a commit
- * that fails at any fault site leaves no rule and no example. */
+ * that fails at any fault site leaves no rule and no example. They run on SQLite, or on
+ * PostgreSQL when OPFORGE_TEST_PG is set (tests/unit/store_backend.h). */
 #include "store/fault.h"
 #include "store/skills.h"
 #include "store/steps.h"
 #include "store/store.h"
 #include "store/tasks.h"
+#include "tests/unit/store_backend.h"
 
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,19 +26,12 @@ struct fixture {
   struct store *s;
 };
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(path);
-}
-
 static int setup(void **state) {
   struct fixture *f = calloc(1, sizeof *f);
   assert_non_null(f);
   snprintf(f->dir, sizeof f->dir, "/tmp/opforge-test-skills-XXXXXX");
   assert_non_null(mkdtemp(f->dir));
-  char err[256] = "";
-  if (store_open(f->dir, &f->s, err, sizeof err) != STORE_OK)
-    fail_msg("store_open: %s", err);
+  f->s = test_store_open(f->dir); /* SQLite, or PostgreSQL with OPFORGE_TEST_PG */
   *state = f;
   return 0;
 }
@@ -46,7 +40,7 @@ static int teardown(void **state) {
   struct fixture *f = *state;
   store_fail_after(-1);
   store_close(f->s);
-  nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  test_store_remove(f->dir);
   free(f);
   return 0;
 }

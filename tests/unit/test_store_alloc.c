@@ -1,16 +1,18 @@
-/* Store fault injection: each failing allocation/SQLite call gives STORE_ERROR, no change. */
+/* Store fault injection: each failing allocation/database call gives STORE_ERROR, no
+ * change. The faults are the store's own (store/fault.h), so the tests run on SQLite, or
+ * on PostgreSQL when OPFORGE_TEST_PG is set (tests/unit/store_backend.h). */
 #include "store/events.h"
 #include "store/fault.h"
 #include "store/store.h"
 #include "store/tasks.h"
 #include "base/embedded.h"
+#include "tests/unit/store_backend.h"
 
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,28 +22,22 @@
 #define MAX_SITES 2000
 
 extern const struct embedded_file opforge_migrations[];
+extern const struct embedded_file opforge_migrations_pg[];
 
 struct fixture {
   char dir[64];
   struct store *s;
 };
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(path);
-}
-
 static void make_dir(char dir[64]) {
   snprintf(dir, 64, "/tmp/opforge-test-store-alloc-XXXXXX");
   assert_non_null(mkdtemp(dir));
 }
 
+/* The store of dir on the backend under test; fails the test when it does not open.
+ * The caller owns it. */
 static struct store *open_store(const char *dir) {
-  struct store *s = NULL;
-  char err[256] = "";
-  if (store_open(dir, &s, err, sizeof err) != STORE_OK)
-    fail_msg("store_open: %s", err);
-  return s;
+  return test_store_open(dir);
 }
 
 static int setup(void **state) {
@@ -57,7 +53,7 @@ static int teardown(void **state) {
   struct fixture *f = *state;
   store_fail_after(-1);
   store_close(f->s);
-  nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  test_store_remove(f->dir);
   free(f);
   return 0;
 }
@@ -135,10 +131,10 @@ static int open_fresh_attempt(struct fixture *f, int n) {
   (void)n;
   store_close(f->s);
   f->s = NULL;
-  nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  test_store_remove(f->dir); /* the next open makes a fresh database */
   struct store *s = NULL;
   char err[256] = "";
-  int rc = store_open(f->dir, &s, err, sizeof err);
+  int rc = test_store_try_open(f->dir, &s, err, sizeof err);
   if (rc == STORE_OK)
     f->s = s;
   else
@@ -151,12 +147,12 @@ static void open_check(struct fixture *f, int n, bool ok) {
   (void)n;
   if (!ok)
     f->s = open_store(f->dir);
+  const struct embedded_file *list = test_pg() ? opforge_migrations_pg : opforge_migrations;
   int count = 0;
-  for (const struct embedded_file *e = opforge_migrations; e->name; e++)
+  for (const struct embedded_file *e = list; e->name; e++)
     count++;
   assert_true(store_ready(f->s));
-  assert_int_equal(store_schema_version(f->s), strtol(opforge_migrations[count - 1].name,
-                                                      NULL, 10));
+  assert_int_equal(store_schema_version(f->s), strtol(list[count - 1].name, NULL, 10));
   insert_n(f->s, 1);
   assert_int_equal(count_of(f->s, "queued"), 1);
 }
@@ -172,7 +168,7 @@ static int open_existing_attempt(struct fixture *f, int n) {
   f->s = NULL;
   struct store *s = NULL;
   char err[256] = "";
-  int rc = store_open(f->dir, &s, err, sizeof err);
+  int rc = test_store_try_open(f->dir, &s, err, sizeof err);
   if (rc == STORE_OK)
     f->s = s;
   else
