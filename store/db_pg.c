@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* Type OIDs of the parameters the store binds (pg_type.h is a server header). */
 #define PG_OID_INT8 20
@@ -25,12 +26,16 @@
 #define DB_PG_MAX_PARAMS 256
 
 #define PG_ERR_LEN 512
+/* The least time between two attempts to reconnect one connection. */
+#define PG_RETRY_MS 1000
 
 struct pg_db {
   struct db base;
   PGconn *conn;
   int64_t changes;
   int tx_failure; /* the first failure inside the open transaction (DB_OK: none) */
+  bool tx_open;   /* between a BEGIN that succeeded and its COMMIT or ROLLBACK */
+  long long next_attempt_ms; /* no reconnect before this (monotonic ms) */
   char err[PG_ERR_LEN];
 };
 
@@ -54,13 +59,23 @@ struct pg_stmt {
 };
 
 static struct pg_db *PG(struct db *db) { return (struct pg_db *)db; }
+
+/* Notices ("relation already exists, skipping") are not errors: dropped. */
+static void ignore_notice(void *arg, const char *message) {
+  (void)arg, (void)message;
+}
+
+/* Drops the line ends libpq puts after its messages. */
+static void trim_line_ends(char *text) {
+  size_t n = strlen(text);
+  while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
+    text[--n] = '\0';
+}
 static struct pg_stmt *ST(struct db_stmt *st) { return (struct pg_stmt *)st; }
 
 static void set_err(struct pg_db *db, const char *msg) {
   snprintf(db->err, sizeof db->err, "%s", msg && *msg ? msg : "unknown PostgreSQL error");
-  size_t n = strlen(db->err);
-  while (n > 0 && (db->err[n - 1] == '\n' || db->err[n - 1] == ' '))
-    db->err[--n] = '\0';
+  trim_line_ends(db->err);
 }
 
 /* ---------------------------------------------------------------- codes */
@@ -112,12 +127,26 @@ static int failure(struct pg_db *db, const PGresult *res) {
 
 /* A broken connection outside a transaction is opened again (PQreset keeps its
  * parameters); DB_UNAVAILABLE when the server still cannot be reached. */
+static long long monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Never inside a transaction: a new connection would run the rest of it outside,
+ * committing each statement alone. Attempts are at least PG_RETRY_MS apart, so threads
+ * meeting a server that is down answer at once instead of each waiting out a connect. */
 static int ensure_connected(struct pg_db *db) {
   if (PQstatus(db->conn) == CONNECTION_OK)
     return DB_OK;
+  if (db->tx_open || monotonic_ms() < db->next_attempt_ms)
+    return DB_UNAVAILABLE;
   PQreset(db->conn);
-  if (PQstatus(db->conn) == CONNECTION_OK)
+  if (PQstatus(db->conn) == CONNECTION_OK) {
+    PQsetNoticeProcessor(db->conn, ignore_notice, NULL);
     return DB_OK;
+  }
+  db->next_attempt_ms = monotonic_ms() + PG_RETRY_MS;
   set_err(db, PQerrorMessage(db->conn));
   return DB_UNAVAILABLE;
 }
@@ -125,9 +154,16 @@ static int ensure_connected(struct pg_db *db) {
 /* Runs one command with no rows expected; COMMIT that came back as ROLLBACK reports the
  * transaction's first failure. */
 static int run_command(struct pg_db *db, const char *sql) {
+  bool begins = strncasecmp(sql, "BEGIN", 5) == 0;
+  bool ends = strcasecmp(sql, "COMMIT") == 0 || strcasecmp(sql, "ROLLBACK") == 0;
   int rc = ensure_connected(db);
-  if (rc != DB_OK)
+  if (rc != DB_OK) {
+    if (ends) { /* the server rolled the transaction back when the connection broke */
+      db->tx_open = false;
+      db->tx_failure = DB_OK;
+    }
     return rc;
+  }
   PGresult *res = PQexec(db->conn, sql);
   ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
@@ -140,8 +176,12 @@ static int run_command(struct pg_db *db, const char *sql) {
     rc = failure(db, res);
   }
   PQclear(res);
-  if (PQtransactionStatus(db->conn) == PQTRANS_IDLE)
+  if (begins && rc == DB_OK)
+    db->tx_open = true;
+  if (ends || PQtransactionStatus(db->conn) == PQTRANS_IDLE) {
+    db->tx_open = false;
     db->tx_failure = DB_OK;
+  }
   return rc;
 }
 
@@ -254,15 +294,13 @@ static void pg_finalize(struct db_stmt *base) {
 /* Runs the statement with its bindings; DB_ROW or DB_DONE, or a failure. */
 static int execute(struct pg_stmt *st) {
   struct pg_db *db = PG(st->base.db);
-  if (PQtransactionStatus(db->conn) == PQTRANS_IDLE || PQstatus(db->conn) != CONNECTION_OK) {
-    int rc = ensure_connected(db);
-    if (rc != DB_OK)
-      return rc;
-  }
+  int rc = ensure_connected(db);
+  if (rc != DB_OK)
+    return rc;
   st->res = PQexecParams(db->conn, st->text, st->nparams, st->types, st->values, NULL, NULL, 0);
   ExecStatusType status = st->res ? PQresultStatus(st->res) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    int rc = failure(db, st->res);
+    rc = failure(db, st->res);
     PQclear(st->res);
     st->res = NULL;
     return rc;
@@ -391,10 +429,7 @@ static int pg_begin(struct db *db) {
   return run_command(PG(db), "BEGIN ISOLATION LEVEL SERIALIZABLE");
 }
 static int64_t pg_changes(struct db *db) { return PG(db)->changes; }
-static bool pg_in_transaction(struct db *db) {
-  PGTransactionStatusType t = PQtransactionStatus(PG(db)->conn);
-  return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
-}
+static bool pg_in_transaction(struct db *db) { return PG(db)->tx_open; }
 static const char *pg_errmsg(struct db *db) { return PG(db)->err; }
 
 static const struct db_driver pg_driver = {
@@ -423,10 +458,6 @@ static const struct db_driver pg_driver = {
     .errmsg = pg_errmsg,
 };
 
-/* Notices ("relation already exists, skipping") are not errors: dropped. */
-static void ignore_notice(void *arg, const char *message) {
-  (void)arg, (void)message;
-}
 
 struct db *db_pg_open(const char *conninfo, const char *password, char *err, size_t errlen) {
   struct pg_db *db = calloc(1, sizeof *db);
@@ -435,19 +466,33 @@ struct db *db_pg_open(const char *conninfo, const char *password, char *err, siz
     return NULL;
   }
   db->base.drv = &pg_driver;
-  /* Later keywords win: the URL overrides the defaults, the password file the URL. */
-  const char *keys[] = {"application_name", "connect_timeout", "dbname", "password", NULL};
-  const char *values[] = {"opforge", "10", conninfo, password, NULL};
-  db->conn = PQconnectdbParams(keys, values, 1);
-  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
-    snprintf(err, errlen, "%s", db->conn ? PQerrorMessage(db->conn) : "out of memory");
-    size_t n = strlen(err);
-    while (n > 0 && err[n - 1] == '\n')
-      err[--n] = '\0';
-    PQfinish(db->conn);
+  /* Later keywords win: the URL overrides the defaults, the password file the URL. A
+   * lock waited for longer than lock_timeout fails (55P03, busy) like SQLite's busy
+   * timeout, and the transaction runner retries it. */
+  const char *keys[] = {"application_name", "connect_timeout", "options", "dbname", "password",
+                        NULL};
+  const char *values[] = {"opforge", "10", "-c lock_timeout=5000", conninfo, password, NULL};
+  char *parse_error = NULL;
+  PQconninfoOption *parsed = PQconninfoParse(conninfo, &parse_error);
+  if (!parsed) {
+    snprintf(err, errlen, "%s", parse_error ? parse_error : "out of memory");
+    trim_line_ends(err);
+    PQfreemem(parse_error);
     free(db);
     return NULL;
   }
-  PQsetNoticeProcessor(db->conn, ignore_notice, NULL);
+  PQconninfoFree(parsed);
+  db->conn = PQconnectdbParams(keys, values, 1);
+  if (!db->conn) {
+    snprintf(err, errlen, "out of memory");
+    free(db);
+    return NULL;
+  }
+  /* A server that cannot be reached now is tried again at first use (ensure_connected):
+   * the connection is kept, with the reason in db_errmsg. */
+  if (PQstatus(db->conn) == CONNECTION_OK)
+    PQsetNoticeProcessor(db->conn, ignore_notice, NULL);
+  else
+    set_err(db, PQerrorMessage(db->conn));
   return &db->base;
 }

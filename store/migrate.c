@@ -158,7 +158,12 @@ int store_migrate(struct store *s, char *err, size_t errlen) {
     return STORE_ERROR;
   }
   int status = migrate_locked(s, err, errlen);
-  st_exec(store_db(s), SQL_PG_UNLOCK);
+  /* A lock this connection keeps would stall every other server's start: the open fails,
+   * and closing the connection lets the lock go. */
+  if (st_exec(store_db(s), SQL_PG_UNLOCK) != DB_OK && status == STORE_OK) {
+    snprintf(err, errlen, "cannot release the migration lock in %s", s->display);
+    status = STORE_ERROR;
+  }
   return status;
 }
 

@@ -49,6 +49,11 @@ static int open_handle(struct store *s, struct store **ret_store, char *err, siz
     store_close(s);
     return STORE_ERROR;
   }
+  if (s->backend != DB_BACKEND_SQLITE && db_exec(store_db(s), "SELECT 1") != DB_OK) {
+    snprintf(err, errlen, "cannot connect to %s: %s", s->display, db_errmsg(store_db(s)));
+    store_close(s);
+    return STORE_ERROR;
+  }
   bool wal = s->backend != DB_BACKEND_SQLITE || set_wal(s, err, errlen);
   if (!wal || store_migrate(s, err, errlen) != STORE_OK) {
     if (s->backend == DB_BACKEND_SQLITE)

@@ -20,7 +20,7 @@ static const char SQL_GET[] = "SELECT " TASK_COLUMNS " FROM tasks WHERE id = ?1"
 static const char SQL_GET_REF[] = "SELECT " TASK_COLUMNS ", reference FROM tasks WHERE id = ?1";
 static const char SQL_INSERT[] =
     "INSERT INTO tasks (id, name, status, options, reference, reference_bytes, progress,"
-    " created_at, updated_at) VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?7)";
+    " created_at, updated_at, device) VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?7, ?8)";
 static const char SQL_COUNTS[] = "SELECT status, COUNT(*) FROM tasks GROUP BY status";
 
 bool store_status_valid(const char *status) {
@@ -115,6 +115,7 @@ int store_task_get(struct store *s, const char *id, bool with_reference, json_t 
  * no allocation of its own except the returned task. */
 struct insert {
   const char *id, *name, *reference;
+  const char *device; /* options' device class (claims match it), or NULL */
   char *options_text, *progress_text;
   char now[STORE_TIME_LEN];
   json_t *task; /* result of the last attempt; NULL when the caller wants none */
@@ -132,7 +133,8 @@ static int insert_tx(struct store *s, void *arg) {
   if (!st_bind_text(st, 1, in->id) || !st_bind_text(st, 2, in->name) ||
       !st_bind_text(st, 3, in->options_text) || !st_bind_text(st, 4, in->reference) ||
       db_bind_int64(st, 5, (int64_t)strlen(in->reference)) != DB_OK ||
-      !st_bind_text(st, 6, in->progress_text) || !st_bind_text(st, 7, in->now)) {
+      !st_bind_text(st, 6, in->progress_text) || !st_bind_text(st, 7, in->now) ||
+      !st_bind_text(st, 8, in->device)) {
     status = STORE_ERROR;
   } else {
     int rc = st_step(st);
@@ -167,6 +169,7 @@ int store_task_insert(struct store *s, const char *id, const char *name, json_t 
       strlen(id) > STORE_ID_MAX)
     return STORE_INVALID;
   struct insert in = {.id = id, .name = name, .reference = reference,
+                      .device = json_string_value(json_object_get(options, "device")),
                       .want_task = ret_task != NULL};
   int status = STORE_ERROR;
   in.options_text = st_json_dumps(options);

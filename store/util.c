@@ -3,6 +3,7 @@
 #include "base/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,13 +135,27 @@ static bool is_mapped_constraint(int rc) {
          rc == DB_CONSTRAINT_FOREIGNKEY;
 }
 
+/* The database server cannot be reached: said once per UNAVAILABLE_LOG_S, not per call
+ * (every thread meets it while it lasts). */
+#define UNAVAILABLE_LOG_S 10
+static void note_unavailable(struct db *db) {
+  static _Atomic long long last_logged;
+  long long now = (long long)time(NULL);
+  long long last = last_logged;
+  if (now - last >= UNAVAILABLE_LOG_S && atomic_compare_exchange_strong(&last_logged, &last, now))
+    store_log("the database server cannot be reached (said again in %d s while it lasts): %s",
+              UNAVAILABLE_LOG_S, db_errmsg(db));
+}
+
 int st_exec(struct db *db, const char *sql) {
   if (store_fault()) {
     store_log("injected fault (%.60s)", sql);
     return DB_NOMEM;
   }
   int rc = db_exec(db, sql);
-  if (rc != DB_OK && !st_is_busy(rc))
+  if (rc == DB_UNAVAILABLE)
+    note_unavailable(db);
+  else if (rc != DB_OK && !st_is_busy(rc))
     store_log("%s (%.60s)", db_errmsg(db), sql);
   return rc;
 }
@@ -157,6 +172,8 @@ int st_step(struct db_stmt *stmt) {
     return rc;
   }
   rc = db_step(stmt);
+  if (rc == DB_UNAVAILABLE)
+    note_unavailable(db_handle(stmt));
   if (rc != DB_ROW && rc != DB_DONE && !st_is_busy(rc) && !is_mapped_constraint(rc) &&
       rc != DB_UNAVAILABLE)
     store_log("%s (%.60s)", db_errmsg(db_handle(stmt)), db_sql(stmt));

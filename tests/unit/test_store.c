@@ -810,9 +810,9 @@ static int tx_against_lock(struct fixture *f, long hold_ms, double *ret_elapsed,
 /* Why the two tests below skip under PostgreSQL. */
 static const char WHY_SQLITE_LOCK[] =
     "holds SQLite's write lock from a second raw connection and cuts SQLite's busy timeout;"
-    " PostgreSQL has neither: a transaction there waits for another session's lock (the"
-    " store sets no lock_timeout), and a conflict is a serialization failure, retried like"
-    " STORE_BUSY (test_transaction_reruns_fn_on_busy)";
+    " PostgreSQL has neither: a transaction there waits up to the connection's lock_timeout"
+    " (5 s) for another session's row lock, and a conflict is a serialization failure,"
+    " retried like STORE_BUSY (test_transaction_reruns_fn_on_busy)";
 
 static void test_transaction_retries_busy(void **state) {
   test_sqlite_only(WHY_SQLITE_LOCK);
