@@ -1,7 +1,6 @@
-// The servers view: this server's GPU slots (GET /v1/devices: state, restarts, current
-// task, last error) and sandbox (GET /healthz). Where the API also has GET /v1/servers
-// (several servers sharing one store), found in /openapi.json, its list is shown above,
-// each server's fields as they come.
+// The servers view: the live servers sharing this store (GET /v1/servers: host, GPUs,
+// slots, device classes, current tasks, last renewal), this server's GPU slots (GET
+// /v1/devices: state, restarts, current task, last error) and sandbox (GET /healthz).
 import {api} from './api.js';
 import {badge, h, put, table} from './dom.js';
 import {hasPath} from './spec.js';
@@ -40,13 +39,27 @@ export async function serversView(root) {
     }
   }
 
-  // Any list shape: {items: [...]}, {servers: [...]} or an array, of flat objects.
+  // One row per live server; its tasks link to their pages.
   function renderServers(body) {
-    const items = Array.isArray(body) ? body : body.items || body.servers || [];
-    const keys = [...new Set(items.flatMap((x) => Object.keys(x)))];
-    const cell = (v) => (v === null || v === undefined ? '–' : typeof v === 'object' ? JSON.stringify(v) : String(v));
-    put(serversBox, items.length ? table(keys, items.map((x) => keys.map((k) => (k === 'state' || k === 'status') && x[k] ? badge(x[k]) : cell(x[k]))))
-      : h('p', {class: 'muted', text: 'No servers listed.'}));
+    const items = body.servers || [];
+    const note = h('p', {class: 'muted small', id: 'servers-store',
+      text: `Store: ${body.store}; a server not renewed for ${body.lease_seconds} s is gone and its tasks are taken over.`});
+    const gpus = (s) => s.gpus.length ? s.gpus.map((g) => `${g.index}: ${g.name || '?'} (${g.state || '?'})`).join(', ') : 'none';
+    const tasks = (s) => s.tasks.length
+      ? s.tasks.map((id) => h('a', {href: `#/tasks/${id}`, text: id.slice(0, 8)}))
+      : '–';
+    put(serversBox, note, items.length
+      ? table(['Host', 'Pid', 'Device classes', 'GPUs', 'Slots', 'Tasks', 'Renewed', 'Version'],
+        items.map((s) => h('tr', {dataset: {instance: s.instance}, class: s.this ? 'this' : ''},
+          h('td', {text: s.host + (s.this ? ' (this one)' : '')}),
+          h('td', {class: 'num', text: s.pid}),
+          h('td', {text: s.devices.length ? s.devices.join(', ') : 'any'}),
+          h('td', {class: 'small', text: gpus(s)}),
+          h('td', {class: 'num', text: s.slots}),
+          h('td', null, tasks(s)),
+          h('td', {class: 'small', text: s.renewed_at}),
+          h('td', {class: 'small', text: s.version}))), {id: 'servers-table'})
+      : h('p', {class: 'muted', text: 'No live server.'}));
   }
 
   await load();

@@ -367,6 +367,15 @@ def test_servers_view(server, browser):
     devices = server.json("GET", "/v1/devices")["devices"]
     cells = browser.eval("[...document.querySelectorAll('#devices-table tbody tr')].map(r => r.children[4].textContent)")
     assert cells == [d["state"] for d in devices]
+    # The live servers of the store (GET /v1/servers): this one alone, a row per server.
+    browser.wait("document.querySelector('#servers-table')", what="the servers")
+    listed = server.json("GET", "/v1/servers")
+    rows = browser.eval("[...document.querySelectorAll('#servers-table tbody tr')].map(r => "
+                        "[r.dataset.instance, r.children[1].textContent, r.children[4].textContent])")
+    assert rows == [[x["instance"], str(x["pid"]), str(x["slots"])] for x in listed["servers"]]
+    assert len(rows) == 1
+    store = text(browser, "#servers-store")
+    assert store.startswith("Store: %s; a server not renewed for %d s" % (listed["store"], listed["lease_seconds"]))
     no_page_errors(browser)
 
 
