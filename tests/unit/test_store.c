@@ -4,6 +4,7 @@
 #include "store/connection.h"
 #include "store/events.h"
 #include "store/fault.h"
+#include "store/idempotency.h"
 #include "store/servers.h"
 #include "store/steps.h"
 #include "store/store.h"
@@ -1110,10 +1111,72 @@ static void test_persistent_failure_is_not_busy(void **state) {
   assert_events(f->s, id, after, 3);
 }
 
+/* ---- idempotency keys (store/idempotency.c) ---- */
+
+/* A key names its first task for exactly STORE_IDEMPOTENCY_TTL_MS: found 1 ms before the
+ * end, free at it; held, a second insert under it is STORE_CONFLICT and writes nothing;
+ * expired keys are pruned by the next insert; a key whose task was deleted is free. */
+static void test_idempotency_key_lifetime(void **state) {
+  struct fixture *f = *state;
+  static const char DIGEST_A[] =
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  static const char DIGEST_B[] =
+      "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+  const int64_t t0 = 1700000000000LL;
+  char id1[40], id2[40], id3[40];
+  task_id(id1, 1), task_id(id2, 2), task_id(id3, 3);
+  json_t *options = options_with_steps(5);
+  assert_int_equal(store_idempotency_insert_task(f->s, "k", DIGEST_A, t0, id1, "a", options,
+                                                 REFERENCE, NULL),
+                   STORE_OK);
+  struct store_idempotency got;
+  assert_int_equal(store_idempotency_find(f->s, "k", t0 + STORE_IDEMPOTENCY_TTL_MS - 1, &got),
+                   STORE_OK);
+  assert_string_equal(got.digest, DIGEST_A);
+  assert_string_equal(got.task_id, id1);
+  assert_int_equal(got.created_ms, t0);
+  assert_int_equal(store_idempotency_find(f->s, "k", t0 + STORE_IDEMPOTENCY_TTL_MS, &got),
+                   STORE_NOT_FOUND);
+  /* Held: refused, and the second task is not written. */
+  assert_int_equal(store_idempotency_insert_task(f->s, "k", DIGEST_B, t0 + 1000, id2, "b",
+                                                 options, REFERENCE, NULL),
+                   STORE_CONFLICT);
+  json_t *task = NULL;
+  assert_int_equal(store_task_get(f->s, id2, false, &task), STORE_NOT_FOUND);
+  /* Expired: the key is free again and the insert prunes the old row. */
+  assert_int_equal(store_idempotency_insert_task(f->s, "k", DIGEST_B,
+                                                 t0 + STORE_IDEMPOTENCY_TTL_MS, id2, "b",
+                                                 options, REFERENCE, NULL),
+                   STORE_OK);
+  assert_int_equal(store_idempotency_find(f->s, "k", t0 + STORE_IDEMPOTENCY_TTL_MS, &got),
+                   STORE_OK);
+  assert_string_equal(got.task_id, id2);
+  assert_string_equal(got.digest, DIGEST_B);
+  /* The task deleted: the key is free at once. */
+  assert_int_equal(store_task_set_status(f->s, id2, "cancelled", NULL), STORE_OK);
+  assert_int_equal(store_task_delete(f->s, id2), STORE_OK);
+  const int64_t t1 = t0 + STORE_IDEMPOTENCY_TTL_MS + 5;
+  assert_int_equal(store_idempotency_find(f->s, "k", t1, &got), STORE_NOT_FOUND);
+  assert_int_equal(store_idempotency_insert_task(f->s, "k", DIGEST_A, t1, id3, "c", options,
+                                                 REFERENCE, NULL),
+                   STORE_OK);
+  assert_int_equal(store_idempotency_find(f->s, "k", t1, &got), STORE_OK);
+  assert_string_equal(got.task_id, id3);
+  /* Bad arguments. */
+  assert_int_equal(store_idempotency_insert_task(f->s, "", DIGEST_A, t1, id2, "d", options,
+                                                 REFERENCE, NULL),
+                   STORE_INVALID);
+  assert_int_equal(store_idempotency_insert_task(f->s, "k2", "abc", t1, id2, "d", options,
+                                                 REFERENCE, NULL),
+                   STORE_INVALID);
+  json_decref(options);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_migrations_applied_and_recorded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_newer_database_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_idempotency_key_lifetime, setup, teardown),
       cmocka_unit_test_setup_teardown(test_insert_and_get_shape, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_three_pages_newest_first, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_status_filter, setup, teardown),
