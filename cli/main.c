@@ -13,6 +13,7 @@
 #include "cli/propose.h"
 #include "cli/sandbox_cmd.h"
 #include "cli/skills.h"
+#include "cli/store_cmd.h"
 #include "cli/tune.h"
 #include "cli/kernel.h"
 #include "base/log.h"
@@ -39,6 +40,7 @@ static const struct command commands[] = {
   {"skills", cli_skills_main, "list, export or import the skill memory (opforge skills --help)"},
   {"kernel", cli_kernel_main, "compile a CUDA file with NVRTC (opforge kernel compile --help)"},
   {"llm", cli_llm_main, "check the LLM endpoint with one small request (opforge llm check --help)"},
+  {"store", cli_store_main, "copy a SQLite store into PostgreSQL (opforge store copy --help)"},
   {"sandbox", cli_sandbox_main, "show the evaluator's sandbox or run a command in it (opforge sandbox --help)"},
   {NULL, NULL, NULL},
 };

@@ -121,8 +121,8 @@ static int failed(struct copy_run *run, int status, const char *fmt, ...) {
   return status;
 }
 
-/* The first line of a store's last database error (static storage of the connection:
- * valid until its next call). PostgreSQL's DETAIL lines, which may quote a row, are cut. */
+/* The first line of s's last database error, written into buf (returned). PostgreSQL's
+ * DETAIL lines, which may quote a row, are cut. */
 static const char *db_reason(struct store *s, char *buf, size_t len) {
   struct db *db = store_db(s);
   const char *msg = db ? db_errmsg(db) : "no connection";
@@ -157,7 +157,7 @@ static int check_tables_known(struct copy_run *run) {
   struct db_stmt *st = store_stmt(run->from, sql);
   if (!st)
     return failed(run, STORE_ERROR, "cannot list the tables of %s", store_display(run->from));
-  int rc, status = STORE_OK;
+  int rc = DB_DONE, status = STORE_OK;
   while (status == STORE_OK && (rc = st_step(st)) == DB_ROW) {
     const char *name = db_column_text(st, 0);
     bool known = false;
@@ -253,8 +253,7 @@ static bool seed_has(const json_t *array, const char *key, const char *id) {
 
 /* What the destination's memory looks like against the seed. */
 struct memory_marks {
-  const char *seeded; /* memory_meta 'seeded', or NULL */
-  const json_t *seed; /* the embedded seed document */
+  const char *seeded;  /* memory_meta 'seeded', or NULL */
   const char *changed; /* the first sign of use, for the message (static or in buf) */
   char buf[160];
 };
@@ -336,7 +335,7 @@ static int check_memory_untouched(struct copy_run *run) {
   if (!seed)
     return failed(run, STORE_ERROR, "the embedded seed memory does not parse: %s", jerr.text);
   char seeded[STORE_TIME_LEN + 32];
-  struct memory_marks m = {.seed = seed};
+  struct memory_marks m = {0};
   int64_t globals = 0, locals = 0, edges = 0;
   int status = read_seeded(run, seeded, sizeof seeded);
   m.seeded = seeded[0] ? seeded : NULL;
@@ -602,8 +601,10 @@ static int read_tx(struct store *from, void *arg) {
   int status = check_tables_known(run);
   if (status == STORE_OK)
     status = store_transaction(run->to, copy_tx, run);
-  if (status == STORE_BUSY)
+  if (status == STORE_BUSY) {
+    run->err[0] = '\0'; /* the last attempt's conflict: the cause is the busy database */
     return failed(run, STORE_ERROR, "the destination stayed busy; nothing was copied");
+  }
   return status;
 }
 
