@@ -44,7 +44,31 @@ static struct {
   bool have_bin, have_pg;
   bool have_source;   /* the source was made and its answers recorded */
   json_t *answers;    /* the SQLite server's answers: path -> "STATUS\nBODY" */
+  pid_t servers[8];   /* started and not yet stopped (a failed test leaves them) */
 } g;
+
+/* ---- servers ---- */
+
+/* Starts `opforge serve --data data extra...` (child_server_start), remembered until
+ * server_stop_at so that a test that fails midway leaves no server behind. Returns the pid,
+ * or -1 after printing why. */
+static pid_t server_start_at(const char *data, const char *const *extra, char *base) {
+  pid_t pid = child_server_start(g.bin, data, extra, base, WAIT_MS);
+  for (size_t i = 0; pid > 0 && i < sizeof g.servers / sizeof g.servers[0]; i++)
+    if (g.servers[i] <= 0) {
+      g.servers[i] = pid;
+      break;
+    }
+  return pid;
+}
+
+/* Stops a server server_start_at started; returns its exit status (-1 when killed). */
+static int server_stop_at(pid_t pid) {
+  for (size_t i = 0; i < sizeof g.servers / sizeof g.servers[0]; i++)
+    if (g.servers[i] == pid)
+      g.servers[i] = 0;
+  return child_server_stop(pid);
+}
 
 /* ---- scratch files ---- */
 
@@ -373,12 +397,12 @@ static int make_source(void) {
   snprintf(fixtures, sizeof fixtures, "%s/fixtures", g.dir);
   const char *extra[] = {"--gpus", "0", "--evaluator", g.evaluator, "--fixtures", fixtures,
                          "--evaluate-deadline", "30", "--sandbox-env", "SCRIPTED_EVAL_*", NULL};
-  pid_t pid = child_server_start(g.bin, g.src, extra, base, WAIT_MS);
+  pid_t pid = server_start_at(g.src, extra, base);
   if (pid <= 0)
     return -1;
   fill_source(base);
   g.answers = answers_of(base);
-  if (child_server_stop(pid) != 0) {
+  if (server_stop_at(pid) != 0) {
     print_error("the source's server did not exit 0\n");
     return -1;
   }
@@ -415,6 +439,9 @@ static int group_setup(void **state) {
 static int group_teardown(void **state) {
   (void)state;
   json_decref(g.answers);
+  for (size_t i = 0; i < sizeof g.servers / sizeof g.servers[0]; i++)
+    if (g.servers[i] > 0)
+      child_server_stop(g.servers[i]);
   return child_group_teardown(-1, g.dir);
 }
 
@@ -488,7 +515,7 @@ static pid_t pg_server(const char *rel, const char *url, char *base) {
   char data[PATH_MAX];
   snprintf(data, sizeof data, "%s/%s", g.dir, rel);
   const char *extra[] = {"--gpus", "none", "--store", url, NULL};
-  pid_t pid = child_server_start(g.bin, data, extra, base, WAIT_MS);
+  pid_t pid = server_start_at(data, extra, base);
   assert_true(pid > 0);
   return pid;
 }
@@ -557,7 +584,7 @@ static void test_copy_round_trip(void **state) {
   json_decref(list);
 
   check_new_rows_follow(base, url);
-  assert_int_equal(child_server_stop(pid), 0);
+  assert_int_equal(server_stop_at(pid), 0);
 }
 
 
@@ -601,7 +628,7 @@ static void test_refuses_live_server_then_replaces_seed(void **state) {
   proc_clear(&p);
   pg_counts(url, after);
   assert_string_equal(after, before);
-  assert_int_equal(child_server_stop(pid), 0);
+  assert_int_equal(server_stop_at(pid), 0);
 
   assert_int_equal(run_copy(&p, g.src, url, NULL), 0);
   assert_non_null(strstr(text_str(&p.out), "\nmemory_namespaces: 2 rows\n"));
@@ -610,7 +637,7 @@ static void test_refuses_live_server_then_replaces_seed(void **state) {
   json_t *got = answers_of(base);
   assert_same_answers(g.answers, got);
   json_decref(got);
-  assert_int_equal(child_server_stop(pid), 0);
+  assert_int_equal(server_stop_at(pid), 0);
 }
 
 /* A destination whose memory was used or edited is refused, saying how. */
@@ -635,7 +662,7 @@ static void test_refuses_touched_memory(void **state) {
     pid_t pid = pg_server(rel, url, base);
     json_decref(http_expect(base, cases[i].method, cases[i].path, cases[i].body,
                             cases[i].status));
-    assert_int_equal(child_server_stop(pid), 0);
+    assert_int_equal(server_stop_at(pid), 0);
     pg_counts(url, before);
     struct proc p;
     assert_int_equal(run_copy(&p, g.src, url, NULL), 1);
@@ -783,7 +810,7 @@ static void test_refuses_source_in_use(void **state) {
   char data[PATH_MAX], base[64], want[PATH_MAX + 128];
   snprintf(data, sizeof data, "%s/busy", g.dir);
   const char *extra[] = {"--gpus", "none", NULL};
-  pid_t pid = child_server_start(g.bin, data, extra, base, WAIT_MS);
+  pid_t pid = server_start_at(data, extra, base);
   assert_true(pid > 0);
   struct proc p;
   int rc = run_copy(&p, data, "postgresql:///x?host=/nonexistent", NULL);
@@ -793,7 +820,7 @@ static void test_refuses_source_in_use(void **state) {
   assert_string_equal(text_str(&p.err), want);
   assert_string_equal(text_str(&p.out), "");
   proc_clear(&p);
-  assert_int_equal(child_server_stop(pid), 0);
+  assert_int_equal(server_stop_at(pid), 0);
 }
 
 /* The usage tests first: they need no PostgreSQL. */
