@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/ablate_replay.h"
 #include "cli/ablate_report.h"
 #include "cli/args.h"
 #include "cli/candidate_pages.h"
@@ -18,7 +19,7 @@
 #include "cli/memory.h"
 
 #define MAX_FILES 1000
-#define MAX_ARMS 12
+#define MAX_ARMS 13
 #define STEPS_MAX 1000
 #define SECONDS_MAX 86400
 #define POLL_S 0.5
@@ -44,18 +45,26 @@ static const struct arm_spec arm_table[MAX_ARMS] = {
   {"single", "single", "{}", "single-shot generation: one large step"},
   {"large", "htam+tree", "{\"steps\":\"large\"}", "the tree with large steps only"},
   {"small", "htam+tree", "{\"steps\":\"small\"}", "the tree with small steps only"},
+  {"random", "best_of_n",
+   "{\"tau\":100,\"prefix_len\":0,\"beta\":0,\"local_memory\":false,\"skills\":false}",
+   "random search: independent large steps, directions and strategies drawn uniformly"},
 };
 
 struct ablate_opts {
   const char *server, *token_file, *proposer, *prefix, *out, *arms;
   long long steps, seconds, seed, wait_limit;
-  bool has_steps, has_wait_limit;
+  bool has_steps, has_wait_limit, has_arms, has_seed;
+  /* --replay */
+  const char *replay, *modes, *tasks, *replay_evaluator, *keep_data;
+  long long seeds, jobs;
+  bool has_seeds;
   char **files;
   size_t n_files;
 };
 
 static void usage(FILE *out) {
   fputs("usage: opforge ablate FILES... --steps N [options]\n"
+        "       opforge ablate --replay TABLE --seeds N [--steps N] [options]\n"
         "Runs every program under every arm, each arm in a memory namespace of its own\n"
         "recreated from the seed, with the same seed, and prints for each program and arm\n"
         "the best time after 5, 10 and 20 steps, the step that came within 95% of the\n"
@@ -74,12 +83,30 @@ static void usage(FILE *out) {
         "  --prefix NAME      namespaces are NAME-ARM (default ablate)\n"
         "  --out FILE         also write every figure as JSON\n"
         "  --wait-limit S     stop following after S seconds; unfinished tasks are reported\n"
+        "With --replay, the arms run over a recorded space table on the CPU: a server\n"
+        "of its own whose evaluator answers from the table, every task of it under\n"
+        "every arm with seeds 1..N, and per arm and memory mode the mean steps to 95%\n"
+        "and 99% of the space's best and the best at 5, 10 and 20 steps relative to it,\n"
+        "with 95% confidence intervals over the tasks, then the targets of issue 31.\n"
+        "  --replay TABLE     the space table (space/README.md)\n"
+        "  --seeds N          seeds per (task, arm, mode) (1..1000, required)\n"
+        "  --modes M,...      cold (the seed memory) and/or warm (learned from the\n"
+        "                     other tasks' cold runs) (default cold,warm)\n"
+        "  --tasks A,B,...    only these tasks of the table\n"
+        "  --jobs J           runs side by side (1..16, default 8)\n"
+        "  --replay-evaluator P  opforge-replay (default: next to this binary)\n"
+        "  --keep-data DIR    the replay server's data directory, kept (default: a\n"
+        "                     temporary one)\n"
+        "  (arms add random: independent large steps, directions and strategies drawn\n"
+        "  uniformly, no skills; the default arms are full, noprefix, nolocal, flat,\n"
+        "  refine, noskills, bestofn, random; --steps defaults to 20)\n"
         "  --help             show this text\n",
         out);
 }
 
 enum { OPT_STEPS = 256, OPT_ARMS, OPT_SERVER, OPT_TOKEN_FILE, OPT_SECONDS, OPT_SEED,
-       OPT_PROPOSER, OPT_PREFIX, OPT_OUT, OPT_WAIT_LIMIT, OPT_HELP };
+       OPT_PROPOSER, OPT_PREFIX, OPT_OUT, OPT_WAIT_LIMIT, OPT_HELP, OPT_REPLAY, OPT_SEEDS,
+       OPT_MODES, OPT_TASKS, OPT_JOBS, OPT_REPLAY_EVALUATOR, OPT_KEEP_DATA };
 
 static const struct option long_opts[] = {
     {"steps", required_argument, NULL, OPT_STEPS},
@@ -93,6 +120,13 @@ static const struct option long_opts[] = {
     {"out", required_argument, NULL, OPT_OUT},
     {"wait-limit", required_argument, NULL, OPT_WAIT_LIMIT},
     {"help", no_argument, NULL, OPT_HELP},
+    {"replay", required_argument, NULL, OPT_REPLAY},
+    {"seeds", required_argument, NULL, OPT_SEEDS},
+    {"modes", required_argument, NULL, OPT_MODES},
+    {"tasks", required_argument, NULL, OPT_TASKS},
+    {"jobs", required_argument, NULL, OPT_JOBS},
+    {"replay-evaluator", required_argument, NULL, OPT_REPLAY_EVALUATOR},
+    {"keep-data", required_argument, NULL, OPT_KEEP_DATA},
     {NULL, 0, NULL, 0},
 };
 
@@ -100,17 +134,24 @@ static int apply_opt(void *opts, int c, const char *arg) {
   struct ablate_opts *o = opts;
   switch (c) {
   case OPT_STEPS: o->has_steps = true; return cli_parse_int("--steps", arg, &o->steps);
-  case OPT_ARMS: o->arms = arg; return 0;
+  case OPT_ARMS: o->arms = arg; o->has_arms = true; return 0;
   case OPT_SERVER: o->server = arg; return 0;
   case OPT_TOKEN_FILE: o->token_file = arg; return 0;
   case OPT_SECONDS: return cli_parse_int("--seconds", arg, &o->seconds);
-  case OPT_SEED: return cli_parse_int("--seed", arg, &o->seed);
+  case OPT_SEED: o->has_seed = true; return cli_parse_int("--seed", arg, &o->seed);
   case OPT_PROPOSER: o->proposer = arg; return 0;
   case OPT_PREFIX: o->prefix = arg; return 0;
   case OPT_OUT: o->out = arg; return 0;
   case OPT_WAIT_LIMIT:
     o->has_wait_limit = true;
     return cli_parse_int("--wait-limit", arg, &o->wait_limit);
+  case OPT_REPLAY: o->replay = arg; return 0;
+  case OPT_SEEDS: o->has_seeds = true; return cli_parse_int("--seeds", arg, &o->seeds);
+  case OPT_MODES: o->modes = arg; return 0;
+  case OPT_TASKS: o->tasks = arg; return 0;
+  case OPT_JOBS: return cli_parse_int("--jobs", arg, &o->jobs);
+  case OPT_REPLAY_EVALUATOR: o->replay_evaluator = arg; return 0;
+  case OPT_KEEP_DATA: o->keep_data = arg; return 0;
   default: return -1;
   }
 }
@@ -145,7 +186,7 @@ static int parse_arms(const char *text, const struct arm_spec **ret_arms) {
       repeat = repeat || ret_arms[i] == arm;
     if (!arm || repeat) {
       fprintf(stderr, "error: --arms: %s '%.*s' (known: full, noprefix, lastonly, nolocal, "
-              "flat, refine, noskills, bestofn, htam, single, large, small; or all)\n",
+              "flat, refine, noskills, bestofn, htam, single, large, small, random; or all)\n",
               arm ? "repeated arm" : "unknown arm", (int)len, p);
       return -1;
     }
@@ -155,6 +196,31 @@ static int parse_arms(const char *text, const struct arm_spec **ret_arms) {
   if (n == 0)
     fprintf(stderr, "error: --arms names no arm\n");
   return n ? n : -1;
+}
+
+/* Checks the options of --replay. Returns -1 to go on, else the exit status. */
+static int check_replay_opts(const struct ablate_opts *o) {
+  const char *why = NULL;
+  if (o->n_files > 0)
+    why = "--replay takes its tasks from the table: no FILES";
+  else if (!o->has_seeds)
+    why = "--seeds N is required with --replay";
+  else if (o->seeds < 1 || o->seeds > 1000)
+    why = "--seeds must be 1..1000";
+  else if (o->steps < 1 || o->steps > STEPS_MAX)
+    why = "--steps must be 1..1000";
+  else if (o->jobs < 1 || o->jobs > 16)
+    why = "--jobs must be 1..16";
+  else if (o->server || o->token_file || o->has_wait_limit || o->has_seed || o->proposer)
+    why = "--replay starts its own server and runs the builtin proposer with seeds 1..N: "
+          "no --server, --token-file, --wait-limit, --seed or --proposer";
+  else if (strspn(o->prefix, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(o->prefix) ||
+           !o->prefix[0] || o->prefix[0] == '-' || o->prefix[0] == '_' || strlen(o->prefix) > 40)
+    why = "--prefix must be lower-case letters, digits, '_' and '-' (at most 40)";
+  if (!why)
+    return -1;
+  fprintf(stderr, "error: %s\n", why);
+  return CLI_EXIT_USAGE;
 }
 
 /* Checks what getopt cannot. Returns -1 to go on, else the exit status. */
@@ -495,14 +561,45 @@ static int execute(struct ablate_run *run) {
   return ret;
 }
 
+/* --replay: the arms over a space table (cli/ablate_replay.c). */
+static int replay_main(struct ablate_opts *o) {
+  if (!o->has_steps)
+    o->steps = 20;
+  if (!o->has_arms)
+    o->arms = "full,noprefix,nolocal,flat,refine,noskills,bestofn,random";
+  int ret = check_replay_opts(o);
+  if (ret >= 0)
+    return ret;
+  const struct arm_spec *arms[MAX_ARMS];
+  int n_arms = parse_arms(o->arms, arms);
+  if (n_arms < 0)
+    return CLI_EXIT_USAGE;
+  struct replay_arm list[MAX_ARMS];
+  for (int a = 0; a < n_arms; a++)
+    list[a] = (struct replay_arm){arms[a]->name, arms[a]->policy, arms[a]->search};
+  struct replay_params p = {.table = o->replay, .seeds = (long)o->seeds, .steps = (long)o->steps,
+                            .arms = list, .n_arms = (size_t)n_arms,
+                            .modes = o->modes ? o->modes : "cold,warm", .tasks = o->tasks,
+                            .jobs = (long)o->jobs, .prefix = o->prefix, .out = o->out,
+                            .evaluator = o->replay_evaluator, .keep = o->keep_data};
+  return cli_ablate_replay(&p);
+}
+
 int cli_ablate_main(int argc, char **argv) {
   struct ablate_opts o = {.seconds = 300, .seed = 42, .prefix = "ablate",
-                          .arms = "full,noprefix,nolocal,flat,refine"};
+                          .arms = "full,noprefix,nolocal,flat,refine", .jobs = 8};
   int ret = cli_parse_options(argc, argv, &ablate_options, &o);
   if (ret >= 0)
     return ret;
   o.files = argv + optind;
   o.n_files = (size_t)(argc - optind);
+  if (o.replay)
+    return replay_main(&o);
+  if (o.has_seeds || o.modes || o.tasks || o.replay_evaluator || o.keep_data) {
+    fprintf(stderr, "error: --seeds, --modes, --tasks, --replay-evaluator and --keep-data "
+                    "go with --replay\n");
+    return CLI_EXIT_USAGE;
+  }
   if ((ret = check_opts(&o)) >= 0)
     return ret;
   const struct arm_spec *arms[MAX_ARMS];

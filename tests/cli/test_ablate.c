@@ -87,10 +87,10 @@ static void test_usage_errors(void **state) {
     {{"ablate", "@", "--steps", "0", NULL}, "error: --steps must be 1..1000\n"},
     {{"ablate", "@", "--steps", "3", "--arms", "full,bogus", NULL},
      "error: --arms: unknown arm 'bogus' (known: full, noprefix, lastonly, nolocal, flat, "
-     "refine, noskills, bestofn, htam, single, large, small; or all)\n"},
+     "refine, noskills, bestofn, htam, single, large, small, random; or all)\n"},
     {{"ablate", "@", "--steps", "3", "--arms", "full,full", NULL},
      "error: --arms: repeated arm 'full' (known: full, noprefix, lastonly, nolocal, flat, "
-     "refine, noskills, bestofn, htam, single, large, small; or all)\n"},
+     "refine, noskills, bestofn, htam, single, large, small, random; or all)\n"},
     {{"ablate", "@", "--steps", "3", "--prefix", "Bad", NULL},
      "error: --prefix must be lower-case letters, digits, '_' and '-' (at most 55)\n"},
     {{"ablate", "@", "--steps", "3", "--proposer", "human", NULL},
