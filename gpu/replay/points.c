@@ -20,8 +20,10 @@
  *    "complete":B,"first":KEY,"enumeration":"grid"|"moves","nodes":[...]}
  *   {"kind":"point","region":K,"point":KEY[,"candidate":{source,options,plan}]}
  * one region line before its points; library regions get a region line with "family"
- * null and no points. --candidates adds each point's candidate; --only KEYS (a file of
- * "REGION KEY" lines) lists only those points. Exit 0, or 2 on a bad profile or usage. */
+ * null and no points. --candidates adds each point's candidate (a grid point whose plan
+ * does not fit the device is then left out, as a proposal leaves it); --only KEYS (a file
+ * of "REGION KEY" lines) lists only those points. Exit 0, or 2 on a bad profile or
+ * usage. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,11 +65,10 @@ static void print_line(FILE *out, json_t *v) {
   json_decref(v);
 }
 
-/* Adds cand (taken) under its key unless known; false when it was known or has no key. */
-static bool add_point(struct found *f, json_t *cand, const struct opts *o) {
-  char key[REPLAY_KEY_MAX];
-  if (!cand || replay_point_key(json_object_get(cand, "options"), key, sizeof key) != 0 ||
-      json_object_get(f->cands, key)) {
+/* Adds the point key with its candidate cand (taken; JSON null when it was not generated)
+ * unless known; false when it was known. */
+static bool add_key(struct found *f, const char *key, json_t *cand, const struct opts *o) {
+  if (json_object_get(f->cands, key)) {
     json_decref(cand);
     return false;
   }
@@ -76,9 +77,19 @@ static bool add_point(struct found *f, json_t *cand, const struct opts *o) {
     f->complete = false;
     return false;
   }
-  json_object_set_new(f->cands, key, cand);
+  json_object_set_new(f->cands, key, cand ? cand : json_null());
   json_array_append_new(f->order, json_string(key));
   return true;
+}
+
+/* Adds cand (taken) under its key; false when it was known or has no key. */
+static bool add_point(struct found *f, json_t *cand, const struct opts *o) {
+  char key[REPLAY_KEY_MAX];
+  if (!cand || replay_point_key(json_object_get(cand, "options"), key, sizeof key) != 0) {
+    json_decref(cand);
+    return false;
+  }
+  return add_key(f, key, cand, o);
 }
 
 /* True when the seed-memory strategy local applies to family. */
@@ -121,8 +132,10 @@ static void move_closure(json_t *profile, const char *family, json_t *seed, stru
 
 #ifdef HAVE_BUILTIN_SPACE
 /* Every valid point of the region's builtin space. Returns 0, or -1 when the profile
- * opens no space (the caller falls back to the moves). */
-static int grid_points(json_t *profile, struct found *f, const struct opts *o) {
+ * opens no space (the caller falls back to the moves). Without --candidates the keys come
+ * from the knobs (space_point_key, the same string as the candidate's options give) and
+ * nothing is generated; with --only, only those points are. */
+static int grid_points(json_t *profile, int region, struct found *f, const struct opts *o) {
   char why[512];
   struct builtin_space sp;
   if (space_open(&sp, profile, why, sizeof why) != 0)
@@ -134,6 +147,13 @@ static int grid_points(json_t *profile, struct found *f, const struct opts *o) {
     return -1;
   }
   for (size_t i = 0; i < n && f->complete; i++) {
+    char key[REPLAY_KEY_MAX], id[REPLAY_KEY_MAX + 16];
+    space_point_key(&pts[i], key, sizeof key);
+    snprintf(id, sizeof id, "%d %s", region, key);
+    if (!o->candidates || (o->only && !json_object_get(o->only, id))) {
+      add_key(f, key, NULL, o);
+      continue;
+    }
     json_t *cand = NULL;
     if (sp.family->generate(sp.match, &pts[i], &cand, why, sizeof why) != 0 ||
         !space_fits_device(&sp, cand, why, sizeof why)) {
@@ -150,8 +170,8 @@ static int grid_points(json_t *profile, struct found *f, const struct opts *o) {
 
 /* The points of one generated region (its sub-profile borrowed) into f; the enumeration
  * used into *ret_how. */
-static void space_points(json_t *profile, const char *family, json_t *seed, struct found *f,
-                         const struct opts *o, const char **ret_how) {
+static void space_points(json_t *profile, int region, const char *family, json_t *seed,
+                         struct found *f, const struct opts *o, const char **ret_how) {
   char why[1024];
   bool unsupported = false;
   json_t *cand = NULL;
@@ -160,7 +180,7 @@ static void space_points(json_t *profile, const char *family, json_t *seed, stru
   else
     fprintf(stderr, "opforge-space-points: %s: no starting point: %s\n", family, why);
 #ifdef HAVE_BUILTIN_SPACE
-  if (grid_points(profile, f, o) == 0) {
+  if (grid_points(profile, region, f, o) == 0) {
     *ret_how = "grid";
     return;
   }
@@ -241,7 +261,7 @@ int main(int argc, char **argv) {
     }
     struct found f = {.order = json_array(), .cands = json_object(), .complete = true};
     const char *how = "moves";
-    space_points(r->profile, r->family, seed, &f, &o, &how);
+    space_points(r->profile, (int)k, r->family, seed, &f, &o, &how);
     json_t *first = json_array_get(f.order, 0);
     print_line(stdout, json_pack("{s:s, s:i, s:s, s:b, s:i, s:b, s:O?, s:s, s:O}", "kind",
                                  "region", "region", (int)k, "family", r->family, "library_first",
@@ -257,8 +277,9 @@ int main(int argc, char **argv) {
         continue;
       json_t *line = json_pack("{s:s, s:i, s:O}", "kind", "point", "region", (int)k, "point",
                                key);
-      if (o.candidates)
-        json_object_set(line, "candidate", json_object_get(f.cands, json_string_value(key)));
+      json_t *cand = json_object_get(f.cands, json_string_value(key));
+      if (o.candidates && json_is_object(cand))
+        json_object_set(line, "candidate", cand);
       print_line(stdout, line);
     }
     json_decref(f.order);

@@ -13,7 +13,11 @@ without a GPU and without torch:
   2 reaches the space's best: steps to 95% and 99% are 2 in every run, the best at 5, 10
   and 20 steps is the space's (1.000), and the intervals have no width.
 
-  OPFORGE_BIN, OPFORGE_REPLAY, OPFORGE_SPACE_POINTS: the binaries (meson passes them)."""
+- tests/gpu/space_record --dry-run against the scripted evaluator (no GPU): the table it
+  writes loads, and the replay evaluator answers each recorded point as recorded.
+
+  OPFORGE_BIN, OPFORGE_REPLAY, OPFORGE_SPACE_POINTS, OPFORGE_SCRIPTED_EVALUATOR: the
+  binaries (meson passes them; the last is optional)."""
 import json
 import math
 import os
@@ -285,6 +289,43 @@ def test_ablate(opforge, points, tmp):
                                   for r in runs), "--out: 16 runs, each at the best by step 2")
 
 
+def test_record_dry_run(replay, points, scripted, tmp):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    build = os.path.dirname(os.path.dirname(os.path.dirname(points)))
+    out = os.path.join(tmp, "record")
+    p = subprocess.run([sys.executable, os.path.join(root, "tests", "gpu", "space_record"),
+                        "--dry-run", "--build", build, "--scripted-evaluator", scripted,
+                        "--out", out, "--tasks", "level1/19_ReLU.py,level1/23_Softmax.py",
+                        "--time-limit", "60", "--small", "4", "--per-task", "6",
+                        "--commit", "test"], capture_output=True, text=True, timeout=300)
+    print(p.stdout)
+    check(p.returncode == 0, "space_record --dry-run exits 0")
+    table = os.path.join(out, "space.jsonl.gz")
+    import gzip
+    with gzip.open(table, "rt") as f:
+        lines = [json.loads(l) for l in f]
+    kinds = [l["kind"] for l in lines]
+    pts = [l for l in lines if l["kind"] == "point"]
+    check(kinds[0] == "space" and lines[0]["source"] == "dry-run" and
+          kinds.count("task") == 2 and kinds.count("region") == 2 and len(pts) == 12,
+          "the dry run's table: a space line, 2 tasks, 2 regions, 6 points each")
+    task = [l for l in lines if l["kind"] == "task"][0]
+    check(task["reference_ms"] == 2.1 and task["eager_ms"] == 2.0 and task["commit"] == "test"
+          and task["task"] == "19_ReLU" and isinstance(task["profile"], dict),
+          "a task line: the reference's and the profile's times, the commit")
+    region = [l for l in lines if l["kind"] == "region"][0]
+    check(region["first"] == pts[0]["point"] and region["sampled"] is True,
+          "the starting point is measured first; a large space is sampled")
+    q = subprocess.run([replay, "--table", table, "--query"], text=True, capture_output=True,
+                       input="".join("%s %d %s\n" % (l["task"], l["region"], l["point"])
+                                     for l in pts))
+    answers = [json.loads(l) for l in q.stdout.splitlines()]
+    check(len(answers) == len(pts) and all(
+        a["recorded"] and not a["modelled"] and a["correct"] == l["correct"] and
+        a["ms"] == l["ms"] for a, l in zip(answers, pts)),
+        "the replay evaluator answers every recorded point as recorded")
+
+
 def main():
     opforge = os.environ.get("OPFORGE_BIN")
     replay = os.environ.get("OPFORGE_REPLAY")
@@ -295,6 +336,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_evaluator(replay, tmp)
         test_ablate(opforge, points, tmp)
+        scripted = os.environ.get("OPFORGE_SCRIPTED_EVALUATOR")
+        if scripted:
+            test_record_dry_run(replay, points, scripted, tmp)
+        else:
+            print("skipped: the dry run of space_record (no scripted evaluator built)")
     print("%d failed" % len(FAILED))
     return 1 if FAILED else 0
 
