@@ -2,7 +2,7 @@
  * for recording a space table (tests/gpu/space_record) and for the synthetic table
  * (space/make_synthetic.py). No GPU: it reads a profile and runs the proposer only.
  *
- *   opforge-space-points PROFILE.json [--max N] [--candidates] [--only KEYS]
+ *   opforge-space-points PROFILE.json [--max N] [--depth D] [--candidates] [--only KEYS]
  *
  * The profile is the evaluator's answer to `profile` (for the replay to match, the one
  * the table records). The graph is cut into regions as the engine cuts it
@@ -11,8 +11,10 @@
  *     points (space_enumerate), the proposer's starting point first;
  *   - without it: what the engine's steps can reach: the starting point, then every
  *     seed-memory strategy's knob move that applies to the region's family, from the
- *     starting point (a large step) and from every point found (a small step), until no
- *     move gives a new point.
+ *     starting point (a large step) and from every point found (a small step), up to D
+ *     moves from the start (default 4) or until no move gives a new point. (The bound
+ *     also keeps the closure off knob sets the committed families cannot check: ROWS
+ *     doubled six times from 1 divides by zero in row_layout_resolve.)
  * At most N points (default 100000) per region are listed. Points are told apart by their
  * key (replay_point_key of the candidate's options, the replay evaluator's look-up).
  * Prints JSON lines:
@@ -46,6 +48,7 @@ extern const struct embedded_file opforge_seed_memory[];
 
 struct opts {
   long max;
+  long depth;     /* moves from the start, the closure only */
   bool candidates;
   json_t *only;  /* {"REGION KEY": true}, or NULL for every point */
 };
@@ -54,6 +57,7 @@ struct opts {
 struct found {
   json_t *order;  /* keys */
   json_t *cands;  /* key -> candidate */
+  json_t *depth;  /* key -> moves from the start (the closure) */
   bool complete;
 };
 
@@ -112,20 +116,29 @@ static void move_closure(json_t *profile, const char *family, json_t *seed, stru
   bool unsupported = false;
   json_t *locals = json_object_get(seed, "locals");
   for (size_t at = 0; at < json_array_size(f->order) && f->complete; at++) {
-    json_t *parent = json_object_get(f->cands, json_string_value(json_array_get(f->order, at)));
+    const char *parent_key = json_string_value(json_array_get(f->order, at));
+    json_int_t d = json_integer_value(json_object_get(f->depth, parent_key));
+    if (d >= o->depth)
+      continue;
+    json_t *parent = json_object_get(f->cands, parent_key);
     size_t i;
     json_t *local;
     json_array_foreach(locals, i, local) {
       if (!applies(local, family))
         continue;
       json_t *cand = NULL;
+      size_t before = json_array_size(f->order);
       if (builtin_propose_knobs(profile, json_object_get(local, "knob_move"),
                                 json_object_get(parent, "options"), &cand, why, sizeof why,
                                 &unsupported) == 0)
         add_point(f, cand, o);
       else
         json_decref(cand);
-      parent = json_object_get(f->cands, json_string_value(json_array_get(f->order, at)));
+      if (json_array_size(f->order) > before)
+        json_object_set_new(f->depth,
+                            json_string_value(json_array_get(f->order, before)),
+                            json_integer(d + 1));
+      parent = json_object_get(f->cands, parent_key);
     }
   }
 }
@@ -190,8 +203,8 @@ static void space_points(json_t *profile, int region, const char *family, json_t
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: opforge-space-points PROFILE.json [--max N] [--candidates] "
-                  "[--only KEYS]\n");
+  fprintf(stderr, "usage: opforge-space-points PROFILE.json [--max N] [--depth D] "
+                  "[--candidates] [--only KEYS]\n");
   return 2;
 }
 
@@ -219,10 +232,12 @@ static int read_only(const char *path, struct opts *o) {
 
 int main(int argc, char **argv) {
   const char *path = NULL;
-  struct opts o = {.max = 100000};
+  struct opts o = {.max = 100000, .depth = 4};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
       o.max = strtol(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--depth") == 0 && i + 1 < argc)
+      o.depth = strtol(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--candidates") == 0)
       o.candidates = true;
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
@@ -259,7 +274,8 @@ int main(int argc, char **argv) {
                                    "reason", r->reason));
       continue;
     }
-    struct found f = {.order = json_array(), .cands = json_object(), .complete = true};
+    struct found f = {.order = json_array(), .cands = json_object(), .depth = json_object(),
+                      .complete = true};
     const char *how = "moves";
     space_points(r->profile, (int)k, r->family, seed, &f, &o, &how);
     json_t *first = json_array_get(f.order, 0);
@@ -284,6 +300,7 @@ int main(int argc, char **argv) {
     }
     json_decref(f.order);
     json_decref(f.cands);
+    json_decref(f.depth);
   }
   partition_clear(&pt);
   if (p.free)
