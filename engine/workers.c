@@ -57,6 +57,26 @@ static void wait_for_work(struct worker_pool *wp) {
   pthread_mutex_unlock(&wp->lock);
 }
 
+/* After a commit failed (the database away, a full disk), the loop's own unclaim may
+ * have failed too. The claim is then still renewed here while the release is tried again
+ * every idle poll, for up to a lease: once the database is back, the task is let go at
+ * once (and the others hear of it), rather than held for a whole lease by a claim nobody
+ * renews. Then it is forgotten, so at worst its lease runs out as before. */
+static void release_after_store_error(struct worker_pool *wp, const char *id) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  unsigned lease_s = store_claims_lease(wp->store);
+  for (;;) {
+    int rc = store_task_unclaim(wp->store, id);
+    if (rc == STORE_OK || rc == STORE_NOT_FOUND || atomic_load(&wp->stopping))
+      return;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= (time_t)lease_s)
+      return;
+    wait_for_work(wp);
+  }
+}
+
 static void *worker_main(void *arg) {
   struct worker *w = arg;
   struct worker_pool *wp = w->pool;
@@ -71,6 +91,8 @@ static void *worker_main(void *arg) {
     }
     log_info("%s: running task %s", w->name, id);
     enum loop_result result = loop_run_task(&w->env, id);
+    if (result == LOOP_STORE_ERROR)
+      release_after_store_error(wp, id);
     /* Its claim, if it could not be released, now runs out instead of being renewed. */
     store_claims_forget(wp->store, id);
     if (result == LOOP_STORE_ERROR)

@@ -307,7 +307,12 @@ int submission_resolve(struct submission *s, struct store *store,
                 : rc == STORE_UNAVAILABLE ? API_ERR_STORE_UNAVAILABLE
                                           : API_ERR_INTERNAL,
                 "",
-                "the store failed%s%s", "", "");
+                "%s%s",
+                rc == STORE_UNAVAILABLE
+                    ? "the database server cannot be reached; nothing was changed; retry shortly"
+                : rc == STORE_BUSY ? "the store is busy; retry shortly"
+                                   : "the store failed",
+                "");
   struct search_config cfg = *defaults;
   json_t *given = json_object_get(s->options, "search");
   if (given && search_config_apply(&cfg, given, NULL) != 0)

@@ -106,6 +106,10 @@ static enum MHD_Result create_task(struct request *req, json_t *body, const char
     if (verr.code == API_ERR_INVALID_REFERENCE && strstr(verr.message, "limit"))
       metrics_limit_tripped(req->app->metrics, LIMIT_REFERENCE);
     submission_clear(&sub);
+    if (verr.code == API_ERR_STORE_BUSY || verr.code == API_ERR_STORE_UNAVAILABLE)
+      return reply_error_with_header(req, verr.code, "Retry-After",
+                                     verr.code == API_ERR_STORE_BUSY ? "1" : "5", "%s",
+                                     verr.message);
     return reply_error(req, verr.code, verr.field[0] ? verr.field : NULL, "%s", verr.message);
   }
   char id[ID_LEN + 1];

@@ -27,6 +27,10 @@ const char *store_claims_instance(const struct store *s) {
   return s->instance;
 }
 
+unsigned store_claims_lease(const struct store *s) {
+  return s->lease_s;
+}
+
 struct claim {
   const char *worker;
   char id[40];
@@ -79,7 +83,7 @@ static int claim_tx(struct store *s, void *arg) {
 
 int store_task_claim(struct store *s, const char *worker, char ret_id[40]) {
   struct claim c = {.worker = worker};
-  int result = store_transaction(s, claim_tx, &c);
+  int result = store_transaction_rc(s, claim_tx, &c);
   if (result == STORE_OK && !claims_held_add(&s->held, c.id)) {
     store_task_unclaim(s, c.id);
     result = STORE_ERROR;
@@ -190,7 +194,7 @@ int store_task_finish(struct store *s, const char *id, const char *status, json_
                       json_t *summary) {
   struct finish f = {.id = id, .status = status, .error = error,
                      .summary_text = summary ? st_json_dumps(summary) : NULL};
-  int result = summary && !f.summary_text ? STORE_ERROR : store_transaction(s, finish_tx, &f);
+  int result = summary && !f.summary_text ? STORE_ERROR : store_transaction_rc(s, finish_tx, &f);
   free(f.summary_text);
   if (result == STORE_OK)
     claims_held_remove(&s->held, id);

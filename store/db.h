@@ -52,7 +52,7 @@ struct db_driver {
   enum db_backend backend;
   void (*close)(struct db *db);
   int (*exec)(struct db *db, const char *sql);
-  int (*begin)(struct db *db);
+  int (*begin)(struct db *db, bool serializable);
   int (*prepare)(struct db *db, const char *sql, struct db_stmt **ret_stmt);
   void (*finalize)(struct db_stmt *st);
   int (*step)(struct db_stmt *st);
@@ -100,8 +100,13 @@ static inline void db_close(struct db *db) { if (db) db->drv->close(db); }
 /* Runs trusted SQL text, one or more statements, with no parameters and no rows. */
 static inline int db_exec(struct db *db, const char *sql) { return db->drv->exec(db, sql); }
 /* Starts a write transaction: SQLite's BEGIN IMMEDIATE (the one writer), PostgreSQL's
- * BEGIN ISOLATION LEVEL SERIALIZABLE (a conflict is reported as DB_BUSY, to retry). */
-static inline int db_begin(struct db *db) { return db->drv->begin(db); }
+ * BEGIN ISOLATION LEVEL SERIALIZABLE (a conflict is reported as DB_BUSY, to retry), or,
+ * when serializable is false, READ COMMITTED (a row another transaction updates is
+ * waited for and then read as it committed: for transactions whose writes are atomic
+ * updates and rows they lock first). */
+static inline int db_begin(struct db *db, bool serializable) {
+  return db->drv->begin(db, serializable);
+}
 /* Prepares sql (kept borrowed: pass a string literal or static array). */
 static inline int db_prepare(struct db *db, const char *sql, struct db_stmt **ret) {
   return db->drv->prepare(db, sql, ret);

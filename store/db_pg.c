@@ -151,6 +151,16 @@ static int ensure_connected(struct pg_db *db) {
   return DB_UNAVAILABLE;
 }
 
+/* A connection that was fine until this statement found it broken (the server
+ * restarted since its last use): connects again at once, outside a transaction, not
+ * waiting for the retry interval. True when it is connected again. */
+static bool reconnect_after_loss(struct pg_db *db) {
+  if (PQstatus(db->conn) != CONNECTION_BAD || db->tx_open)
+    return false;
+  db->next_attempt_ms = 0;
+  return ensure_connected(db) == DB_OK;
+}
+
 /* Runs one command with no rows expected; COMMIT that came back as ROLLBACK reports the
  * transaction's first failure. */
 static int run_command(struct pg_db *db, const char *sql) {
@@ -166,6 +176,12 @@ static int run_command(struct pg_db *db, const char *sql) {
   }
   PGresult *res = PQexec(db->conn, sql);
   ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (status == PGRES_FATAL_ERROR && (begins || strcmp(sql, "SELECT 1") == 0) &&
+      reconnect_after_loss(db)) { /* nothing was done yet: send it again */
+    PQclear(res);
+    res = PQexec(db->conn, sql);
+    status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  }
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
     rc = DB_OK;
     if (strcasecmp(sql, "COMMIT") == 0 && strcmp(PQcmdStatus(res), "ROLLBACK") == 0) {
@@ -299,6 +315,13 @@ static int execute(struct pg_stmt *st) {
     return rc;
   st->res = PQexecParams(db->conn, st->text, st->nparams, st->types, st->values, NULL, NULL, 0);
   ExecStatusType status = st->res ? PQresultStatus(st->res) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && st->readonly &&
+      reconnect_after_loss(db)) { /* a read is safe to send again */
+    PQclear(st->res);
+    st->res = PQexecParams(db->conn, st->text, st->nparams, st->types, st->values, NULL, NULL,
+                           0);
+    status = st->res ? PQresultStatus(st->res) : PGRES_FATAL_ERROR;
+  }
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     rc = failure(db, st->res);
     PQclear(st->res);
@@ -425,8 +448,9 @@ static void pg_close(struct db *db) {
 }
 
 static int pg_exec(struct db *db, const char *sql) { return run_command(PG(db), sql); }
-static int pg_begin(struct db *db) {
-  return run_command(PG(db), "BEGIN ISOLATION LEVEL SERIALIZABLE");
+static int pg_begin(struct db *db, bool serializable) {
+  return run_command(PG(db), serializable ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
+                                          : "BEGIN ISOLATION LEVEL READ COMMITTED");
 }
 static int64_t pg_changes(struct db *db) { return PG(db)->changes; }
 static bool pg_in_transaction(struct db *db) { return PG(db)->tx_open; }

@@ -49,7 +49,11 @@ static int sq_exec(struct db *db, const char *sql) {
   return sqlite3_exec(H(db), sql, NULL, NULL, NULL);
 }
 
-static int sq_begin(struct db *db) { return sq_exec(db, "BEGIN IMMEDIATE"); }
+/* One writer at a time: every transaction is serializable here. */
+static int sq_begin(struct db *db, bool serializable) {
+  (void)serializable;
+  return sq_exec(db, "BEGIN IMMEDIATE");
+}
 
 static int sq_prepare(struct db *db, const char *sql, struct db_stmt **ret) {
   struct sqlite_stmt *st = calloc(1, sizeof *st);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "store/connection.h"
+#include "store/statements.h"
 #include "store/transaction.h"
 #include "store/util.h"
 
@@ -12,9 +13,11 @@
 /* A reader asking for more gets this many; it asks again for the rest. */
 #define EVENTS_MAX 10000
 
-/* The sequence is computed inside the writing transaction (BEGIN IMMEDIATE holds the
- * write lock), so concurrent appends can neither collide nor leave gaps. The foreign
- * key turns an unknown task into DB_CONSTRAINT_FOREIGNKEY. */
+/* The sequence is computed inside the writing transaction (SQLite: BEGIN IMMEDIATE holds
+ * the write lock; PostgreSQL: SQL_LOCK_TASK first locks the task's row, also in a READ
+ * COMMITTED transaction), so concurrent appends can neither collide nor leave gaps. The
+ * foreign key turns an unknown task into DB_CONSTRAINT_FOREIGNKEY. */
+static const char SQL_LOCK_TASK[] = "SELECT 1 FROM tasks WHERE id = ?1 FOR UPDATE";
 static const char SQL_APPEND[] =
     "INSERT INTO events (task_id, seq, type, time, data)"
     " SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, COALESCE(?4, '{}')"
@@ -27,6 +30,13 @@ int store_event_append_tx(struct store *s, const char *task_id, const char *type
   char now[STORE_TIME_LEN];
   if (!store_time_now(now))
     return STORE_ERROR;
+  if (s->backend == DB_BACKEND_POSTGRESQL) {
+    char *locked = NULL;
+    int rc = st_query_text(s, SQL_LOCK_TASK, task_id, NULL, &locked);
+    free(locked);
+    if (rc != STORE_OK)
+      return rc; /* STORE_NOT_FOUND for an unknown task, as the foreign key says below */
+  }
   struct db_stmt *st = store_stmt(s, SQL_APPEND);
   if (!st)
     return STORE_ERROR;

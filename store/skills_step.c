@@ -97,8 +97,11 @@ static int add_rule(struct store *s, struct record *r, const char *rule, const c
   long long id = 0;
   int status = sk_insert_skill(s, body, MEMORY_CREATE, origin, signature, r->now, &id);
   json_decref(body);
+  /* Checked inside this transaction, so only a concurrent step of another server (a
+   * READ COMMITTED commit on PostgreSQL: store_transaction_rc) can have added the same
+   * rule since: run the transaction again, which then finds and confirms it. */
   if (status == STORE_CONFLICT)
-    status = STORE_ERROR; /* checked inside this transaction: cannot clash */
+    status = STORE_BUSY;
   if (status == STORE_OK && ret_id)
     *ret_id = id;
   r->result = (struct skill_result){SKILL_OUTCOME_ADDED, id};

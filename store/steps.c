@@ -44,5 +44,5 @@ static int step_tx(struct store *s, void *arg) {
 }
 
 int store_step_commit(struct store *s, const struct step_commit *c) {
-  return store_transaction(s, step_tx, (void *)c);
+  return store_transaction_rc(s, step_tx, (void *)c);
 }

@@ -76,6 +76,9 @@ int store_claims_configure(struct store *s, const char *instance, unsigned lease
 /* This store's instance id (owned by the store). */
 const char *store_claims_instance(const struct store *s);
 
+/* The lease of a claim in seconds (store_claims_configure; 60 by default). */
+unsigned store_claims_lease(const struct store *s);
+
 /* Claims one task for worker: first a running task nobody holds or whose lease ran out
  * (it resumes), else the oldest queued one (it becomes running, event "running"). The
  * claim is atomic: two workers never get the same task. STORE_NOT_FOUND when there is

@@ -11,7 +11,14 @@
 #include "store/transaction.h"
 #include "store/util.h"
 
-static const char SQL_STATE[] = "SELECT status, cancel_requested FROM tasks WHERE id = ?1";
+/* PostgreSQL locks the row it reads (the one difference): a transaction that reads the
+ * state and then changes it holds the row meanwhile, even READ COMMITTED
+ * (store_transaction_rc). SQLite's one writer holds everything anyway. */
+#define SQL_STATE_READ "SELECT status, cancel_requested FROM tasks WHERE id = ?1"
+static const char *const SQL_STATE[2] = {
+    [DB_BACKEND_SQLITE] = SQL_STATE_READ,
+    [DB_BACKEND_POSTGRESQL] = SQL_STATE_READ " FOR UPDATE",
+};
 static const char SQL_CANCEL_QUEUED[] =
     "UPDATE tasks SET status = 'cancelled', cancel_requested = 1, updated_at = ?2 WHERE id = ?1";
 static const char SQL_CANCEL_RUNNING[] =
@@ -26,7 +33,7 @@ static const char SQL_PROGRESS[] =
     " updated_at = ?4 WHERE id = ?1";
 
 int store_task_state(struct store *s, const char *id, char ret_status[16], bool *ret_cancel) {
-  struct db_stmt *st = store_stmt(s, SQL_STATE);
+  struct db_stmt *st = store_stmt(s, SQL_STATE[s->backend]);
   if (!st)
     return STORE_ERROR;
   int status = STORE_ERROR;

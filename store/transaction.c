@@ -39,8 +39,9 @@ static void rollback(struct store_conn *c) {
 }
 
 /* One attempt; returns fn's status, STORE_BUSY to retry, or STORE_ERROR. */
-static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, void *arg) {
-  int rc = store_fault() ? DB_NOMEM : db_begin(c->db);
+static int tx_attempt(struct store *s, struct store_conn *c, bool serializable, store_tx_fn fn,
+                      void *arg) {
+  int rc = store_fault() ? DB_NOMEM : db_begin(c->db, serializable);
   if (rc != DB_OK) {
     if (!st_is_busy(rc) && rc != DB_UNAVAILABLE)
       store_log("begin: %s", rc == DB_NOMEM ? "injected fault" : db_errmsg(c->db));
@@ -62,7 +63,8 @@ static int tx_attempt(struct store *s, struct store_conn *c, store_tx_fn fn, voi
 /* A call made while this thread's connection is already inside a transaction joins it:
  * fn runs directly and the outer runner commits, rolls back or retries the whole. A
  * committed transaction is durable (synced to disk, store/durable.c) when this returns. */
-int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
+/* The runner of both isolations. */
+static int run(struct store *s, bool serializable, store_tx_fn fn, void *arg) {
   struct store_conn *c = store_conn_get(s);
   if (!c)
     return STORE_ERROR;
@@ -72,7 +74,7 @@ int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
   int attempts = s->backend == DB_BACKEND_SQLITE ? TX_ATTEMPTS : TX_ATTEMPTS_PG;
   unsigned seed = (unsigned)(uintptr_t)c ^ (unsigned)time(NULL);
   for (int attempt = 1;; attempt++) {
-    int status = tx_attempt(s, c, fn, arg);
+    int status = tx_attempt(s, c, serializable, fn, arg);
     store_note_write(s, status);
     if (status == STORE_OK)
       return s->backend == DB_BACKEND_SQLITE ? store_durable_wait(&s->durable, s->path)
@@ -86,4 +88,12 @@ int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
   }
   store_log("database still busy after %d attempts", attempts);
   return STORE_BUSY;
+}
+
+int store_transaction(struct store *s, store_tx_fn fn, void *arg) {
+  return run(s, true, fn, arg);
+}
+
+int store_transaction_rc(struct store *s, store_tx_fn fn, void *arg) {
+  return run(s, false, fn, arg);
 }

@@ -17,4 +17,13 @@
 typedef int (*store_tx_fn)(struct store *s, void *arg);
 int store_transaction(struct store *s, store_tx_fn fn, void *arg);
 
+/* store_transaction for the hot transactions of the workers (a claim, a step's commit, a
+ * finish): on PostgreSQL they run READ COMMITTED, so the memory rows that every step of
+ * every server updates are waited for, not failed and retried as serialization
+ * conflicts. That is safe because their writes are atomic updates (n = n + 1), upserts,
+ * and rows of their own task, which they lock first (the task's state read and event
+ * append lock its row: store/tasks_state.c, store/events.c). SQLite: the same as
+ * store_transaction (one writer). */
+int store_transaction_rc(struct store *s, store_tx_fn fn, void *arg);
+
 #endif
