@@ -59,6 +59,13 @@ extern const struct builtin_family *const builtin_families[];
  * only on success. The family's check() decides whether the result fits the shape. */
 int knob_apply_move(struct knob_set *knobs, const json_t *move, char *why, size_t whylen);
 
+/* The numeric knob named name ("BLOCK" ... "SPLIT") of *knobs, or NULL (MODE included:
+ * it is no number). */
+int *knob_slot(struct knob_set *knobs, const char *name);
+/* The name of numeric knob i in knob_set order (BLOCK, VEC, ITEMS, ROWS, BM, BN, BK, TM,
+ * TN, STAGES, UNROLL, MINB, SPLIT), NULL past the last. Static storage. */
+const char *knob_name(size_t i);
+
 /* The knobs as -D options ["-DBLOCK=256", ...] (caller owns), 0-valued knobs omitted. */
 json_t *knob_options(const struct knob_set *knobs);
 

@@ -37,6 +37,15 @@ static const struct knob_field *find_field(const char *name) {
   return NULL;
 }
 
+int *knob_slot(struct knob_set *knobs, const char *name) {
+  const struct knob_field *f = find_field(name);
+  return f ? field_ptr(knobs, f) : NULL;
+}
+
+const char *knob_name(size_t i) {
+  return i < N_FIELDS ? fields[i].name : NULL;
+}
+
 /* Applies a MODE move: only "set" with a name of [a-z0-9_]. */
 static int apply_mode(struct knob_set *knobs, const char *op, const json_t *value, char *why,
                       size_t whylen) {
