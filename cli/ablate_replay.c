@@ -166,6 +166,18 @@ static int start_server(struct replay *rp, const char *evaluator, char *url, siz
   return 0;
 }
 
+/* Says how the server ended when it is no longer running. */
+static void say_server_end(struct replay *rp) {
+  int status;
+  if (rp->server <= 0 || waitpid(rp->server, &status, WNOHANG) != rp->server)
+    return;
+  rp->server = 0;
+  if (WIFSIGNALED(status))
+    fprintf(stderr, "error: the replay server died of signal %d\n", WTERMSIG(status));
+  else
+    fprintf(stderr, "error: the replay server exited with status %d\n", WEXITSTATUS(status));
+}
+
 static void stop_server(struct replay *rp) {
   if (rp->server <= 0)
     return;
@@ -642,15 +654,18 @@ int cli_ablate_replay(const struct replay_params *p) {
     bool ok = true;
     for (size_t m = 0; ok && m < rp.n_modes; m++)
       ok = run_mode(&rp, rp.modes[m]) == 0;
-    if (!ok)
-      fprintf(stderr, "error: the replay server failed (its log: %s/server.log)\n", rp.data);
+    if (!ok) {
+      say_server_end(&rp);
+      fprintf(stderr, "error: the replay failed (the server's log: %s/server.log, kept)\n",
+              rp.data);
+    }
     print_report(&rp);
     ret = ok && !rp.failed ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (p->out && write_json(&rp) != 0)
       ret = CLI_EXIT_FAIL;
   }
   stop_server(&rp);
-  if (!p->keep)
+  if (!p->keep && ret == CLI_EXIT_OK)
     remove_tree(rp.data);
   clear(&rp);
   return ret;
