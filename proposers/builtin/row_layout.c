@@ -108,6 +108,10 @@ int row_layout_resolve(const long long c[3], const struct knob_set *k, struct ro
   bool force_warp = strcmp(k->mode, "warp_per_row") == 0;
   bool force_block = strcmp(k->mode, "block_per_row") == 0;
   L.warp = force_warp || (!force_block && k->split == 1 && c[1] <= 1024);
+  if (L.warp && k->rows > 32) { /* before 32 / ROWS would make a group of 0 lanes */
+    snprintf(why, whylen, "ROWS=%d: rows per warp must be a power of two up to 32", k->rows);
+    return -1;
+  }
   L.group = L.warp ? 32 / (k->rows ? k->rows : 1) : k->block;
   L.rpb = L.warp ? k->block / L.group : 1;
   L.multi = k->split > 8;

@@ -429,6 +429,7 @@ static void test_valid_points_table(void **state) {
         tr->module = module;
       }
       print_task(file, rows, pt.n);
+      fflush(stdout); /* before the evaluator's warnings on stderr */
       tasks++;
       with_regions += json_array_size(rows) > 0;
       total_regions += json_array_size(rows);
