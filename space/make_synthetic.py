@@ -84,7 +84,7 @@ def space_points(args, profile):
         json.dump(profile, f)
         name = f.name
     try:
-        p = subprocess.run([os.path.join(args.build, "gpu", "replay", "opforge-space-points"),
+        p = subprocess.run([os.path.join(args.build, "opforge-space-points"),
                             name, "--max", str(args.max_points)], capture_output=True, text=True)
     finally:
         os.unlink(name)

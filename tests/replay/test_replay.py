@@ -291,7 +291,7 @@ def test_ablate(opforge, points, tmp):
 
 def test_record_dry_run(replay, points, scripted, tmp):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    build = os.path.dirname(os.path.dirname(os.path.dirname(points)))
+    build = os.path.dirname(points)  # opforge-space-points sits at the build's root
     out = os.path.join(tmp, "record")
     p = subprocess.run([sys.executable, os.path.join(root, "tests", "gpu", "space_record"),
                         "--dry-run", "--build", build, "--scripted-evaluator", scripted,

@@ -7,7 +7,7 @@
  * The profile is the evaluator's answer to `profile` (for the replay to match, the one
  * the table records). The graph is cut into regions as the engine cuts it
  * (engine/partition.c, with the builtin proposer). The space of a generated region is
- *   - with the builtin space (proposers/builtin/space.h, issue 31 part 1): its valid grid
+ *   - with the builtin space (proposers/builtin/space.h): its valid grid
  *     points (space_enumerate), the proposer's starting point first;
  *   - without it: what the engine's steps can reach: the starting point, then every
  *     seed-memory strategy's knob move that applies to the region's family, from the
