@@ -286,6 +286,8 @@ static int submit(struct replay *rp, struct run_slot *s) {
   if (asprintf(&ref, stub_reference, t->name) < 0)
     return -1;
   json_t *search = json_loads(s->arm->search, 0, NULL);
+  if (search && strcmp(s->r.mode, "frozen") == 0) /* warm memory the run does not update */
+    json_object_set_new(search, "learn", json_false());
   json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:{s:I, s:I}, s:o}", "name", name,
                            "reference", ref, "policy", s->arm->policy, "memory", s->ns, "seed",
                            (json_int_t)s->r.seed, "proposer", "builtin", "budget", "steps",
@@ -330,7 +332,7 @@ static int start_run(struct replay *rp, struct run_slot *s, size_t index) {
   snprintf(s->ns, sizeof s->ns, "%.40s-r%zu", rp->p->prefix, index);
   if (create_namespace(rp, s->ns) != 0)
     return -1;
-  if (strcmp(s->r.mode, "warm") == 0 && import_warm(rp, s) != 0)
+  if (strcmp(s->r.mode, "cold") != 0 && import_warm(rp, s) != 0) /* warm and frozen */
     return -1;
   if (submit(rp, s) != 0)
     return -1;
@@ -370,7 +372,7 @@ static int poll_run(struct replay *rp, struct run_slot *s) {
   }
   replay_run_take(&s->r, items, true);
   json_decref(items);
-  if (strcmp(s->r.mode, "cold") == 0 && mode_on(rp, "warm")) {
+  if (strcmp(s->r.mode, "cold") == 0 && (mode_on(rp, "warm") || mode_on(rp, "frozen"))) {
     json_t *doc = export_memory(rp, s->ns);
     if (!doc)
       return -1;
@@ -427,43 +429,42 @@ static int run_mode(struct replay *rp, const char *mode) {
 
 /* ---- set-up ---- */
 
+/* The memory modes of --modes, in the order they run: cold first, since warm and frozen
+ * runs start from what the cold runs learned. */
+static const char *const mode_order[MODES_MAX] = {"cold", "warm", "frozen"};
+
+/* Reads rp->p->modes into rp->modes (in mode_order). Returns 0, or -1 having said why. */
 static int parse_modes(struct replay *rp) {
+  bool named[MODES_MAX] = {false};
   for (const char *p = rp->p->modes; *p;) {
     size_t len = strcspn(p, ",");
-    char m[16];
-    snprintf(m, sizeof m, "%.*s", (int)(len < sizeof m ? len : sizeof m - 1), p);
-    if (strcmp(m, "frozen") == 0) {
-      fprintf(stderr, "error: --modes: frozen (warm memory that the run does not update) needs "
-                      "the engine to run a task without writing its memory, which no search "
-                      "setting does yet (docs/architecture.md, \"Replaying a recorded "
-                      "space\")\n");
+    size_t m = 0;
+    while (m < MODES_MAX && !(strlen(mode_order[m]) == len && strncmp(p, mode_order[m], len) == 0))
+      m++;
+    if (m == MODES_MAX) {
+      fprintf(stderr, "error: --modes: unknown mode '%.*s' (known: cold, warm, frozen)\n",
+              (int)(len < 32 ? len : 32), p);
       return -1;
     }
-    if (strcmp(m, "cold") != 0 && strcmp(m, "warm") != 0) {
-      fprintf(stderr, "error: --modes: unknown mode '%s' (known: cold, warm)\n", m);
+    if (named[m]) {
+      fprintf(stderr, "error: --modes: repeated mode '%s'\n", mode_order[m]);
       return -1;
     }
-    for (size_t i = 0; i < rp->n_modes; i++)
-      if (strcmp(rp->modes[i], m) == 0) {
-        fprintf(stderr, "error: --modes: repeated mode '%s'\n", m);
-        return -1;
-      }
-    if (rp->n_modes == MODES_MAX)
-      return -1;
-    memcpy(rp->modes[rp->n_modes++], m, strlen(m) + 1);  /* cold or warm: it fits */
-    p += len + (p[len] == ',');
+    named[m] = true;
+    p += len;
+    p += *p == ',';
   }
+  rp->n_modes = 0;
+  for (size_t m = 0; m < MODES_MAX; m++)
+    if (named[m])
+      snprintf(rp->modes[rp->n_modes++], sizeof rp->modes[0], "%s", mode_order[m]);
   if (rp->n_modes == 0) {
     fprintf(stderr, "error: --modes names no mode\n");
     return -1;
   }
-  /* cold runs first: warm runs learn from them */
-  if (rp->n_modes == 2 && strcmp(rp->modes[0], "warm") == 0) {
-    snprintf(rp->modes[0], sizeof rp->modes[0], "cold");
-    snprintf(rp->modes[1], sizeof rp->modes[1], "warm");
-  }
-  if (mode_on(rp, "warm") && !mode_on(rp, "cold")) {
-    fprintf(stderr, "error: --modes: warm learns from the cold runs: name cold too\n");
+  if ((named[1] || named[2]) && !named[0]) {
+    fprintf(stderr, "error: --modes: %s memory is learned from the cold runs: name cold too\n",
+            named[1] ? "warm" : "frozen");
     return -1;
   }
   return 0;

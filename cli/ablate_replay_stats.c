@@ -217,7 +217,7 @@ static size_t count_runs(const struct replay_run *runs, size_t n, const char *mo
 void replay_print_summary(FILE *out, const char *const *modes, size_t n_modes,
                           const char *const *arms, size_t n_arms, const struct replay_run *runs,
                           size_t n) {
-  fprintf(out, "%-5s  %-8s  %5s  %5s  %-20s  %-20s  %7s  %-20s  %-20s  %-20s\n", "MODE", "ARM",
+  fprintf(out, "%-6s  %-8s  %5s  %5s  %-20s  %-20s  %7s  %-20s  %-20s  %-20s\n", "MODE", "ARM",
           "TASKS", "RUNS", "TO_95 [95% CI]", "TO_99 [95% CI]", "REACHED", "AT_5 [95% CI]",
           "AT_10 [95% CI]", "AT_20 [95% CI]");
   for (size_t m = 0; m < n_modes; m++)
@@ -229,7 +229,7 @@ void replay_print_summary(FILE *out, const char *const *modes, size_t n_modes,
       struct replay_ci t95 = replay_stat(runs, n, modes[m], arms[a], replay_v_to95);
       struct replay_ci hit = replay_stat(runs, n, modes[m], arms[a], replay_v_reached95);
       snprintf(reached, sizeof reached, isnan(hit.mean) ? "-" : "%.0f%%", 100 * hit.mean);
-      fprintf(out, "%-5s  %-8s  %5zu  %5zu  %-20s  %-20s  %7s  %-20s  %-20s  %-20s\n", modes[m],
+      fprintf(out, "%-6s  %-8s  %5zu  %5zu  %-20s  %-20s  %7s  %-20s  %-20s  %-20s\n", modes[m],
               arms[a], t95.n, k, ci_text(t95, 2, c95, sizeof c95),
               ci_text(replay_stat(runs, n, modes[m], arms[a], replay_v_to99), 2, c99, sizeof c99),
               reached,

@@ -38,7 +38,8 @@ static enum loop_result finish(struct task_run *run, const char *status, const c
                               "no_speedup", loop_best_is_reference(run));
   if (summary && run->proposer_error)
     json_object_set(summary, "proposer_error", run->proposer_error);
-  skills_flush_refusals(run->env->store, &run->skills);
+  if (run->cfg.learn) /* a rule's refusals are evidence too */
+    skills_flush_refusals(run->env->store, &run->skills);
   int rc = store_task_finish(run->env->store, run->id, status, error, summary);
   json_decref(error);
   json_decref(summary);
@@ -327,7 +328,8 @@ static bool cancel_requested(struct task_run *run) {
  * go on, else 0 with *ret set. */
 /* Leaves the task running and unclaimed at its last committed step (shutdown). */
 static enum loop_result checkpoint(struct task_run *run) {
-  skills_flush_refusals(run->env->store, &run->skills);
+  if (run->cfg.learn) /* a rule's refusals are evidence too */
+    skills_flush_refusals(run->env->store, &run->skills);
   store_task_unclaim(run->env->store, run->id);
   log_info("task %s checkpointed at step %d%s", run->id, run->step,
            run->aborted ? " (its evaluation in flight was stopped; it runs again)" : "");

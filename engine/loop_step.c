@@ -132,7 +132,8 @@ static int score_step(struct task_run *run, const struct policy_choice *choice,
                      NULL);
 }
 
-/* Builds and commits the step record. */
+/* Builds and commits the step record; the memory's and the skills' updates only when the
+ * run learns (search.learn). */
 static int commit_step(struct task_run *run, const struct policy_choice *choice,
                        const struct step_context *ctx, const struct outcome *o,
                        json_t *candidate, size_t child, double r,
@@ -189,7 +190,8 @@ static int commit_step(struct task_run *run, const struct policy_choice *choice,
   }
   json_t *rows = changed_rows(run->tree, child);
   struct step_commit c = {.task_id = run->id, .step = run->step, .candidate = candidate,
-                          .tree_rows = rows, .memory = &m, .skills = skills,
+                          .tree_rows = rows, .memory = run->cfg.learn ? &m : NULL,
+                          .skills = run->cfg.learn ? skills : NULL,
                           .progress = progress, .event_data = event};
   int rc = progress && event && rows ? store_step_commit(run->env->store, &c) : STORE_ERROR;
   json_decref(progress);

@@ -51,6 +51,7 @@ static const struct key_spec keys[] = {
   B(local_memory, 1),
   E(retrieval, SEARCH_RETRIEVAL_HIERARCHICAL, retrieval_names),
   B(skills, 1),
+  B(learn, 1),
   D(tree_c, 0.3, 0, 100, false),
   D(expand_ratio, 1, 0, 100, false),
   D(reward_alpha, 0, 0, 1, false),

@@ -54,6 +54,8 @@ struct search_config {
                                one uniformly (HTAM's "no local memory" ablation) */
   enum search_retrieval retrieval; /* "hierarchical" or "flat" */
   bool skills;              /* the skill memory (engine/skills.c): true */
+  bool learn;               /* the run's steps update the memory and the skill memory:
+                               true; false runs on them as they are (frozen memory) */
   /* AdaExplore tree (docs/architecture.md, "AdaExplore"). */
   double tree_c;            /* UCB1 exploration weight: 0.3 */
   double expand_ratio;      /* w_e = tree_c*expand_ratio for the expand action: 1 */

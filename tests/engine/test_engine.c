@@ -2434,6 +2434,20 @@ static void test_search_settings_per_task(void **state) {
   assert_near(direction_tries(s), tries + 5, "direction tries after best_of_n");
   run_record_clear(&r);
   free(bon);
+  /* learn false (frozen memory): the same htam+tree run as the first above, with its
+   * tree, writes no direction try and no edge; its options say learn false. */
+  weight = edge_weight(s);
+  tries = direction_tries(s);
+  char *frozen = submit_with(s, "softmax_a", "htam+tree", 5,
+                             "{\"search\": {\"large_step_prob\": 1, \"learn\": false}}");
+  check_run(s, frozen, "softmax_a", 5, 5, "succeeded", false, &r);
+  expect_tree(&r, plan[0].parents, plan[0].kinds);
+  assert_true(json_is_false(
+      json_object_get(json_object_get(json_object_get(r.task, "options"), "search"), "learn")));
+  assert_near(edge_weight(s), weight, "edge weight after a run that does not learn");
+  assert_near(direction_tries(s), tries, "direction tries after a run that does not learn");
+  run_record_clear(&r);
+  free(frozen);
   es_stop(s);
 }
 /* The export of namespace ns without what a step may change: exported_at, every

@@ -243,15 +243,15 @@ def test_ablate(opforge, points, tmp):
         "\"skills\":false}",
         None,  # "steps on points the table lacks (not counted): N of 320": see below
         "",
-        "MODE   ARM       TASKS   RUNS  TO_95 [95% CI]        TO_99 [95% CI]        REACHED  "
+        "MODE    ARM       TASKS   RUNS  TO_95 [95% CI]        TO_99 [95% CI]        REACHED  "
         "AT_5 [95% CI]         AT_10 [95% CI]        AT_20 [95% CI]",
-        "cold   full          2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
+        "cold    full          2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
         "1.000 [1.000, 1.000]  1.000 [1.000, 1.000]  1.000 [1.000, 1.000]",
-        "cold   random        2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
+        "cold    random        2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
         "1.000 [1.000, 1.000]  1.000 [1.000, 1.000]  1.000 [1.000, 1.000]",
-        "warm   full          2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
+        "warm    full          2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
         "1.000 [1.000, 1.000]  1.000 [1.000, 1.000]  1.000 [1.000, 1.000]",
-        "warm   random        2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
+        "warm    random        2      4  2.00 [2.00, 2.00]     2.00 [2.00, 2.00]        100%  "
         "1.000 [1.000, 1.000]  1.000 [1.000, 1.000]  1.000 [1.000, 1.000]",
         "",
         "TARGET                                        FIGURE                               "
@@ -326,6 +326,29 @@ def test_record_dry_run(replay, points, scripted, tmp):
         "the replay evaluator answers every recorded point as recorded")
 
 
+def test_modes(opforge, table, tmp):
+    """--modes: the refusals word for word, and frozen memory (warm, search.learn false)
+    runs after cold whatever the order named."""
+    for modes, want in [
+            ("warm", "error: --modes: warm memory is learned from the cold runs: name cold too"),
+            ("frozen", "error: --modes: frozen memory is learned from the cold runs: "
+                       "name cold too"),
+            ("cold,cold", "error: --modes: repeated mode 'cold'"),
+            ("cold,hot", "error: --modes: unknown mode 'hot' (known: cold, warm, frozen)")]:
+        p = subprocess.run([opforge, "ablate", "--replay", table, "--seeds", "1", "--modes",
+                            modes], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 2 and p.stderr.strip() == want,
+              "--modes %s: exit 2, %r (got %d, %r)" % (modes, want, p.returncode,
+                                                       p.stderr.strip()))
+    p = subprocess.run([opforge, "ablate", "--replay", table, "--seeds", "1", "--arms", "full",
+                        "--modes", "frozen,cold", "--jobs", "2"],
+                       capture_output=True, text=True, timeout=600)
+    got = p.stdout.splitlines()
+    check(p.returncode == 0 and got and got[0].endswith("modes cold,frozen") and
+          any(l.startswith("frozen  full          2      2  2.00 [2.00, 2.00]") for l in got),
+          "--modes frozen,cold: cold then frozen, both at the best by step 2")
+
+
 def main():
     opforge = os.environ.get("OPFORGE_BIN")
     replay = os.environ.get("OPFORGE_REPLAY")
@@ -336,6 +359,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_evaluator(replay, tmp)
         test_ablate(opforge, points, tmp)
+        test_modes(opforge, os.path.join(tmp, "tiny.jsonl"), tmp)
         scripted = os.environ.get("OPFORGE_SCRIPTED_EVALUATOR")
         if scripted:
             test_record_dry_run(replay, points, scripted, tmp)
