@@ -136,6 +136,14 @@ const char *graph_input_tensor(json_t *node, const char *dtype);
  * "sm_count", and its defaults, check and generate read it back from there. */
 int builtin_sm_count(const json_t *obj);
 
+/* The compute capability ("9.0") the profile's "gpu" facts name (borrowed from profile),
+ * or NULL when it names none (CPU and meta profiles, and the engine's region profiles,
+ * which keep no "gpu"). */
+const char *builtin_capability(const json_t *profile);
+/* The shared memory per block, opt-in, of the profile's "gpu" facts in bytes, or 0 when
+ * they do not say (a value outside [16 KiB, 16 MiB] is treated as not said). */
+long long builtin_smem_optin(const json_t *profile);
+
 /* How a family's match() hands back the match object it built: takes over match and
  * stores it in *ret_match (the caller then owns it), returning 1; a NULL match (memory
  * ran out building it) returns -1 with "out of memory" in why. */

@@ -23,13 +23,17 @@
  *              "numel": n, "cols": c} | null,
  *   "gemm_dst": "output:0" | "buffer:gemm_out",
  *   "rows": 1024, "cols": 8192,                       the GEMM stage geometry
- *   "sm_count": 132                                   the device's SMs (builtin_sm_count)
+ *   "sm_count": 132,                                  the device's SMs (builtin_sm_count)
+ *   "capability": "9.0" | null,                       the profile's compute capability
+ *   "smem_optin": 232448 | null                       its shared memory per block (opt-in)
  * }
  * Operands are tensor names: "input:i", "param:<key>", or "buffer:<name>" for the
  * plan's own buffers (gemm_out, bn_mean, bn_rstd, tail_out).
  *
  * Knobs (struct knob_set): op gemm uses BM, BN, BK, TM, TN, STAGES, VEC, UNROLL, MINB,
- * SPLIT and MODE (pad_smem, ldg, persistent, predicated_tail, idx64, tf32x3/3xtf32);
+ * SPLIT and MODE (pad_smem, ldg, persistent, predicated_tail, idx64, tf32x3/3xtf32, and
+ * wgmma_tf32x3, the Hopper kernel, which reads BM, BN, BK, STAGES and SPLIT only and is
+ * reached only when named: see gemm_knobs.c);
  * gemv uses BLOCK, VEC, UNROLL; row_scale uses BLOCK, VEC. check() refuses any other
  * knob set to a non-zero value, and every value a shape cannot take, with the reason. */
 #ifndef OPFORGE_BUILTIN_GEMM_H

@@ -1,5 +1,5 @@
 /* The GEMM family's candidate: the source (common.cuh, problem macros, the epilogue, the
- * templates gemm.cu, gemm_tf32x3.cu and gemm_tail.cu, and the generated row program) and
+ * templates gemm.cu, gemm_tf32x3.cu, gemm_wgmma.cu and gemm_tail.cu, and the generated row program) and
  * the launch plan with its buffers. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,10 +100,11 @@ static void problem_macros(struct cg_buf *s, const struct gm *g, const struct la
 }
 
 /* The candidate's source: shared helpers, problem macros, the epilogue, the GEMM
- * template, then the tail's template and generated row program. */
-static char *build_source(const struct gm *g, const struct layout *L, bool tf32) {
+ * template (gemm.cu, with gemm_tf32x3.cu or gemm_wgmma.cu after it for those modes),
+ * then the tail's template and generated row program. Caller owns the result. */
+static char *build_source(const struct gm *g, const struct layout *L, bool tf32, bool wgmma) {
   const char *main_t = builtin_template("gemm.cu");
-  const char *tc_t = builtin_template("gemm_tf32x3.cu");
+  const char *tc_t = builtin_template(wgmma ? "gemm_wgmma.cu" : "gemm_tf32x3.cu");
   const char *tail_t = builtin_template("gemm_tail.cu");
   if (!main_t || !tail_t || !tc_t)
     return NULL;
@@ -115,11 +116,13 @@ static char *build_source(const struct gm *g, const struct layout *L, bool tf32)
   }
   if (tf32)
     cg_printf(&s, "#define OFG_TF32X3 1\n");
+  if (wgmma)
+    cg_printf(&s, "#define OFG_WGMMA 1\n");
   problem_macros(&s, g, L);
   cg_printf(&s, "%s", epi_prelude());
   cg_printf(&s, "%s\n", json_string_value(json_object_get(g->epi, "code")));
   cg_printf(&s, "%s\n", main_t);
-  if (tf32)
+  if (tf32 || wgmma)
     cg_printf(&s, "%s\n", tc_t);
   if (g->tail || g->colstats || g->expand) {
     if (g->expand)
@@ -216,8 +219,11 @@ int gemm_generate(json_t *match, const struct knob_set *knobs, json_t **ret_cand
   struct knob_set k = *knobs;
   struct layout L = {0};
   bool tf32 = op_is(&g, "gemm") && tf32x3_mode(&k);
+  bool wgmma = op_is(&g, "gemm") && wgmma_mode(&k);
   json_t *launches = json_array(), *buffers = json_array();
-  if (op_is(&g, "gemm") && !tf32) {
+  if (wgmma) {
+    gemm_derive_wgmma(&g, &k, &L);
+  } else if (op_is(&g, "gemm") && !tf32) {
     gemm_derive(&g, &k, &L);
   } else if (tf32) {
     gemm_derive_tf32(&g, &k, &L);
@@ -226,7 +232,7 @@ int gemm_generate(json_t *match, const struct knob_set *knobs, json_t **ret_cand
   }
   main_launches(&g, &k, &L, launches, buffers);
   tail_launches(&g, launches, buffers);
-  char *src = build_source(&g, &L, tf32);
+  char *src = build_source(&g, &L, tf32, wgmma);
   json_t *plan = json_pack("{s:o,s:o}", "buffers", buffers, "launches", launches);
   int rc = cg_candidate(src, &k, plan, "out of memory building the candidate", ret_candidate,
                         why, whylen);

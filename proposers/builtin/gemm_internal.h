@@ -169,6 +169,8 @@ struct gm {
   json_t *epi, *tail, *colstats, *expand, *mask;
   const char *a, *b, *gemm_dst;
   long long sm_count; /* the device's SMs (builtin_sm_count) */
+  const char *capability; /* the device's compute capability, NULL when not said */
+  long long smem_optin;   /* its shared memory per block in bytes, 0 when not said */
 };
 
 /* Reads match (borrowed; *g borrows from it). 0, or -1 with why when malformed. */
@@ -184,6 +186,11 @@ static inline bool mode_is(const struct knob_set *k, const char *m) {
 
 static inline bool tf32x3_mode(const struct knob_set *k) {
   return mode_is(k, "tf32x3") || mode_is(k, "3xtf32");
+}
+
+/* MODE wgmma_tf32x3: the Hopper kernel (templates/gemm_wgmma.cu), never a default. */
+static inline bool wgmma_mode(const struct knob_set *k) {
+  return mode_is(k, "wgmma_tf32x3");
 }
 
 /* The derived layout of a SIMT GEMM under knobs k. */
@@ -202,5 +209,8 @@ int gemm_est_regs(const struct knob_set *k);
 void gemm_derive(const struct gm *g, const struct knob_set *k, struct layout *L);
 /* The 3xTF32 tensor-core kernel's layout of g under k into *L. */
 void gemm_derive_tf32(const struct gm *g, const struct knob_set *k, struct layout *L);
+/* The Hopper wgmma kernel's layout of g under k into *L: threads (1 + BM/64 warpgroups),
+ * copy widths, shared memory (stages, the two raw B buffers, mbarriers), grid. */
+void gemm_derive_wgmma(const struct gm *g, const struct knob_set *k, struct layout *L);
 
 #endif

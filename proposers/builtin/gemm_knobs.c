@@ -265,11 +265,64 @@ static int check_simt(const struct gm *g, const struct knob_set *k, char *why, s
   return check_simt_budget(g, k, &L, why, whylen);
 }
 
+/* MODE wgmma_tf32x3, the Hopper kernel (templates/gemm_wgmma.cu). It has never run on a
+ * GPU, so no default and no grid of the space names it: it is checked only when a knob
+ * set names it. It reads BM, BN, BK, STAGES and SPLIT; TM, TN and MINB, which a knob set
+ * started from the family defaults carries (and --knobs cannot set to 0), are ignored.
+ * Refuses, with the reason: a device that is not compute capability 9.0 (a profile that
+ * names none, CPU, meta or a region's, is taken as the H200 the defaults are tuned for),
+ * tiles outside the kernel's warpgroup shapes, shared memory over the device's limit,
+ * and tiles that the shape leaves half empty. */
+static int check_wgmma(const struct gm *g, const struct knob_set *k, char *why, size_t whylen) {
+  if (g->capability && strcmp(g->capability, "9.0") != 0)
+    return builtin_refuse(why, whylen,
+                  "wgmma_tf32x3 needs compute capability 9.0 (sm_90a: wgmma, setmaxnreg); "
+                  "the profile's device is %s", g->capability);
+  if (k->bm != 64 && k->bm != 128)
+    return builtin_refuse(why, whylen,
+                  "wgmma_tf32x3: BM=%d must be 64 or 128 (64 rows per consumer warpgroup, "
+                  "one or two consumers)", k->bm);
+  if (k->bn != 32 && k->bn != 64 && k->bn != 128)
+    return builtin_refuse(why, whylen,
+                  "wgmma_tf32x3: BN=%d must be 32, 64 or 128 (the wgmma N; each consumer "
+                  "thread holds BN/2 accumulators and BN/2 partials)", k->bn);
+  if (k->bk != 8 && k->bk != 16 && k->bk != 32)
+    return builtin_refuse(why, whylen, "wgmma_tf32x3: BK=%d must be 8, 16 or 32", k->bk);
+  if (k->stages < 2)
+    return builtin_refuse(why, whylen, "wgmma_tf32x3: STAGES=%d must be >= 2", k->stages);
+  if (g->m <= k->bm / 2 || g->n <= k->bn / 2)
+    return builtin_refuse(why, whylen,
+                  "wgmma_tf32x3: the %lldx%lld output leaves half of a %dx%d tile empty; "
+                  "take BM=64 (M <= 64) or a BN under N", g->m, g->n, k->bm, k->bn);
+  struct layout L;
+  gemm_derive_wgmma(g, k, &L);
+  long long limit = g->smem_optin > 0 ? g->smem_optin : SMEM_LIMIT;
+  if (L.smem > limit)
+    return builtin_refuse(why, whylen,
+                  "wgmma_tf32x3: shared memory %lld bytes (STAGES=%d stages of A's tile and "
+                  "B's two parts, two raw B tiles, mbarriers) exceeds the device's %lld",
+                  L.smem, k->stages, limit);
+  if (k->stages > L.nk)
+    return builtin_refuse(why, whylen, "STAGES=%d exceeds the %lld K steps of BK=%d", k->stages,
+                  L.nk, k->bk);
+  int split = k->split ? k->split : 1;
+  if (split > 1 && (split - 1) * L.kchunk >= g->k)
+    return builtin_refuse(why, whylen, "SPLIT=%d leaves empty K slices (K=%lld, BK=%d)", split, g->k,
+                  k->bk);
+  if (g->batch * split > 65535)
+    return builtin_refuse(why, whylen, "batch %lld x SPLIT %d exceeds the grid's z limit", g->batch, split);
+  if (split > 1 && split * g->rows * g->n * 4 > (4LL << 30))
+    return builtin_refuse(why, whylen, "SPLIT=%d: the partials buffer would exceed 4 GiB", split);
+  return 0;
+}
+
 int gemm_check(json_t *match, const struct knob_set *k, char *why, size_t whylen) {
   struct gm g;
   if (gm_read(match, &g, why, whylen) != 0)
     return -1;
   if (op_is(&g, "gemm")) {
+    if (wgmma_mode(k))
+      return check_wgmma(&g, k, why, whylen);
     if (tf32x3_mode(k)) {
       if (check_unused("gemm tf32x3", k, ",BM,BN,BK,TM,TN,STAGES,MINB,SPLIT,", why, whylen) != 0)
         return -1;

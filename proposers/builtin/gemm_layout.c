@@ -33,6 +33,9 @@ int gm_read(json_t *match, struct gm *g, char *why, size_t whylen) {
   g->expand = jobj(match, "expand");
   g->mask = jobj(match, "mask");
   g->sm_count = builtin_sm_count(match);
+  g->capability = json_string_value(json_object_get(match, "capability"));
+  json_t *optin = json_object_get(match, "smem_optin");
+  g->smem_optin = json_is_integer(optin) ? json_integer_value(optin) : 0;
   if (!g->op || !g->a || !g->b || !g->gemm_dst || !g->epi || g->batch < 1 || g->m < 1 || g->n < 1 ||
       g->k < 0) {
     snprintf(why, whylen, "malformed gemm match");
@@ -112,4 +115,26 @@ void gemm_derive_tf32(const struct gm *g, const struct knob_set *k, struct layou
   L->idx64 = g->m * g->k >= big || g->k * g->n >= big || g->m * g->n >= big;
   L->grid_x = L->tiles;
   L->minb = k->minb;
+}
+
+/* The Hopper kernel (templates/gemm_wgmma.cu): a producer warpgroup and BM/64 consumers;
+ * per stage A's tile in its memory layout (padded) and B's big and small parts (BN x BK
+ * each), two raw B buffers in B's memory layout, and two mbarriers per stage. */
+void gemm_derive_wgmma(const struct gm *g, const struct knob_set *k, struct layout *L) {
+  memset(L, 0, sizeof *L);
+  L->nt = 128 * (1 + k->bm / 64);
+  bool a_kc = !g->ta, b_kc = g->tb;
+  L->va = (a_kc ? g->k : g->m) % 4 == 0 ? 4 : 1;
+  L->vb = (b_kc ? g->k : g->n) % 4 == 0 ? 4 : 1;
+  long long at = a_kc ? (long long)k->bm * (k->bk + 4) : (long long)k->bk * (k->bm + 8);
+  long long raw = b_kc ? (long long)k->bn * (k->bk + 4) : (long long)k->bk * (k->bn + 8);
+  long long parts = 2LL * k->bn * k->bk;
+  L->smem = ((long long)k->stages * (at + parts) + 2 * raw) * 4 + 16LL * k->stages;
+  L->tiles = ((g->m + k->bm - 1) / k->bm) * ((g->n + k->bn - 1) / k->bn);
+  int split = k->split ? k->split : 1;
+  L->kchunk = ((g->k + split - 1) / split + k->bk - 1) / k->bk * k->bk;
+  L->nk = (L->kchunk + k->bk - 1) / k->bk;
+  long long big = 1LL << 31;
+  L->idx64 = g->m * g->k >= big || g->k * g->n >= big || g->m * g->n >= big;
+  L->grid_x = L->tiles;
 }

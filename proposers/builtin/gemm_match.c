@@ -604,6 +604,11 @@ int gemm_match(json_t *profile, json_t **ret_match, char *why, size_t whylen) {
                                    json_integer_value(json_object_get(m.match, "m"))));
   json_object_set_new(m.match, "cols", json_integer(m.gemm_n));
   json_object_set_new(m.match, "sm_count", json_integer(builtin_sm_count(profile)));
+  /* What the Hopper kernel's check reads (MODE wgmma_tf32x3): null when not said. */
+  const char *cap = builtin_capability(profile);
+  long long optin = builtin_smem_optin(profile);
+  json_object_set_new(m.match, "capability", cap ? json_string(cap) : json_null());
+  json_object_set_new(m.match, "smem_optin", optin ? json_integer(optin) : json_null());
   set_summary(m.match);
   *ret_match = json_incref(m.match);
   matcher_clear(&m);

@@ -170,6 +170,18 @@ int builtin_sm_count(const json_t *obj) {
 }
 
 /* See builtin.h. */
+const char *builtin_capability(const json_t *profile) {
+  return json_string_value(json_object_get(json_object_get(profile, "gpu"), "capability"));
+}
+
+/* See builtin.h. */
+long long builtin_smem_optin(const json_t *profile) {
+  const json_t *v = json_object_get(json_object_get(profile, "gpu"), "max_shared_optin");
+  json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+  return n >= 16384 && n <= (1LL << 24) ? (long long)n : 0;
+}
+
+/* See builtin.h. */
 int builtin_read_tuple(json_t *v, int n, int lo, int hi, int out[3]) {
   if (!v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
     return 0;

@@ -149,7 +149,7 @@ __device__ __forceinline__ bool ofg_tile_masked(int m0, int n0) {
 #endif
 }
 
-#if !defined(OFG_TF32X3)
+#if !defined(OFG_TF32X3) && !defined(OFG_WGMMA)
 // ---- the SIMT kernel ----
 #define TX (BN / TN)
 #define TY (BM / TM)
@@ -415,7 +415,7 @@ extern "C" __global__ void OFG_GEMM_BOUNDS gemm_main(const float* __restrict__ A
   }
 }
 
-#endif  // !OFG_TF32X3
+#endif  // !OFG_TF32X3 && !OFG_WGMMA
 
 #if SPLIT > 1
 #define SKV (OFG_N % 4 == 0 ? 4 : 1)
