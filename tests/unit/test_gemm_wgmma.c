@@ -190,7 +190,7 @@ static void check_nvrtc(json_t *cand, const char *what) {
   if (!r.ok || strstr(r.log, "warning"))
     printf("%s: NVRTC log:\n%s\n", what, r.log);
   assert_true(r.ok);
-  printf("  %-44s NVRTC sm_90a %7.0f ms, registers %3d, spills %ld, cubin %zu bytes\n", what,
+  printf("  %-46s NVRTC sm_90a %7.0f ms, registers %3d, spills %ld, cubin %zu bytes\n", what,
          r.ms, r.registers, r.spills, r.cubin_bytes);
   assert_int_equal(r.spills, 0);
   assert_null(strstr(r.log, "C7508"));
@@ -226,13 +226,22 @@ static int run(const char *cmd) {
   return rc == -1 ? -1 : (WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
 }
 
+/* Occurrences of needle in text. */
+static int count(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
 /* Compiles cand with nvcc for sm_90a into a cubin (skipped, with the reason, when nvcc is
- * absent), then counts its HGMMA instructions with cuobjdump where one is found. Returns
- * the count, or -1 when the SASS could not be read. */
-static int check_nvcc(json_t *cand, const char *what, const char *dir) {
+ * absent), then reads its SASS with cuobjdump where one is found: both setmaxnreg forms
+ * (USETMAXREG), no local memory. Returns the count of HGMMA.64xBNx8 TF32 instructions, or
+ * -1 when the SASS could not be read. */
+static int check_nvcc(json_t *cand, int bn, const char *what, const char *dir) {
   const char *nvcc = "/usr/local/cuda/bin/nvcc";
   if (access(nvcc, X_OK) != 0) {
-    printf("  %-44s nvcc: skipped, %s is absent\n", what, nvcc);
+    printf("  %-46s nvcc: skipped, %s is absent\n", what, nvcc);
     return -1;
   }
   char src[512], cubin[512], cmd[8192];
@@ -262,22 +271,26 @@ static int check_nvcc(json_t *cand, const char *what, const char *dir) {
   assert_int_equal(rc, 0);
   const char *dump = find_cuobjdump();
   if (!dump) {
-    printf("  %-44s nvcc %6.0f ms; SASS: skipped, no cuobjdump (tests/gpu/sass_check)\n", what,
+    printf("  %-46s nvcc %6.0f ms; SASS: skipped, no cuobjdump (tests/gpu/sass_check)\n", what,
            ms);
     return -1;
   }
   snprintf(cmd, sizeof cmd, "%s -sass %s > %s/k.sass 2>&1", dump, cubin, dir);
   if (run(cmd) != 0) {
-    printf("  %-44s nvcc %6.0f ms; SASS: skipped, %s cannot read the cubin\n", what, ms, dump);
+    printf("  %-46s nvcc %6.0f ms; SASS: skipped, %s cannot read the cubin\n", what, ms, dump);
     return -1;
   }
   snprintf(cmd, sizeof cmd, "%s/k.sass", dir);
   char *sass = read_file(cmd);
   assert_non_null(sass);
-  int hgmma = 0;
-  for (const char *p = sass; (p = strstr(p, "HGMMA")) != NULL; p++)
-    hgmma++;
-  printf("  %-44s nvcc %6.0f ms; SASS: %d HGMMA\n", what, ms, hgmma);
+  char op[48];
+  snprintf(op, sizeof op, "HGMMA.64x%dx8.F32.TF32", bn);
+  int hgmma = count(sass, op), local = count(sass, "STL") + count(sass, "LDL");
+  printf("  %-46s nvcc %6.0f ms; SASS: %d HGMMA, %d USETMAXREG, %d local-memory accesses\n",
+         what, ms, hgmma, count(sass, "USETMAXREG"), local);
+  assert_non_null(strstr(sass, "USETMAXREG.DEALLOC"));
+  assert_non_null(strstr(sass, "USETMAXREG.TRY_ALLOC"));
+  assert_int_equal(local, 0);
   free(sass);
   return hgmma;
 }
@@ -293,7 +306,7 @@ static const struct shape {
     {"square 4096", 4096, 4096, 4096, false, false, 128, 128, 32, 3, 1},
     {"square 4096 B^T, BK 16, 4 stages", 4096, 4096, 4096, false, true, 128, 128, 16, 4, 1},
     {"irregular 1000x1500x777", 1000, 777, 1500, false, false, 128, 128, 16, 4, 1},
-    {"irregular A^T B^T", 1000, 777, 1500, true, true, 128, 128, 16, 4, 1},
+    {"irregular A^T B^T, one consumer 64x128x32", 1000, 777, 1500, true, true, 64, 128, 32, 4, 1},
     {"tall-skinny 65536x64x1024 B^T", 65536, 1024, 64, false, true, 128, 64, 32, 4, 1},
     {"one consumer 64x32, 300x40x1000", 300, 1000, 40, false, false, 64, 32, 8, 6, 1},
     {"K=131072, 256x256, split 64", 256, 131072, 256, false, false, 128, 128, 32, 3, 64},
@@ -316,9 +329,10 @@ static void test_compiles(void **state) {
       fail_msg("%s: %s", s->name, why);
     check_nvrtc(cand, s->name);
     check_ptx(cand, k.bn);
-    int hgmma = check_nvcc(cand, s->name, dir);
+    /* One K step's 3 x BK/8 wgmmas, unrolled, each an HGMMA of the tile's N. */
+    int hgmma = check_nvcc(cand, k.bn, s->name, dir);
     if (hgmma >= 0) {
-      assert_true(hgmma > 0);
+      assert_int_equal(hgmma, 3 * k.bk / 8);
       sass_seen++;
     }
     json_decref(cand);

@@ -16,7 +16,7 @@
 // OFG_VEC_A/B, OFG_MASK, the epilogue ofg_epi) are gemm.cu's.
 //
 // Threads: (1 + CONSUMERS) warpgroups of 128. Warpgroup 0 is the producer: it gives
-// registers back (setmaxnreg.dec to 40) and only copies and splits operands. Warpgroups
+// registers back (setmaxnreg.dec to 56) and only copies and splits operands. Warpgroups
 // 1..CONSUMERS are consumers (setmaxnreg.inc): consumer c computes rows 64(c-1)..64c-1 of
 // the BM x BN tile with wgmma m64nBNk8, accumulators in registers.
 //
@@ -71,16 +71,17 @@
 #define WB_PART (BN * BK)
 #define WA_LD (WA_KC ? OFG_K : OFG_M)
 #define WB_LD (WB_KC ? OFG_K : OFG_N)
-// Registers per thread after setmaxnreg: the producer keeps 40; the consumers take what
-// it frees. One consumer: 256 threads capped at 128 registers at entry (two blocks'
-// bound), 128 x (40 + 216) = 256 x 128. Two: 384 threads at 168, 128 x (40 + 2 x 232) =
-// 384 x 168 (rounded down to 8).
+// Registers per thread after setmaxnreg: the producer keeps 56 (its copy loops spill
+// at 40); the consumers take what it frees. One consumer: 256 threads capped at 128
+// registers at entry (two blocks' bound), 128 x (56 + 200) = 256 x 128. Two: 384 threads
+// at 168, 128 x (56 + 2 x 224) = 384 x 168 (65536 / 384 rounded down to 8).
+#define WG_PRODUCER_REGS 56
 #if CONSUMERS == 1
 #define WG_BOUNDS __launch_bounds__(WG_NT, 2)
-#define WG_CONSUMER_REGS 216
+#define WG_CONSUMER_REGS 200
 #else
 #define WG_BOUNDS __launch_bounds__(WG_NT, 1)
-#define WG_CONSUMER_REGS 232
+#define WG_CONSUMER_REGS 224
 #endif
 
 __device__ __forceinline__ unsigned ofg_smem_addr(const void* p) {
@@ -231,7 +232,7 @@ __device__ __forceinline__ void ofg_wg_tile(float* S, const float* G, ofg_idx ld
   const int INNER = KC ? BK : R, OUTER = KC ? R : BK, LDS = KC ? BK + 4 : R + 8;
   const int TOTAL = OUTER * INNER / V;
   // Not unrolled: unrolled, the copies' addresses are kept across the K loop and spill
-  // out of the producer's 40 registers.
+  // out of the producer's registers.
   OFG_UNROLL_N(1)
   for (int i = 0; i < (TOTAL + 127) / 128; ++i) {
     const int idx = tid + i * 128;
@@ -396,7 +397,7 @@ extern "C" __global__ void WG_BOUNDS gemm_main(const float* __restrict__ A,
   const int ke = ofg_tile_masked(m0, n0) ? kb : kend;
   const int nk = (ke - kb + BK - 1) / BK;
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PRODUCER_REGS) : "memory");
     ofg_wg_produce(A + (i64)b * OFG_A_BSTRIDE, B + (i64)b * OFG_B_BSTRIDE, As, Braw, Bbig,
                    Bsmall, full, empty, m0, n0, kb, ke, nk, tid);
   } else {
