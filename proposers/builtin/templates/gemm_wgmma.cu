@@ -57,6 +57,12 @@
 // adjacent in n are 128 bytes apart (the descriptor's stride byte offset), adjacent in k
 // BN*16 bytes apart (its leading byte offset), and the k8 slice j starts 8*j*BN floats in.
 // The producer writes one core-matrix row (4 k of one n) as one 16-byte store.
+//
+// Known limits, to measure once it runs: a consumer waits for its own wgmmas at the end
+// of every K step (wait_group 0, so that A's registers and the stage can be reused),
+// leaving the tensor cores to the other consumer meanwhile; B's parts are not swizzled;
+// one output tile per block (no persistent grid); the descriptor fields follow the PTX
+// ISA's description of the no-swizzle K-major layout and are unverified on hardware.
 #if defined(OFG_OP_GEMM) && defined(OFG_WGMMA)
 #if defined(OFG_EMU)
 #error "the wgmma GEMM has no CPU emulation"
@@ -404,9 +410,9 @@ extern "C" __global__ void WG_BOUNDS gemm_main(const float* __restrict__ A,
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CONSUMER_REGS) : "memory");
     const int ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
     const int r = 64 * (wg - 1) + 16 * warp + g;  // this thread's first row in the tile
-    float acc[BN / 2], part[BN / 2];
+    float acc[BN / 2], part[BN / 2];  // part: one K step's products (scale-d 0 first)
     OFG_PRAGMA(unroll)
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < BN / 2; ++i) acc[i] = part[i] = 0.0f;
     for (int kt = 0; kt < nk; ++kt) {
       const int s = kt % STAGES;
       ofg_mbar_wait(&full[s], (unsigned)((kt / STAGES) & 1));
