@@ -5,6 +5,7 @@
  * the knob check refuses what the kernel cannot do with exact reasons; the proposer never
  * starts from it; and a CPU model of its 3xTF32 arithmetic stays within the fp32 tasks'
  * accuracy budget where plain TF32 does not. */
+#include <glob.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -200,24 +201,37 @@ static void check_nvrtc(json_t *cand, const char *what) {
 }
 
 /* A disassembler that reads sm_90a cubins (static storage), or NULL: cuobjdump in
- * OPFORGE_CUOBJDUMP, CUDA's bin, or the one Triton ships in the project's venv. */
+ * OPFORGE_CUOBJDUMP, CUDA's bin, or the one Triton (a dependency of torch) ships in the
+ * venv of the evaluator's python. */
 static const char *find_cuobjdump(void) {
   static char path[1024];
   const char *env = getenv("OPFORGE_CUOBJDUMP");
-  const char *home = getenv("HOME");
-  char venv[900];
-  snprintf(venv, sizeof venv,
-           "%s/.cache/opforge/venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/"
-           "cuobjdump",
-           home ? home : "/root");
-  const char *cands[] = {env, "/usr/local/cuda/bin/cuobjdump", venv};
-  for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
-    if (cands[i] && *cands[i] && access(cands[i], X_OK) == 0) {
-      snprintf(path, sizeof path, "%s", cands[i]);
+  const char *fixed[] = {env, "/usr/local/cuda/bin/cuobjdump"};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+    if (fixed[i] && *fixed[i] && access(fixed[i], X_OK) == 0) {
+      snprintf(path, sizeof path, "%s", fixed[i]);
       return path;
     }
   }
-  return NULL;
+  const char *py = python_path(); /* <venv>/bin/python */
+  char venv[1024];
+  snprintf(venv, sizeof venv, "%s", py ? py : "");
+  for (int up = 0; up < 2; up++) {
+    char *slash = strrchr(venv, '/');
+    if (!slash)
+      return NULL;
+    *slash = '\0';
+  }
+  char pattern[1200];
+  snprintf(pattern, sizeof pattern,
+           "%s/lib/python3*/site-packages/triton/backends/nvidia/bin/cuobjdump", venv);
+  glob_t g;
+  bool found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0 &&
+               access(g.gl_pathv[0], X_OK) == 0;
+  if (found)
+    snprintf(path, sizeof path, "%s", g.gl_pathv[0]);
+  globfree(&g);
+  return found ? path : NULL;
 }
 
 /* Runs cmd through the shell; its exit status (-1 when it could not run). */
@@ -271,7 +285,7 @@ static int check_nvcc(json_t *cand, int bn, const char *what, const char *dir) {
   assert_int_equal(rc, 0);
   const char *dump = find_cuobjdump();
   if (!dump) {
-    printf("  %-46s nvcc %6.0f ms; SASS: skipped, no cuobjdump (tests/gpu/sass_check)\n", what,
+    printf("  %-46s nvcc %6.0f ms; SASS: skipped, no cuobjdump (OPFORGE_CUOBJDUMP names one)\n", what,
            ms);
     return -1;
   }
