@@ -272,7 +272,7 @@ static int check_simt(const struct gm *g, const struct knob_set *k, char *why, s
  * Refuses, with the reason: a device that is not compute capability 9.0 (a profile that
  * names none, CPU, meta or a region's, is taken as the H200 the defaults are tuned for),
  * tiles outside the kernel's warpgroup shapes, shared memory over the device's limit,
- * and tiles that the shape leaves half empty. */
+ * and tiles that the shape leaves half empty. g and k are borrowed; why is the caller's. */
 static int check_wgmma(const struct gm *g, const struct knob_set *k, char *why, size_t whylen) {
   if (g->capability && strcmp(g->capability, "9.0") != 0)
     return builtin_refuse(why, whylen,

@@ -119,7 +119,8 @@ void gemm_derive_tf32(const struct gm *g, const struct knob_set *k, struct layou
 
 /* The Hopper kernel (templates/gemm_wgmma.cu): a producer warpgroup and BM/64 consumers;
  * per stage A's tile in its memory layout (padded) and B's big and small parts (BN x BK
- * each), two raw B buffers in B's memory layout, and two mbarriers per stage. */
+ * each), two raw B buffers in B's memory layout, and two mbarriers per stage. g and k
+ * are borrowed; *L is the caller's, overwritten. */
 void gemm_derive_wgmma(const struct gm *g, const struct knob_set *k, struct layout *L) {
   memset(L, 0, sizeof *L);
   L->nt = 128 * (1 + k->bm / 64);

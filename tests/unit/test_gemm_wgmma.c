@@ -81,7 +81,8 @@ static json_t *mm_profile(long long M, long long K, long long N, bool ta, bool t
                         "outputs", tensor_spec("output:0", M, N), "graph", graph,
                         "graph_source", "fx", "precision", "fp32", "sm_count", 132);
   if (cap) {
-    json_t *gpu = json_pack("{s:s,s:s,s:i}", "name", "test GPU", "capability", cap, "sm_count", 132);
+    json_t *gpu =
+        json_pack("{s:s,s:s,s:i}", "name", "test GPU", "capability", cap, "sm_count", 132);
     if (smem_optin)
       json_object_set_new(gpu, "max_shared_optin", json_integer(smem_optin));
     json_object_set_new(p, "gpu", gpu);
@@ -89,7 +90,7 @@ static json_t *mm_profile(long long M, long long K, long long N, bool ta, bool t
   return p;
 }
 
-/* The gemm match of a profile (borrowed); fails the test unless it matches. */
+/* The gemm match (caller owns) of a profile (borrowed); fails the test unless it matches. */
 static json_t *must_match(json_t *profile) {
   json_t *m = NULL;
   char why[512] = "";
@@ -100,7 +101,8 @@ static json_t *must_match(json_t *profile) {
   return m;
 }
 
-/* The family defaults of match with MODE wgmma_tf32x3 and the given tiles (0: keep). */
+/* The family defaults of match (borrowed) with MODE wgmma_tf32x3 and the given tiles (0:
+ * keep). */
 static struct knob_set wgmma_knobs(json_t *match, int bm, int bn, int bk, int stages, int split) {
   struct knob_set k;
   gemm_defaults(match, &k);
@@ -155,7 +157,7 @@ static char *candidate_ptx(json_t *cand) {
   return ptx;
 }
 
-/* Asserts the PTX of cand holds the kernel's Hopper instructions for its BN. */
+/* Asserts the PTX of cand (borrowed) holds the kernel's Hopper instructions for its BN. */
 static void check_ptx(json_t *cand, int bn) {
   char *ptx = candidate_ptx(cand);
   char mma[96];
@@ -179,7 +181,7 @@ static void check_ptx(json_t *cand, int bn) {
   free(ptx);
 }
 
-/* Compiles cand with the project's NVRTC path for sm_90a: no error, no spill, no warning
+/* Compiles cand (borrowed) with the project's NVRTC path for sm_90a: no error, no spill, no warning
  * that setmaxnreg was ignored (C7508) or that wgmma was serialized. */
 static void check_nvrtc(json_t *cand, const char *what) {
   const char *ov[NVRTC_MAX_OPTIONS];
@@ -234,13 +236,13 @@ static const char *find_cuobjdump(void) {
   return found ? path : NULL;
 }
 
-/* Runs cmd through the shell; its exit status (-1 when it could not run). */
+/* Runs cmd (the caller's) through the shell; its exit status (-1 when it could not run). */
 static int run(const char *cmd) {
   int rc = system(cmd);
   return rc == -1 ? -1 : (WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
 }
 
-/* Occurrences of needle in text. */
+/* Occurrences of needle in text (both the caller's). */
 static int count(const char *text, const char *needle) {
   int n = 0;
   for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
@@ -248,10 +250,10 @@ static int count(const char *text, const char *needle) {
   return n;
 }
 
-/* Compiles cand with nvcc for sm_90a into a cubin (skipped, with the reason, when nvcc is
- * absent), then reads its SASS with cuobjdump where one is found: both setmaxnreg forms
- * (USETMAXREG), no local memory. Returns the count of HGMMA.64xBNx8 TF32 instructions, or
- * -1 when the SASS could not be read. */
+/* Compiles cand (borrowed) with nvcc for sm_90a into a cubin in dir (skipped, with the
+ * reason, when nvcc is absent), then reads its SASS with cuobjdump where one is found:
+ * both setmaxnreg forms (USETMAXREG), no local memory. Returns the count of
+ * HGMMA.64xBNx8 TF32 instructions, or -1 when the SASS could not be read. */
 static int check_nvcc(json_t *cand, int bn, const char *what, const char *dir) {
   const char *nvcc = "/usr/local/cuda/bin/nvcc";
   if (access(nvcc, X_OK) != 0) {
@@ -285,8 +287,8 @@ static int check_nvcc(json_t *cand, int bn, const char *what, const char *dir) {
   assert_int_equal(rc, 0);
   const char *dump = find_cuobjdump();
   if (!dump) {
-    printf("  %-46s nvcc %6.0f ms; SASS: skipped, no cuobjdump (OPFORGE_CUOBJDUMP names one)\n", what,
-           ms);
+    printf("  %-46s nvcc %6.0f ms; SASS: skipped, no cuobjdump (OPFORGE_CUOBJDUMP names one)\n",
+           what, ms);
     return -1;
   }
   snprintf(cmd, sizeof cmd, "%s -sass %s > %s/k.sass 2>&1", dump, cubin, dir);
@@ -383,6 +385,7 @@ static void test_named_knob(void **state) {
 
 /* ---- the knob check ---- */
 
+/* Asserts that gemm_check refuses k on match (both borrowed) with exactly want. */
 static void expect_refusal(json_t *match, const struct knob_set *k, const char *want) {
   char why[512] = "";
   assert_int_equal(gemm_check(match, k, why, sizeof why), -1);
@@ -558,6 +561,7 @@ struct errors {
   double x3, plain, eager, ref;
 };
 
+/* The errors of the M = N = 4 output over k (inputs drawn here, freed before return). */
 static struct errors emulate(long long k, bool normal, int bk) {
   enum { M = 4, N = 4 };
   float *a = malloc(sizeof(float) * (size_t)(M * k)), *b = malloc(sizeof(float) * (size_t)(N * k));

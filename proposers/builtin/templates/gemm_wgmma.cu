@@ -229,9 +229,10 @@ __device__ __forceinline__ void ofg_wgmma(float (&d)[BN / 2], const unsigned (&a
 
 // ---- the producer ----
 
-// One operand tile of BK x R at (k0, r0) into S in its memory layout, by the producer's
-// 128 threads: KC (k-contiguous: global [r][ld], S [r][BK+4]), else global [k][ld],
-// S [k][R+8]. Rows r >= rext and k >= kend are zero-filled.
+// One operand tile of BK x R at (k0, r0) of G (global, read) into S (shared, written) in
+// its memory layout, by the producer's 128 threads: KC (k-contiguous: global [r][ld],
+// S [r][BK+4]), else global [k][ld], S [k][R+8]. Rows r >= rext and k >= kend are
+// zero-filled.
 template <int R, bool KC, int V, bool EVR, bool EVK>
 __device__ __forceinline__ void ofg_wg_tile(float* S, const float* G, ofg_idx ld, int r0,
                                             int rext, int k0, int kend, int tid) {
@@ -252,8 +253,9 @@ __device__ __forceinline__ void ofg_wg_tile(float* S, const float* G, ofg_idx ld
   }
 }
 
-// Splits the raw B tile (B's memory layout) into the big and small parts of a stage, in
-// the core-matrix layout: each thread takes (n, 4 k) chunks, one 16-byte store per part.
+// Splits the raw B tile (shared, B's memory layout; read) into the big and small parts of
+// a stage (shared, written), in the core-matrix layout: each thread takes (n, 4 k) chunks,
+// one 16-byte store per part.
 __device__ __forceinline__ void ofg_wg_split_b(const float* raw, float* big, float* small,
                                                int tid) {
   OFG_PRAGMA(unroll)
@@ -308,14 +310,15 @@ __device__ __forceinline__ void ofg_wg_produce(const float* Ab, const float* Bb,
 
 // ---- the consumers ----
 
-// This thread's A fragment value (m, k) of a stage's A tile.
+// This thread's A fragment value (m, k) of a stage's A tile (shared, read).
 __device__ __forceinline__ float ofg_wg_a_at(const float* As, int m, int k) {
   return WA_KC ? As[m * (BK + 4) + k] : As[k * (BM + 8) + m];
 }
 
-// One K step of one consumer: the A fragments of every k8 slice split in registers (rows
-// r and r + 8 of the warp's 16, k = t and t + 4: wgmma's register layout for tf32 A), then
-// 3 x BK/8 wgmmas into the zeroed partial part, waited for before the stage is released.
+// One K step of one consumer (the stage's shared tiles read, part written): the A
+// fragments of every k8 slice split in registers (rows r and r + 8 of the warp's 16,
+// k = t and t + 4: wgmma's register layout for tf32 A), then 3 x BK/8 wgmmas into the
+// partial part (overwritten by the first), waited for before the stage is released.
 __device__ __forceinline__ void ofg_wg_step(const float* As, const float* big, const float* small,
                                             float (&part)[BN / 2], int r, int t) {
   unsigned ab[BK / 8][4], as[BK / 8][4];
@@ -340,9 +343,9 @@ __device__ __forceinline__ void ofg_wg_step(const float* As, const float* big, c
   for (int i = 0; i < BN / 2; ++i) ofg_reg_fence(part[i]);
 }
 
-// Stores a consumer's accumulators: acc[4j + 2h + c] is row (g + 8h) of the warp's 16,
-// column 8j + 2t + c (wgmma's f32 accumulator layout), through the epilogue unless the
-// output is a split-K partial.
+// Stores a consumer's accumulators into Cs (global: the output, or a split's partials):
+// acc[4j + 2h + c] is row (g + 8h) of the warp's 16, column 8j + 2t + c (wgmma's f32
+// accumulator layout), through the epilogue unless the output is a split-K partial.
 __device__ __forceinline__ void ofg_wg_store(float* Cs, const float (&acc)[BN / 2], int b,
                                              int row0, int n0, int t) {
   OFG_PRAGMA(unroll)
