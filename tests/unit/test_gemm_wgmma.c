@@ -90,6 +90,29 @@ static json_t *mm_profile(long long M, long long K, long long N, bool ta, bool t
   return p;
 }
 
+/* The profile (caller owns) of nn.Linear(K, N) with bias on x [M, K], then ReLU: B is the
+ * weight [N, K] read transposed, and the bias and ReLU are the fused epilogue. */
+static json_t *linear_relu_profile(long long M, long long K, long long N) {
+  json_t *graph = json_array();
+  json_array_append_new(graph, placeholder("x", "input:0", M, K));
+  json_t *lin = call("fc", "Linear", json_pack("[{s:s}]", "node", "x"), M, N);
+  json_object_set_new(lin, "op", json_string("call_module"));
+  json_object_set_new(lin, "attrs", json_pack("{s:I,s:I,s:b}", "in_features", (json_int_t)K,
+                                              "out_features", (json_int_t)N, "bias", 1));
+  json_object_set_new(lin, "params", json_pack("[s,s]", "param:fc.weight", "param:fc.bias"));
+  json_array_append_new(graph, lin);
+  json_array_append_new(graph,
+                        call("relu", "torch.relu", json_pack("[{s:s}]", "node", "fc"), M, N));
+  json_array_append_new(graph,
+                        call("output", "output", json_pack("[{s:s}]", "node", "relu"), M, N));
+  json_t *bias = json_pack("{s:s,s:s,s:[I],s:I}", "name", "param:fc.bias", "dtype", "float32",
+                           "shape", (json_int_t)N, "numel", (json_int_t)N);
+  return json_pack("{s:[o],s:[o,o],s:[o],s:o,s:s,s:s,s:i}", "inputs",
+                   tensor_spec("input:0", M, K), "params", tensor_spec("param:fc.weight", N, K),
+                   bias, "outputs", tensor_spec("output:0", M, N), "graph", graph,
+                   "graph_source", "fx", "precision", "fp32", "sm_count", 132);
+}
+
 /* The gemm match (caller owns) of a profile (borrowed); fails the test unless it matches. */
 static json_t *must_match(json_t *profile) {
   json_t *m = NULL;
@@ -362,6 +385,29 @@ static void test_compiles(void **state) {
   assert_int_equal(run(cmd), 0);
 }
 
+/* The fused epilogue (bias, ReLU) of a linear layer compiles into the kernel's store. */
+static void test_linear_epilogue(void **state) {
+  (void)state;
+  json_t *p = linear_relu_profile(1024, 4096, 3000);
+  json_t *m = must_match(p);
+  printf("  match: %s\n", json_string_value(json_object_get(m, "summary")));
+  struct knob_set k = wgmma_knobs(m, 128, 128, 32, 3, 1);
+  json_t *cand = NULL;
+  char why[512] = "";
+  if (gemm_generate(m, &k, &cand, why, sizeof why) != 0)
+    fail_msg("%s", why);
+  json_t *args = json_object_get(json_array_get(json_object_get(json_object_get(cand, "plan"),
+                                                                "launches"),
+                                                0),
+                                 "args");
+  assert_int_equal(json_array_size(args), 4); /* x, the weight, the output, the bias */
+  check_nvrtc(cand, "linear 1024x3000x4096 + bias + relu");
+  check_ptx(cand, 128);
+  json_decref(cand);
+  json_decref(m);
+  json_decref(p);
+}
+
 /* `opforge propose --knobs MODE=wgmma_tf32x3` reaches the kernel: the family defaults with
  * that one knob set generate, and compile. */
 static void test_named_knob(void **state) {
@@ -623,6 +669,7 @@ int main(void) {
       cmocka_unit_test(test_never_default),
       cmocka_unit_test(test_emulated_accuracy),
       cmocka_unit_test(test_named_knob),
+      cmocka_unit_test(test_linear_epilogue),
       cmocka_unit_test(test_compiles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

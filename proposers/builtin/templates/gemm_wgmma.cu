@@ -345,9 +345,10 @@ __device__ __forceinline__ void ofg_wg_step(const float* As, const float* big, c
 
 // Stores a consumer's accumulators into Cs (global: the output, or a split's partials):
 // acc[4j + 2h + c] is row (g + 8h) of the warp's 16, column 8j + 2t + c (wgmma's f32
-// accumulator layout), through the epilogue unless the output is a split-K partial.
+// accumulator layout), through the epilogue (its tensors, OFG_EPI_PARAMS, read) unless the
+// output is a split-K partial.
 __device__ __forceinline__ void ofg_wg_store(float* Cs, const float (&acc)[BN / 2], int b,
-                                             int row0, int n0, int t) {
+                                             int row0, int n0, int t OFG_EPI_PARAMS) {
   OFG_PRAGMA(unroll)
   for (int h = 0; h < 2; ++h) {
     const int m = row0 + 8 * h;
@@ -425,7 +426,7 @@ extern "C" __global__ void WG_BOUNDS gemm_main(const float* __restrict__ A,
       for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
     }
     float* Cs = C + (i64)split * ((i64)OFG_BATCH * OFG_M * OFG_N);
-    ofg_wg_store(Cs, acc, b, m0 + r, n0, t);
+    ofg_wg_store(Cs, acc, b, m0 + r, n0, t OFG_EPI_ARGS);
   }
 }
 
