@@ -90,9 +90,10 @@ static json_t *mm_profile(long long M, long long K, long long N, bool ta, bool t
   return p;
 }
 
-/* The profile (caller owns) of nn.Linear(K, N) with bias on x [M, K], then ReLU: B is the
- * weight [N, K] read transposed, and the bias and ReLU are the fused epilogue. */
-static json_t *linear_relu_profile(long long M, long long K, long long N) {
+/* The profile (caller owns) of nn.Linear(K, N) with bias on x [M, K], then torch.<op>
+ * ("relu": fused into the store; "softmax" over the features: the row tail, a second
+ * launch). B is the weight [N, K] read transposed. */
+static json_t *linear_profile(long long M, long long K, long long N, const char *op) {
   json_t *graph = json_array();
   json_array_append_new(graph, placeholder("x", "input:0", M, K));
   json_t *lin = call("fc", "Linear", json_pack("[{s:s}]", "node", "x"), M, N);
@@ -101,16 +102,52 @@ static json_t *linear_relu_profile(long long M, long long K, long long N) {
                                               "out_features", (json_int_t)N, "bias", 1));
   json_object_set_new(lin, "params", json_pack("[s,s]", "param:fc.weight", "param:fc.bias"));
   json_array_append_new(graph, lin);
+  char target[32];
+  snprintf(target, sizeof target, "torch.%s", op);
+  json_t *tail = call("tail", target, json_pack("[{s:s}]", "node", "fc"), M, N);
+  if (strcmp(op, "softmax") == 0)
+    json_object_set_new(tail, "kwargs", json_pack("{s:i}", "dim", 1));
+  json_array_append_new(graph, tail);
   json_array_append_new(graph,
-                        call("relu", "torch.relu", json_pack("[{s:s}]", "node", "fc"), M, N));
-  json_array_append_new(graph,
-                        call("output", "output", json_pack("[{s:s}]", "node", "relu"), M, N));
+                        call("output", "output", json_pack("[{s:s}]", "node", "tail"), M, N));
   json_t *bias = json_pack("{s:s,s:s,s:[I],s:I}", "name", "param:fc.bias", "dtype", "float32",
                            "shape", (json_int_t)N, "numel", (json_int_t)N);
   return json_pack("{s:[o],s:[o,o],s:[o],s:o,s:s,s:s,s:i}", "inputs",
                    tensor_spec("input:0", M, K), "params", tensor_spec("param:fc.weight", N, K),
                    bias, "outputs", tensor_spec("output:0", M, N), "graph", graph,
                    "graph_source", "fx", "precision", "fp32", "sm_count", 132);
+}
+
+/* The profile (caller owns) of torch.bmm(a [batch, M, K], b [batch, K, N]). */
+static json_t *bmm_profile(long long batch, long long M, long long K, long long N) {
+  json_t *graph = json_array();
+  json_array_append_new(graph, json_pack("{s:s,s:s,s:s,s:s,s:[],s:{},s:[I,I,I],s:s}", "name",
+                                         "a", "op", "placeholder", "target", "a", "tensor",
+                                         "input:0", "args", "kwargs", "shape", (json_int_t)batch,
+                                         (json_int_t)M, (json_int_t)K, "dtype", "float32"));
+  json_array_append_new(graph, json_pack("{s:s,s:s,s:s,s:s,s:[],s:{},s:[I,I,I],s:s}", "name",
+                                         "b", "op", "placeholder", "target", "b", "tensor",
+                                         "input:1", "args", "kwargs", "shape", (json_int_t)batch,
+                                         (json_int_t)K, (json_int_t)N, "dtype", "float32"));
+  json_array_append_new(graph, json_pack("{s:s,s:s,s:s,s:[{s:s},{s:s}],s:{},s:[I,I,I],s:s}",
+                                         "name", "bmm", "op", "call_function", "target",
+                                         "torch.bmm", "args", "node", "a", "node", "b", "kwargs",
+                                         "shape", (json_int_t)batch, (json_int_t)M, (json_int_t)N,
+                                         "dtype", "float32"));
+  json_array_append_new(graph, json_pack("{s:s,s:s,s:s,s:[{s:s}],s:{},s:[I,I,I],s:s}", "name",
+                                         "output", "op", "output", "target", "output", "args",
+                                         "node", "bmm", "kwargs", "shape", (json_int_t)batch,
+                                         (json_int_t)M, (json_int_t)N, "dtype", "float32"));
+  json_t *in[3];
+  const long long dims[3][3] = {{batch, M, K}, {batch, K, N}, {batch, M, N}};
+  const char *names[3] = {"input:0", "input:1", "output:0"};
+  for (int i = 0; i < 3; i++)
+    in[i] = json_pack("{s:s,s:s,s:[I,I,I],s:I}", "name", names[i], "dtype", "float32", "shape",
+                      (json_int_t)dims[i][0], (json_int_t)dims[i][1], (json_int_t)dims[i][2],
+                      "numel", (json_int_t)(dims[i][0] * dims[i][1] * dims[i][2]));
+  return json_pack("{s:[o,o],s:[],s:[o],s:o,s:s,s:s,s:i}", "inputs", in[0], in[1], "params",
+                   "outputs", in[2], "graph", graph, "graph_source", "fx", "precision", "fp32",
+                   "sm_count", 132);
 }
 
 /* The gemm match (caller owns) of a profile (borrowed); fails the test unless it matches. */
@@ -385,27 +422,39 @@ static void test_compiles(void **state) {
   assert_int_equal(run(cmd), 0);
 }
 
-/* The fused epilogue (bias, ReLU) of a linear layer compiles into the kernel's store. */
-static void test_linear_epilogue(void **state) {
+/* The other stages around the GEMM compile with the kernel: a linear layer's bias and
+ * ReLU fused into its store, a softmax row tail (a second launch reading the GEMM's
+ * output buffer), and a batched GEMM (blockIdx.z over the batch). */
+static void test_stages(void **state) {
   (void)state;
-  json_t *p = linear_relu_profile(1024, 4096, 3000);
-  json_t *m = must_match(p);
-  printf("  match: %s\n", json_string_value(json_object_get(m, "summary")));
-  struct knob_set k = wgmma_knobs(m, 128, 128, 32, 3, 1);
-  json_t *cand = NULL;
-  char why[512] = "";
-  if (gemm_generate(m, &k, &cand, why, sizeof why) != 0)
-    fail_msg("%s", why);
-  json_t *args = json_object_get(json_array_get(json_object_get(json_object_get(cand, "plan"),
-                                                                "launches"),
-                                                0),
-                                 "args");
-  assert_int_equal(json_array_size(args), 4); /* x, the weight, the output, the bias */
-  check_nvrtc(cand, "linear 1024x3000x4096 + bias + relu");
-  check_ptx(cand, 128);
-  json_decref(cand);
-  json_decref(m);
-  json_decref(p);
+  const struct {
+    const char *what;
+    json_t *profile;
+    size_t main_args, launches;
+  } cases[] = {
+      {"linear 1024x3000x4096 + bias + relu", linear_profile(1024, 4096, 3000, "relu"), 4, 1},
+      {"linear 1024x3000x4096 + bias, softmax", linear_profile(1024, 4096, 3000, "softmax"), 4,
+       2},
+      {"bmm 16 x 512x384x256", bmm_profile(16, 512, 256, 384), 3, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *m = must_match(cases[i].profile);
+    printf("  match: %s\n", json_string_value(json_object_get(m, "summary")));
+    struct knob_set k = wgmma_knobs(m, 128, 128, 32, 3, 1);
+    json_t *cand = NULL;
+    char why[512] = "";
+    if (gemm_generate(m, &k, &cand, why, sizeof why) != 0)
+      fail_msg("%s: %s", cases[i].what, why);
+    json_t *launches = json_object_get(json_object_get(cand, "plan"), "launches");
+    assert_int_equal(json_array_size(launches), cases[i].launches);
+    json_t *main = json_array_get(launches, 0);
+    assert_int_equal(json_array_size(json_object_get(main, "args")), cases[i].main_args);
+    check_nvrtc(cand, cases[i].what);
+    check_ptx(cand, 128);
+    json_decref(cand);
+    json_decref(m);
+    json_decref(cases[i].profile);
+  }
 }
 
 /* `opforge propose --knobs MODE=wgmma_tf32x3` reaches the kernel: the family defaults with
@@ -669,7 +718,7 @@ int main(void) {
       cmocka_unit_test(test_never_default),
       cmocka_unit_test(test_emulated_accuracy),
       cmocka_unit_test(test_named_knob),
-      cmocka_unit_test(test_linear_epilogue),
+      cmocka_unit_test(test_stages),
       cmocka_unit_test(test_compiles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
