@@ -267,18 +267,6 @@ static bool mode_on(const struct replay *rp, const char *mode) {
   return false;
 }
 
-/* The counted-step budget of a task is the engine's too when the table answers every
- * point; where it may not (sampled regions), the engine gets three times as many, so
- * that steps on points the table lacks, which count for nothing, leave room. */
-static long engine_budget(const struct space_task *t, long steps) {
-  for (size_t k = 0; k < t->n_regions; k++) {
-    const struct space_region *r = &t->regions[k];
-    if (r->family[0] && !r->model && (r->points_total < 0 || r->points_recorded < r->points_total))
-      return steps * 3 > 1000 ? 1000 : steps * 3;
-  }
-  return steps;
-}
-
 static int submit(struct replay *rp, struct run_slot *s) {
   const struct space_task *t = &rp->table.tasks[s->r.task_index];
   char name[REPLAY_NAME_MAX + 48], *ref = NULL;
@@ -291,7 +279,7 @@ static int submit(struct replay *rp, struct run_slot *s) {
   json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:{s:I, s:I}, s:o}", "name", name,
                            "reference", ref, "policy", s->arm->policy, "memory", s->ns, "seed",
                            (json_int_t)s->r.seed, "proposer", "builtin", "budget", "steps",
-                           (json_int_t)engine_budget(t, s->r.steps), "seconds",
+                           (json_int_t)s->r.steps, "seconds",
                            (json_int_t)86400, "search", search ? search : json_object());
   free(ref);
   json_t *reply = NULL;
@@ -362,6 +350,9 @@ static int poll_run(struct replay *rp, struct run_slot *s) {
     fprintf(stderr, "error: %s under %s (%s, seed %ld) %s: %s\n", s->r.task, s->arm->name,
             s->r.mode, s->r.seed, status, msg ? msg : "(no message)");
   }
+  /* Proposals of points the table lacks cost the engine no step: it counts them. */
+  long not_recorded = (long)json_integer_value(
+      json_object_get(json_object_get(task, "progress"), "not_recorded"));
   json_decref(task);
   if (!ended)
     return 0;
@@ -371,6 +362,7 @@ static int poll_run(struct replay *rp, struct run_slot *s) {
     return -1;
   }
   replay_run_take(&s->r, items, true);
+  s->r.not_recorded += not_recorded;
   json_decref(items);
   if (strcmp(s->r.mode, "cold") == 0 && (mode_on(rp, "warm") || mode_on(rp, "frozen"))) {
     json_t *doc = export_memory(rp, s->ns);
@@ -557,7 +549,8 @@ static void print_report(struct replay *rp) {
     not_recorded += runs[i].not_recorded;
     engine += runs[i].engine_steps;
   }
-  printf("steps on points the table lacks (not counted): %ld of %ld\n\n", not_recorded, engine);
+  printf("proposals of points the table lacks (no step spent): %ld, beside %ld steps\n\n",
+         not_recorded, engine);
   const char *arms[32], *modes[MODES_MAX];
   for (size_t a = 0; a < rp->p->n_arms && a < 32; a++)
     arms[a] = rp->p->arms[a].name;

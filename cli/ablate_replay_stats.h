@@ -26,8 +26,10 @@ struct replay_run {
   /* figures (replay_run_take) */
   bool done;                      /* it ended and its candidates were read */
   long engine_steps;              /* steps the engine spent */
-  long not_recorded;              /* of them, evaluations of points the table lacks */
-  long effective;                 /* steps that counted: engine_steps - not_recorded */
+  long not_recorded;              /* proposals of points the table lacks: the engine's
+                                     count (they cost it no step; the caller adds it),
+                                     plus any candidate that names one */
+  long effective;                 /* steps that counted: engine_steps less such candidates */
   double best_at[REPLAY_MARKS];   /* best correct time within the first 5, 10, 20 counted
                                      steps (the reference of step 0 included); NAN when the
                                      budget is below the mark */

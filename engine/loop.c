@@ -442,7 +442,7 @@ static enum loop_result run_steps(struct task_run *run) {
   /* This run's load, profile and reference count in the time budget. */
   run->elapsed_s += budget_now_s() - run->started_s;
   snprintf(run->stop_reason, sizeof run->stop_reason, "budget");
-  int idle = 0, down = 0;
+  int idle = 0, down = 0, not_recorded = 0; /* not_recorded: in a row */
   while (run->step < run->budget_steps &&
          budget_time_allows_step(run->elapsed_s, run->budget_s, run->steps_s,
                                  run->steps_timed)) {
@@ -456,7 +456,7 @@ static enum loop_result run_steps(struct task_run *run) {
       snprintf(run->stop_reason, sizeof run->stop_reason, "at_floor");
       break;
     }
-    enum step_result res = loop_step(run, idle);
+    enum step_result res = loop_step(run, idle + not_recorded);
     if (res == STEP_ABORTED)
       return checkpoint(run);
     if (res == STEP_STORE_ERROR)
@@ -474,6 +474,15 @@ static enum loop_result run_steps(struct task_run *run) {
     }
     if (res == STEP_PROPOSER_DOWN)
       continue;
+    if (res == STEP_NOT_RECORDED) {  /* no step spent; a record this sparse ends it */
+      if (++not_recorded >= LOOP_NOT_RECORDED_LIMIT) {
+        snprintf(run->stop_reason, sizeof run->stop_reason, "space_exhausted");
+        break;
+      }
+      continue;
+    }
+    if (res == STEP_COMMITTED)
+      not_recorded = 0;
     idle = res == STEP_NOTHING_NEW ? idle + 1 : 0;
     if (idle >= nothing_new_limit(run)) {
       snprintf(run->stop_reason, sizeof run->stop_reason, "space_exhausted");

@@ -23,6 +23,12 @@ bool loop_candidate_digest(json_t *candidate, char ret_hex[SHA256_HEX_BYTES]) {
   return true;
 }
 
+bool loop_not_recorded(const json_t *result) {
+  const char *cls = json_string_value(
+      json_object_get(json_object_get(result, "failure"), "class"));
+  return cls && strcmp(cls, LOOP_NOT_RECORDED_CLASS) == 0;
+}
+
 bool loop_already_evaluated(const struct task_run *run, json_t *candidate) {
   char digest[SHA256_HEX_BYTES];
   return run->evaluated && loop_candidate_digest(candidate, digest) &&
@@ -76,8 +82,9 @@ json_t *loop_evaluate_once(struct task_run *run, json_t *candidate, const char *
   eval_outcome_read(result, &o);
   /* Crashes, timeouts and the evaluator's own failures (load, protocol: memory taken by
    * another slot, a restart) may be the machine's fault, not the candidate's: never
-   * cached. */
-  bool cacheable = result && !run->aborted && !eval_stage_environmental(o.stage);
+   * cached. A record's "not recorded" is its answer for good: cached. */
+  bool cacheable = result && !run->aborted &&
+                   (!eval_stage_environmental(o.stage) || loop_not_recorded(result));
   if (keyed && cacheable) {
     if (!run->evaluated)
       run->evaluated = json_object();

@@ -43,6 +43,8 @@ struct task_run {
   double steps_s;               /* wall time of this run's committed steps */
   int steps_timed;              /* how many they are */
   int correct;
+  int not_recorded;             /* proposals the evaluator had no record of (a replay's
+                                   table lacks the point): this run's, no step spent */
   double best_speedup, best_ms;
   char best_candidate[40];
   double best_library_ms;       /* the best program's time in library steps; -1 unknown */
@@ -84,7 +86,14 @@ enum step_result {
   STEP_PROPOSER_DOWN, /* the proposer's service failed (endpoint down, rate limited, a
                          model it may not use): nothing was learned, no step was spent */
   STEP_ABORTED,     /* the server's shutdown stopped the evaluation: nothing recorded */
+  STEP_NOT_RECORDED, /* the evaluator answers from a record that lacks the program (a
+                        replay's replay/not_recorded): no step was spent, nothing was
+                        learned, and the program counts as evaluated */
 };
+
+/* The failure class of an evaluation the evaluator could not make because its record
+ * lacks the program (gpu/replay/replay.c). */
+#define LOOP_NOT_RECORDED_CLASS "replay/not_recorded"
 
 /* Where one step works: the program it changes (its node's, or for the root the
  * proposer's starting point in every region) and the region it changes. */
@@ -179,6 +188,9 @@ enum step_result loop_step(struct task_run *run, int attempt);
  * as hex in ret_hex; false when it cannot be computed. */
 bool loop_candidate_digest(json_t *candidate, char ret_hex[SHA256_HEX_BYTES]);
 
+/* True when result (borrowed) is the evaluator's "not in my record" answer. */
+bool loop_not_recorded(const json_t *result);
+
 /* True when this run already evaluated candidate. */
 bool loop_already_evaluated(const struct task_run *run, json_t *candidate);
 
@@ -203,6 +215,9 @@ int loop_eager_retimed(struct task_run *run, double profile_eager_ms);
 
 /* Failures of the proposer's service in a row that end the task's steps. */
 #define LOOP_PROPOSER_DOWN_LIMIT 3
+/* Proposals in a row that the evaluator's record lacks before the space counts as
+ * exhausted (a replay of a sparse table). */
+#define LOOP_NOT_RECORDED_LIMIT 256
 
 /* budget.stop_at_floor when the task does not say. */
 #define LOOP_DEFAULT_STOP_AT_FLOOR 0.97

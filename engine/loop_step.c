@@ -78,7 +78,8 @@ static json_t *changed_rows(const struct tree *t, size_t node) {
   return rows;
 }
 
-json_t *loop_progress(const struct task_run *run) {
+/* The progress record of run's committed state (caller owns). */
+static json_t *progress_of(const struct task_run *run) {
   bool share = run->correct && run->best_ms > 0 && run->best_library_ms >= 0;
   double library_share = share ? run->best_library_ms / run->best_ms : 0;
   if (library_share > 1)
@@ -95,6 +96,13 @@ json_t *loop_progress(const struct task_run *run) {
                    "best_graph", run->best_graph < 0 ? json_null() : json_boolean(run->best_graph),
                    "llm_prompt_tokens", (json_int_t)u->prompt_tokens, "llm_completion_tokens",
                    (json_int_t)u->completion_tokens, "llm_cost_usd", u->cost_usd);
+}
+
+json_t *loop_progress(const struct task_run *run) {
+  json_t *progress = progress_of(run);
+  if (progress && run->not_recorded > 0)
+    json_object_set_new(progress, "not_recorded", json_integer(run->not_recorded));
+  return progress;
 }
 
 void loop_take_usage(struct task_run *run) {
@@ -265,7 +273,7 @@ static json_t *failed_proposal(json_t *failure, json_t **ret_result) {
 static int record_step(struct task_run *run, struct policy_choice *choice,
                        const struct memory_view *memory, const struct step_context *ctx,
                        json_t *candidate, json_t *region_candidate, json_t *failure,
-                       double started) {
+                       double started, bool *ret_not_recorded) {
   char id[ID_LEN + 1];
   id_new(id);
   json_t *result;
@@ -273,7 +281,11 @@ static int record_step(struct task_run *run, struct policy_choice *choice,
     result = loop_evaluate_once(run, candidate, id);
   else
     candidate = failed_proposal(failure, &result);
-  if (run->aborted) {  /* the shutdown stopped it: nothing of this step is recorded */
+  /* The shutdown stopped it, or the evaluator's record lacks it (a replay): nothing of
+   * this step is recorded, and no step is spent. */
+  *ret_not_recorded = !run->aborted && loop_not_recorded(result);
+  if (run->aborted || *ret_not_recorded) {
+    run->not_recorded += *ret_not_recorded;
     json_decref(candidate);
     json_decref(result);
     return STORE_OK;
@@ -388,13 +400,16 @@ enum step_result loop_step(struct task_run *run, int attempt) {
     loop_mark_exhausted(run, choice.node, ctx.region);
   run->store_status = STORE_ERROR;
   if (res == STEP_COMMITTED) {
+    bool not_recorded = false;
     int rc = record_step(run, &choice, &memory, &ctx, candidate, region_candidate, failure,
-                         started);
+                         started, &not_recorded);
     if (rc != STORE_OK) {
       run->store_status = rc;
       res = STEP_STORE_ERROR;
     } else if (run->aborted) {
       res = STEP_ABORTED;
+    } else if (not_recorded) {
+      res = STEP_NOT_RECORDED;
     }
   }
   json_decref(region_candidate);

@@ -25,10 +25,9 @@
  *   - a recorded failure as that failure (its stage and class, the message saying it
  *     was recorded);
  *   - a point the table lacks as a failure of stage "protocol" and class
- *     replay/not_recorded, naming the task, the region and the key. The engine counts
- *     it as a step (it has no outcome that costs none); `opforge ablate --replay` leaves
- *     such steps out of its step counts, and the skill memory, which skips protocol
- *     failures, learns nothing from them.
+ *     replay/not_recorded, naming the task, the region and the key. The engine spends
+ *     no step on it, records and learns nothing, counts it in the task's
+ *     progress.not_recorded and treats the program as evaluated (engine/loop_step.c).
  * A program's time is the sum of its regions' recorded times: graph replay, and the
  * launches saved by merging regions, are not modelled. */
 #include <errno.h>

@@ -241,7 +241,7 @@ def test_ablate(opforge, points, tmp):
         "  full      htam+tree {}",
         "  random    best_of_n {\"tau\":100,\"prefix_len\":0,\"beta\":0,\"local_memory\":false,"
         "\"skills\":false}",
-        None,  # "steps on points the table lacks (not counted): N of 320": see below
+        None,  # "proposals of points the table lacks (no step spent): N, beside M steps"
         "",
         "MODE    ARM       TASKS   RUNS  TO_95 [95% CI]        TO_99 [95% CI]        REACHED  "
         "AT_5 [95% CI]         AT_10 [95% CI]        AT_20 [95% CI]",
@@ -275,8 +275,8 @@ def test_ablate(opforge, points, tmp):
             # A run may also end before 20 steps when its policy finds nothing new (best-of-N
             # from a small space of moves).
             check(line is not None and line.startswith(
-                "steps on points the table lacks (not counted): "),
-                "report line %d: the steps on points the table lacks: %s" % (i + 2, line))
+                "proposals of points the table lacks (no step spent): "),
+                "report line %d: the proposals of points the table lacks: %s" % (i + 2, line))
             continue
         check(line is not None and line.rstrip() == w.rstrip(), "report line %d: %r" % (i + 2, w))
     check(got[0].startswith("replay of %s (hand, NVIDIA H200): 2 tasks, 2 seeds, 20 steps, "
@@ -326,6 +326,47 @@ def test_record_dry_run(replay, points, scripted, tmp):
         "the replay evaluator answers every recorded point as recorded")
 
 
+def test_sparse(opforge, points, tmp):
+    """A sampled table: of each task's 1770 points only the starting point (1.0 ms) and
+    four others (0.5 ms) are recorded. A proposal of any other point costs no step and
+    commits no candidate: every run's candidates are recorded points only, its steps are
+    at most the budget, and the engine counts the rest (progress.not_recorded)."""
+    prof = os.path.join(tmp, "tiny.json")
+    out = subprocess.run([points, prof], capture_output=True, text=True, check=True).stdout
+    keys = [json.loads(l)["point"] for l in out.splitlines() if '"point"' in l]
+    table = os.path.join(tmp, "sparse.jsonl")
+    rows = [{"kind": "space", "format": 1, "source": "hand", "hardware": "NVIDIA H200"}]
+    for task in ("sparse_a", "sparse_b"):
+        p = relu_profile()
+        p["name"] = task
+        rows += [{"kind": "task", "task": task, "eager_ms": 2.0, "compile_ms": 1.6,
+                  "floor_ms": 0.1, "reference_ms": 2.0, "profile": p},
+                 {"kind": "region", "task": task, "region": 0, "family": "pointwise",
+                  "library_ms": 2.0, "first": keys[0], "points_total": len(keys),
+                  "sampled": True}]
+        rows += [{"kind": "point", "task": task, "region": 0, "point": k,
+                  "ms": 1.0 if i == 0 else 0.5, "correct": True, "class": None}
+                 for i, k in enumerate(keys[:1] + keys[1::400])]
+    write_lines(table, rows)
+    res = os.path.join(tmp, "sparse.json")
+    p = subprocess.run([opforge, "ablate", "--replay", table, "--seeds", "2", "--arms",
+                        "full,random", "--modes", "cold", "--steps", "10", "--jobs", "4",
+                        "--out", res], capture_output=True, text=True, timeout=600)
+    print(p.stdout)
+    check(p.returncode == 0, "ablate --replay of a sampled table exits 0")
+    with open(res) as f:
+        runs = json.load(f)["runs"]
+    check(len(runs) == 8 and all(r["engine_steps"] == r["counted_steps"] <= 10 and
+                                 r["not_recorded"] > 0 for r in runs),
+          "a sampled table: every step a recorded point, the missing ones counted apart (%s)"
+          % [(r["engine_steps"], r["counted_steps"], r["not_recorded"]) for r in runs])
+    lacks = [l for l in p.stdout.splitlines() if l.startswith("proposals of points")]
+    total = sum(r["not_recorded"] for r in runs)
+    steps = sum(r["engine_steps"] for r in runs)
+    check(lacks == ["proposals of points the table lacks (no step spent): %d, beside %d steps"
+                    % (total, steps)], "the report counts them: %s" % lacks)
+
+
 def test_modes(opforge, table, tmp):
     """--modes: the refusals word for word, and frozen memory (warm, search.learn false)
     runs after cold whatever the order named."""
@@ -360,6 +401,7 @@ def main():
         test_evaluator(replay, tmp)
         test_ablate(opforge, points, tmp)
         test_modes(opforge, os.path.join(tmp, "tiny.jsonl"), tmp)
+        test_sparse(opforge, points, tmp)
         scripted = os.environ.get("OPFORGE_SCRIPTED_EVALUATOR")
         if scripted:
             test_record_dry_run(replay, points, scripted, tmp)
