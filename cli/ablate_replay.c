@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,10 +131,14 @@ static int start_server(struct replay *rp, const char *evaluator, char *url, siz
   int fds[2];
   if (pipe(fds) != 0)
     return -1;
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0)
     return -1;
   if (pid == 0) {
+    /* The server ends with this process, also when a signal ends it first. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+      _exit(127);
     int err = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fds[1], 1);
     if (err >= 0)

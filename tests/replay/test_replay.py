@@ -367,6 +367,45 @@ def test_sparse(opforge, points, tmp):
                     % (total, steps)], "the report counts them: %s" % lacks)
 
 
+def children(pid):
+    """The pids whose parent is pid (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if d.isdigit() and int(fields[1]) == pid:
+                out.append(int(d))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def test_server_ends_with_ablate(opforge, table):
+    """SIGTERM to a running `ablate --replay` ends its server too (none is left behind)."""
+    import signal
+    import time
+    p = subprocess.Popen([opforge, "ablate", "--replay", table, "--seeds", "50", "--jobs", "1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = []
+    until = time.time() + 30
+    while not server and time.time() < until:
+        time.sleep(0.1)
+        server = children(p.pid)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+    gone = False
+    until = time.time() + 10
+    while server and not gone and time.time() < until:
+        time.sleep(0.1)
+        try:
+            with open("/proc/%d/stat" % server[0]) as f:
+                gone = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            gone = True
+    check(server and gone, "SIGTERM to ablate --replay ends its server (pid %s)" % server)
+
+
 def test_modes(opforge, table, tmp):
     """--modes: the refusals word for word, and frozen memory (warm, search.learn false)
     runs after cold whatever the order named."""
@@ -402,6 +441,7 @@ def main():
         test_ablate(opforge, points, tmp)
         test_modes(opforge, os.path.join(tmp, "tiny.jsonl"), tmp)
         test_sparse(opforge, points, tmp)
+        test_server_ends_with_ablate(opforge, os.path.join(tmp, "tiny.jsonl"))
         scripted = os.environ.get("OPFORGE_SCRIPTED_EVALUATOR")
         if scripted:
             test_record_dry_run(replay, points, scripted, tmp)
