@@ -84,18 +84,43 @@ static int open_trickler(struct server *server, int source) {
   return fd;
 }
 
+/* A client that sends its request at once: GET /healthz, sent again on a new connection
+ * when the server closes one unanswered (libmicrohttpd refuses at accept while its table
+ * is full for a moment, before the shed connections have closed), as a client retries,
+ * until 5 s pass. Returns the last status (-1: none); sets how long it took and the
+ * connections it used. */
+static long probe_healthz(struct server *server, long *ret_ms, int *ret_tries) {
+  static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "Connection: close\r\n\r\n";
+  long t0 = raw_ms_now(), status = -1;
+  int tries = 0;
+  while (status != 200 && raw_ms_now() - t0 < 5000) {
+    struct raw_response r = {0};
+    raw_exchange_wait(server, NULL, NULL, req, sizeof req - 1, 5000, &r);
+    status = r.status;
+    tries++;
+    raw_response_clear(&r);
+    if (status != 200)
+      usleep(20 * 1000);
+  }
+  *ret_ms = raw_ms_now() - t0;
+  *ret_tries = tries;
+  return status;
+}
+
 /* The probe's spread: 20 addresses (127.0.0.2 to .21) with 4 connections each that
  * trickle request heads (one byte every 300 ms, well inside every idle timeout and the
  * 10 s head deadline) and reopen whatever the server closes, against
  * --max-connections 48. Each of 4 requests of a client that sends its request at once
- * is answered within 5 s, and the connections shed to make room are counted. */
+ * is answered within 5 s (probe_healthz), and the connections shed to make room are
+ * counted. */
 static void test_spread_slow_heads(void **state) {
   struct server *server = *state;
   int fds[SOURCES * PER_SOURCE];
   for (int i = 0; i < SOURCES * PER_SOURCE; i++)
     fds[i] = open_trickler(server, i % SOURCES);
   long start = raw_ms_now();
-  int answered = 0, asked = 0;
+  int answered = 0, asked = 0, connections = 0;
   long slowest = 0;
   while (raw_ms_now() - start < 8000 && asked < 4) {
     for (int i = 0; i < SOURCES * PER_SOURCE; i++) {
@@ -106,14 +131,12 @@ static void test_spread_slow_heads(void **state) {
       fds[i] = open_trickler(server, i % SOURCES);
     }
     if (raw_ms_now() - start >= 1000 * (asked + 1)) {
-      struct http_request req = {.method = "GET", .path = "/healthz", .timeout_ms = 5000};
-      long t0 = raw_ms_now();
-      struct http_response *r = http_do(server, &req);
-      long took = raw_ms_now() - t0;
+      long took = 0;
+      int tries = 0;
       asked++;
-      answered += r->status == 200;
+      answered += probe_healthz(server, &took, &tries) == 200;
+      connections += tries;
       slowest = took > slowest ? took : slowest;
-      http_response_free(r);
     }
     usleep(300 * 1000);
   }
@@ -121,7 +144,8 @@ static void test_spread_slow_heads(void **state) {
     if (fds[i] >= 0)
       close(fds[i]);
   long shed = raw_limit_trips(server, "shed");
-  print_message("answered %d of %d, slowest %ld ms; shed %ld\n", answered, asked, slowest, shed);
+  print_message("answered %d of %d on %d connections, slowest %ld ms; shed %ld\n", answered,
+                asked, connections, slowest, shed);
   assert_int_equal(asked, 4);
   assert_int_equal(answered, 4);
   assert_true(slowest < 5000);
